@@ -1,0 +1,15 @@
+from importlib import import_module
+
+from django.apps import AppConfig
+from django.conf import settings
+
+
+class RunsConfig(AppConfig):
+    name = "runs"
+    verbose_name = "Runs"
+
+    def ready(self) -> None:
+        # Workflows register themselves on import; a worker knows exactly the
+        # workflows these modules declare (DESIGN.md §7).
+        for module in settings.RUNS_WORKFLOW_MODULES:
+            import_module(module)

@@ -1,0 +1,295 @@
+"""Finishing an attempt: success, failure, and what follows from them (successors,
+map expansion, run completion).
+
+Every finish is fenced (DESIGN.md §7): its first statement moves the attempt out of
+`running` only if it is still running and its lease, on the database's clock, has
+not expired. A finish that loses the fence raises AttemptFenced and its transaction,
+effect included, rolls back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Attempt, Claim, Run, Step
+from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.workflows.definition import Workflow
+
+from . import faults
+from .dispatch import publish_on_commit
+from .errors import AttemptFenced
+from .start import Started, step_claim_key
+from .timing import db_now_plus
+
+log = logging.getLogger(__name__)
+
+
+def fence(attempt_id: int, status: AttemptStatus, error: str = "") -> None:
+    """Move a live attempt to its final status, or raise AttemptFenced."""
+    n = Attempt.objects.filter(
+        pk=attempt_id, status=AttemptStatus.RUNNING, lease_expires_at__gt=Now()
+    ).update(status=status, finished_at=Now(), error=error)
+    if n != 1:
+        raise AttemptFenced(f"attempt {attempt_id} no longer owns its step")
+
+
+def renew_lease(attempt_id: int, seconds: float) -> None:
+    """Heartbeat: extend a live lease, or raise AttemptFenced if it was lost."""
+    n = Attempt.objects.filter(
+        pk=attempt_id, status=AttemptStatus.RUNNING, lease_expires_at__gt=Now()
+    ).update(lease_expires_at=db_now_plus(seconds))
+    if n != 1:
+        raise AttemptFenced(f"attempt {attempt_id} lost its lease")
+
+
+def _leave_running(started: Started, **fields: Any) -> None:
+    """The step's own transition out of `running`, conditional on the attempt."""
+    n = Step.objects.filter(
+        pk=started.step.id, status=StepStatus.RUNNING, current_attempt_id=started.attempt.id
+    ).update(current_attempt=None, **fields)
+    if n != 1:
+        raise AttemptFenced(f"step {started.step.key} is no longer owned by its attempt")
+
+
+def ensure_json(value: Any) -> Any:
+    """Results are stored as JSON: refuse what cannot round-trip, with a clear error."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"step result is not JSON-serializable: {exc}") from exc
+
+
+def finish_attempt(
+    started: Started,
+    *,
+    result: Any = None,
+    effect: Callable[[], Any] | None = None,
+    batch_counts: dict[str, int] | None = None,
+) -> None:
+    """Record a successful attempt. For a transactional step, `effect` runs inside this
+    transaction together with its claim, so the effect commits exactly when the
+    completion does."""
+    step, run, attempt = started.step, started.run, started.attempt
+    name = step.name
+    with transaction.atomic():
+        fence(attempt.id, AttemptStatus.SUCCEEDED)
+        if effect is not None:
+            claim = _insert_transactional_claim(started)
+            faults.hit("after_claim", name)
+            result = ensure_json(effect())
+            faults.hit("after_effect", name)
+            Claim.objects.filter(pk=claim.id).update(
+                status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now()
+            )
+            events.append_event(
+                run.id, events.CLAIM_SUCCEEDED, step_id=step.id,
+                attempt_number=attempt.number, key=claim.key,
+            )
+        else:
+            result = ensure_json(result)
+        if started.claim is not None:
+            n = Claim.objects.filter(
+                pk=started.claim.id, status=ClaimStatus.IN_FLIGHT, attempt_id=attempt.id
+            ).update(status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now())
+            if n != 1:
+                raise AttemptFenced(f"claim {started.claim.key} is no longer this attempt's")
+            events.append_event(
+                run.id, events.CLAIM_SUCCEEDED, step_id=step.id,
+                attempt_number=attempt.number, key=started.claim.key,
+            )
+        _leave_running(started, status=StepStatus.SUCCEEDED, result=result, finished_at=Now())
+        if batch_counts is not None:
+            events.append_event(
+                run.id, events.BATCH_FINISHED, step_id=step.id,
+                attempt_number=attempt.number, step=step.key, **batch_counts,
+            )
+        events.append_event(
+            run.id, events.STEP_SUCCEEDED, step_id=step.id,
+            attempt_number=attempt.number, step=step.key,
+        )
+        ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow)
+        publish_on_commit(ready, fault_step=name)
+
+
+def _insert_transactional_claim(started: Started) -> Claim:
+    key = step_claim_key(started.run, started.step, started.stepdef)
+    claim, created = Claim.objects.get_or_create(
+        key=key,
+        defaults=dict(
+            run=started.run, step=started.step, kind=started.step.kind,
+            attempt=started.attempt,
+        ),
+    )
+    if not created:
+        # Only possible if the step already committed its effect under another
+        # attempt, which the fence excludes; refuse rather than apply twice.
+        raise AttemptFenced(f"claim {key} already exists ({claim.status})")
+    return claim
+
+
+def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
+    """Record a failed attempt and decide what follows, by effect kind (DESIGN.md §3):
+    an uncertain guarded effect becomes unresolved; otherwise retry with backoff while
+    attempts remain, then fail the step and the run. Returns the outcome word."""
+    step, run, attempt = started.step, started.run, started.attempt
+    with transaction.atomic():
+        if started.step.kind == EffectKind.GUARDED and uncertain:
+            fence(attempt.id, AttemptStatus.UNRESOLVED, error)
+            _leave_running(started, status=StepStatus.UNRESOLVED, error=error)
+            mark_unresolved(run_id=run.id, step=step, attempt_number=attempt.number,
+                            reason=error)
+            return "unresolved"
+        fence(attempt.id, AttemptStatus.FAILED, error)
+        if step.attempts < step.max_attempts:
+            delay = started.stepdef.retry.delay(step.attempts)
+            _leave_running(
+                started, status=StepStatus.RETRYING, error=error,
+                next_attempt_at=db_now_plus(delay),
+            )
+            events.append_event(
+                run.id, events.STEP_RETRYING, step_id=step.id, attempt_number=attempt.number,
+                step=step.key, error=error, delay=round(delay, 3),
+            )
+            publish_on_commit([step.id], countdown=delay)
+            return "retrying"
+        _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
+        fail_step_claims(run_id=run.id, step=step, error=error)
+        events.append_event(
+            run.id, events.STEP_FAILED, step_id=step.id, attempt_number=attempt.number,
+            step=step.key, error=error,
+        )
+        fail_run(run.id, f"step {step.key} failed: {error}")
+        return "failed"
+
+
+def fail_step_claims(*, run_id: uuid.UUID, step: Step, error: str) -> None:
+    for claim in Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT):
+        Claim.objects.filter(pk=claim.id, status=ClaimStatus.IN_FLIGHT).update(
+            status=ClaimStatus.FAILED, error=error, completed_at=Now()
+        )
+        events.append_event(run_id, events.CLAIM_FAILED, step_id=step.id, key=claim.key)
+
+
+def mark_unresolved(*, run_id: uuid.UUID, step: Step, attempt_number: int, reason: str) -> None:
+    """The step's in-flight claim becomes unresolved and the run waits for a human."""
+    for claim in Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT):
+        Claim.objects.filter(pk=claim.id, status=ClaimStatus.IN_FLIGHT).update(
+            status=ClaimStatus.UNRESOLVED, error=reason
+        )
+        events.append_event(
+            run_id, events.CLAIM_UNRESOLVED, step_id=step.id,
+            attempt_number=attempt_number, key=claim.key, reason=reason,
+        )
+    events.append_event(
+        run_id, events.STEP_UNRESOLVED, step_id=step.id, attempt_number=attempt_number,
+        step=step.key, reason=reason,
+    )
+    if Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+        status=RunStatus.NEEDS_RECONCILIATION, updated_at=Now()
+    ):
+        events.append_event(run_id, events.RUN_NEEDS_RECONCILIATION, step=step.key)
+
+
+def fail_run(run_id: uuid.UUID, error: str) -> None:
+    if Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).update(
+        status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
+    ):
+        events.append_event(run_id, events.RUN_FAILED, error=error)
+
+
+def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+    """Propagate a step's success; return the ids of steps that became queued.
+
+    A batch decrements its map parent; a top-level step decrements the run's counter
+    and its dependents' pending-dependency counters (an indexed lookup by name, never a
+    scan of the plan)."""
+    if step.parent_id is not None:
+        remaining = _decrement("runs_step", "pending_children", step.parent_id)
+        if remaining != 0:
+            return []
+        parent = Step.objects.get(pk=step.parent_id)
+        n = Step.objects.filter(pk=parent.id, status=StepStatus.RUNNING).update(
+            status=StepStatus.SUCCEEDED, finished_at=Now(),
+            result={"items": _count_items(parent), "batches": parent.batches.count()},
+        )
+        if n != 1:
+            raise RuntimeError(f"map step {parent.key} was not running")
+        events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
+        return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
+
+    if _decrement("runs_run", "steps_remaining", run_id) == 0:
+        _succeed_run(run_id, workflow)
+        return []
+    dependents = workflow.dependents(step.name)
+    if not dependents:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE runs_step SET pending_deps = pending_deps - 1
+            WHERE run_id = %s AND name = ANY(%s) AND parent_id IS NULL
+            RETURNING id, pending_deps
+            """,
+            [run_id, dependents],
+        )
+        now_ready = [row[0] for row in cursor.fetchall() if row[1] == 0]
+    queued: list[int] = []
+    for step_id in now_ready:
+        queued.extend(_make_ready(run_id, Step.objects.get(pk=step_id), workflow))
+    return queued
+
+
+def _make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+    stepdef = workflow.steps[step.name]
+    if stepdef.is_map:
+        from .mapping import expand
+
+        return expand(run_id=run_id, parent=step, workflow=workflow)
+    n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
+        status=StepStatus.QUEUED, queued_at=Now()
+    )
+    if n != 1:
+        raise RuntimeError(f"step {step.key} was not pending")
+    events.append_event(run_id, events.STEP_QUEUED, step_id=step.id, step=step.key)
+    return [step.id]
+
+
+def _decrement(table: str, column: str, pk: Any) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET {column} = {column} - 1 WHERE id = %s RETURNING {column}",
+            [pk],
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _count_items(parent: Step) -> int:
+    return sum(len(items or []) for items in parent.batches.values_list("items", flat=True))
+
+
+def _succeed_run(run_id: uuid.UUID, workflow: Workflow) -> None:
+    leaves = [s for s in workflow.steps if not workflow.dependents(s)]
+    result = dict(
+        Step.objects.filter(run_id=run_id, name__in=leaves, parent__isnull=True).values_list(
+            "name", "result"
+        )
+    )
+    n = Run.objects.filter(
+        pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION]
+    ).update(
+        status=RunStatus.SUCCEEDED, result=result, finished_at=Now(), updated_at=Now()
+    )
+    if n == 1:
+        events.append_event(run_id, events.RUN_SUCCEEDED)
+    else:
+        log.info("run %s finished its steps but is no longer running; left as it is", run_id)

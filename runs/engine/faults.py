@@ -1,0 +1,66 @@
+"""Fault injection (DESIGN.md §9): the worker process kills itself with SIGKILL at a
+named point, so crash tests exercise real process death rather than an exception.
+
+    RUNS_ALLOW_FAULTS=1 RUNS_FAULTS="after_effect:migrate:120,after_commit:list_records"
+
+Occurrences are counted per worker process. Ignored entirely unless
+RUNS_ALLOW_FAULTS=1, so a stray variable in production can never kill a worker.
+RUNS_DUPLICATE_MESSAGES=1 (same gate) publishes every step message twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections import Counter
+
+POINTS = ("before_claim", "after_claim", "after_effect", "after_commit")
+
+log = logging.getLogger(__name__)
+_counts: Counter[tuple[str, str]] = Counter()
+
+
+def enabled() -> bool:
+    return os.environ.get("RUNS_ALLOW_FAULTS") == "1"
+
+
+def parse(spec: str) -> dict[tuple[str, str], int]:
+    """`point:step[:nth]`, comma-separated → {(point, step): nth}."""
+    faults: dict[tuple[str, str], int] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        fields = part.split(":")
+        if len(fields) not in (2, 3) or fields[0] not in POINTS:
+            raise ValueError(
+                f"bad RUNS_FAULTS entry {part!r}: expected <point>:<step>[:<nth>] "
+                f"with point one of {', '.join(POINTS)}"
+            )
+        nth = int(fields[2]) if len(fields) == 3 else 1
+        if nth < 1:
+            raise ValueError(f"bad RUNS_FAULTS entry {part!r}: nth must be >= 1")
+        faults[(fields[0], fields[1])] = nth
+    return faults
+
+
+def _active() -> dict[tuple[str, str], int]:
+    if not enabled():
+        return {}
+    return parse(os.environ.get("RUNS_FAULTS", ""))
+
+
+def hit(point: str, step_name: str) -> None:
+    """Mark that execution reached `point` for `step_name`; die here if told to."""
+    faults = _active()
+    if not faults:
+        return
+    _counts[(point, step_name)] += 1
+    nth = faults.get((point, step_name))
+    if nth is not None and _counts[(point, step_name)] == nth:
+        log.warning("fault injection: SIGKILL at %s:%s:%d", point, step_name, nth)
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def message_copies() -> int:
+    return 2 if enabled() and os.environ.get("RUNS_DUPLICATE_MESSAGES") == "1" else 1

@@ -1,0 +1,194 @@
+"""Map steps (DESIGN.md §4): expansion into batches, and a batch's item loop.
+
+Each item is its own logical invocation with its own claim. A transactional item is
+ONE transaction: fence + claim + effect + claim outcome, nothing else (no event, no
+lock on the run row), so items of one run can run in parallel on several workers and
+a crash loses at most the item in flight. The claims ARE the completed-item registry:
+a retried batch skips every item whose claim succeeded.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Claim, Run, Step
+from runs.states import ClaimStatus, EffectKind, StepStatus
+from runs.workflows.definition import Context, Workflow
+
+from . import faults, keys
+from .complete import ensure_json, renew_lease, step_succeeded
+from .start import Started
+
+
+def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int]:
+    """Turn a ready map step into batch steps under a new plan revision; return the
+    ids of the queued batches (none, and the parent succeeds, for an empty list)."""
+    stepdef = workflow.steps[parent.name]
+    assert stepdef.over is not None
+    source = Step.objects.get(run_id=run_id, name=stepdef.over, parent__isnull=True)
+    collection = source.result
+    run = Run.objects.get(pk=run_id)
+    if not isinstance(collection, list):
+        error = f"map step {parent.name!r} needs a list from {stepdef.over!r}, got {type(collection).__name__}"
+        Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
+            status=StepStatus.FAILED, error=error, finished_at=Now()
+        )
+        events.append_event(run_id, events.STEP_FAILED, step_id=parent.id, step=parent.key, error=error)
+        from .complete import fail_run
+
+        fail_run(run_id, error)
+        return []
+    size = stepdef.batch_size_for(run.input)
+    pairs = [
+        {"key": stepdef.key_of(item, index), "item": item} for index, item in enumerate(collection)
+    ]
+    batches = [pairs[i : i + size] for i in range(0, len(pairs), size)]
+    revision = _bump_revision(run_id)
+    n = Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
+        status=StepStatus.RUNNING, pending_children=len(batches), started_at=Now()
+    )
+    if n != 1:
+        raise RuntimeError(f"map step {parent.key} was not pending")
+    created = Step.objects.bulk_create(
+        Step(
+            run_id=run_id,
+            key=f"{parent.name}[{index}]",
+            name=parent.name,
+            kind=parent.kind,
+            parent=parent,
+            batch_index=index,
+            items=batch,
+            plan_revision=revision,
+            max_attempts=parent.max_attempts,
+            status=StepStatus.QUEUED,
+        )
+        for index, batch in enumerate(batches)
+    )
+    ids = [s.id for s in created]
+    Step.objects.filter(pk__in=ids).update(queued_at=Now())
+    events.append_event(
+        run_id, events.PLAN_EXPANDED, step_id=parent.id, step=parent.key,
+        revision=revision, items=len(pairs), batches=len(batches), batch_size=size,
+    )
+    if not batches:
+        Step.objects.filter(pk=parent.id).update(
+            status=StepStatus.SUCCEEDED, result={"items": 0, "batches": 0}, finished_at=Now()
+        )
+        events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
+        return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
+    return ids
+
+
+def _bump_revision(run_id: uuid.UUID) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET plan_revision = plan_revision + 1 WHERE id = %s "
+            "RETURNING plan_revision",
+            [run_id],
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def run_batch(started: Started, make_context: Any) -> dict[str, int]:
+    """Process a batch's items; return the counts for its batch_finished event."""
+    step, run, attempt, stepdef = started.step, started.run, started.attempt, started.stepdef
+    parent_revision = Step.objects.values_list("plan_revision", flat=True).get(pk=step.parent_id)
+    pairs: list[dict[str, Any]] = step.items or []
+    claim_keys = {
+        p["key"]: keys.item_key(run.id, step.name, parent_revision, p["key"]) for p in pairs
+    }
+    done = set(
+        Claim.objects.filter(
+            key__in=claim_keys.values(), status=ClaimStatus.SUCCEEDED
+        ).values_list("item_key", flat=True)
+    )
+    completed = skipped = 0
+    for pair in pairs:
+        item_key, item = pair["key"], pair["item"]
+        if item_key in done:
+            skipped += 1
+            continue
+        faults.hit("before_claim", step.name)
+        ctx: Context = make_context(item=item, item_key=item_key, key=claim_keys[item_key])
+        if step.kind == EffectKind.IDEMPOTENT:
+            applied = _idempotent_item(started, ctx, claim_keys[item_key], item_key, item)
+        else:
+            applied = _transactional_item(started, ctx, claim_keys[item_key], item_key, item)
+        faults.hit("after_commit", step.name)
+        if applied:
+            completed += 1
+        else:
+            skipped += 1
+    del attempt
+    return {"items": len(pairs), "completed": completed, "skipped": skipped}
+
+
+def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:
+    """INSERT the item's claim; None if the key is already claimed (by an earlier
+    attempt that committed it, or by a zombie that is about to roll back)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id,
+                                    error, resolved_by, resolution_note, created_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', '', now())
+            ON CONFLICT (key) DO NOTHING
+            RETURNING id
+            """,
+            [key, started.run.id, started.step.id, item_key, started.step.kind,
+             ClaimStatus.IN_FLIGHT, started.attempt.id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def _complete_item_claim(claim_id: int, result: Any) -> None:
+    Claim.objects.filter(pk=claim_id, status=ClaimStatus.IN_FLIGHT).update(
+        status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now()
+    )
+
+
+def _transactional_item(
+    started: Started, ctx: Context, key: str, item_key: str, item: Any
+) -> bool:
+    """One transaction: fence (renewing the lease) + claim + effect + claim outcome."""
+    name = started.step.name
+    with transaction.atomic():
+        renew_lease(started.attempt.id, started.lease_seconds)
+        claim_id = _insert_item_claim(started, key, item_key)
+        if claim_id is None:
+            return False
+        faults.hit("after_claim", name)
+        result = ensure_json(started.stepdef.fn(ctx, item))
+        faults.hit("after_effect", name)
+        _complete_item_claim(claim_id, result)
+    return True
+
+
+def _idempotent_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
+    """Claim, effect with the item's key (outside any transaction), outcome."""
+    name = started.step.name
+    with transaction.atomic():
+        renew_lease(started.attempt.id, started.lease_seconds)
+        claim_id = _insert_item_claim(started, key, item_key)
+        if claim_id is None:
+            existing = Claim.objects.get(key=key)
+            if existing.status != ClaimStatus.IN_FLIGHT:
+                return False
+            # An earlier attempt claimed it and died: retry with the SAME key.
+            Claim.objects.filter(pk=existing.id).update(attempt=started.attempt)
+            claim_id = existing.id
+    faults.hit("after_claim", name)
+    result = ensure_json(started.stepdef.fn(ctx, item))
+    faults.hit("after_effect", name)
+    with transaction.atomic():
+        renew_lease(started.attempt.id, started.lease_seconds)
+        _complete_item_claim(claim_id, result)
+    return True

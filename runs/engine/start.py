@@ -1,0 +1,184 @@
+"""start_attempt(): queued → running under a new attempt, in one transaction.
+
+The conditional UPDATE is the whole concurrency story: of any number of deliveries of
+the same message, exactly one moves the step out of `queued`; the others change
+nothing and return None.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Attempt, Claim, Run, Step
+from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.workflows import registry
+from runs.workflows.definition import StepDef, Workflow
+
+from . import faults, keys
+from .timing import db_now_plus
+
+log = logging.getLogger(__name__)
+
+# Kinds whose claim is taken when the attempt starts (before the effect runs).
+CLAIM_AT_START = (EffectKind.IDEMPOTENT, EffectKind.GUARDED)
+
+
+@dataclass
+class Started:
+    """Everything an executing attempt needs, loaded once."""
+
+    step: Step
+    run: Run
+    attempt: Attempt
+    workflow: Workflow
+    stepdef: StepDef
+    lease_seconds: float
+    claim: Claim | None = None
+
+    @property
+    def is_batch(self) -> bool:
+        return self.step.parent_id is not None
+
+
+def lease_for(stepdef: StepDef) -> float:
+    return stepdef.lease_seconds or float(settings.RUNS_LEASE_SECONDS)
+
+
+def start_attempt(*, step_id: int, worker: str) -> Started | None:
+    step = Step.objects.select_related("run").filter(pk=step_id).first()
+    if step is None:
+        log.info("step %s does not exist (deleted?); message dropped", step_id)
+        return None
+    run = step.run
+    wf = registry.get(run.workflow, run.version)
+    if wf is None or step.name not in wf.steps:
+        # Refuse, and leave the step queued for a worker that knows the workflow.
+        log.warning(
+            "refusing step %s of run %s: workflow %s v%s is not known to this worker",
+            step.key, run.id, run.workflow, run.version,
+        )
+        return None
+    stepdef = wf.steps[step.name]
+    if step.status == StepStatus.RUNNING and step.current_attempt_id is not None:
+        # A redelivery that finds an expired lease may take over; a live one wins.
+        from .recover import recover_attempt
+
+        if not recover_attempt(attempt_id=step.current_attempt_id):
+            return None
+    if step.status not in (StepStatus.QUEUED, StepStatus.RETRYING, StepStatus.RUNNING):
+        return None
+    if step.parent_id is None and step.kind != EffectKind.TRANSACTIONAL:
+        faults.hit("before_claim", step.name)
+
+    lease = lease_for(stepdef)
+    with transaction.atomic():
+        n = (
+            Step.objects.filter(pk=step_id, run__status__in=RUN_ACTIVE)
+            .filter(
+                Q(status=StepStatus.QUEUED)
+                | Q(status=StepStatus.RETRYING, next_attempt_at__lte=Now())
+            )
+            .update(
+                status=StepStatus.RUNNING,
+                attempts=F("attempts") + 1,
+                started_at=Now(),
+                next_attempt_at=None,
+                error="",
+            )
+        )
+        if n != 1:
+            return None
+        step.refresh_from_db()
+        attempt = Attempt.objects.create(
+            step=step,
+            run=run,
+            number=step.attempts,
+            worker=worker,
+            lease_expires_at=db_now_plus(lease),
+        )
+        attempt.refresh_from_db()
+        Step.objects.filter(pk=step_id).update(current_attempt=attempt)
+        step.current_attempt = attempt
+        if Run.objects.filter(pk=run.id, status=RunStatus.PENDING).update(
+            status=RunStatus.RUNNING, updated_at=Now()
+        ):
+            events.append_event(run.id, events.RUN_STARTED)
+        events.append_event(
+            run.id,
+            events.STEP_STARTED,
+            step_id=step.id,
+            attempt_number=attempt.number,
+            step=step.key,
+            worker=worker,
+        )
+        claim = None
+        if step.parent_id is None and step.kind in CLAIM_AT_START:
+            claim = take_claim(
+                run=run, step=step, stepdef=stepdef, attempt=attempt, item=None
+            )
+    return Started(
+        step=step,
+        run=run,
+        attempt=attempt,
+        workflow=wf,
+        stepdef=stepdef,
+        lease_seconds=lease,
+        claim=claim,
+    )
+
+
+def step_claim_key(run: Run, step: Step, stepdef: StepDef) -> str:
+    digest = keys.digest(run.input) if stepdef.key_includes_input else None
+    return keys.step_key(run.id, step.name, step.plan_revision, digest)
+
+
+def take_claim(
+    *, run: Run, step: Step, stepdef: StepDef, attempt: Attempt, item: str | None
+) -> Claim:
+    """Take (or, on a retry of the same logical invocation, take over) the claim.
+
+    INSERT … ON CONFLICT makes the key's uniqueness the arbiter: a retry re-owns an
+    in-flight claim with the same key; a claim that already succeeded or is
+    unresolved is never taken again (ClaimNotTakeable)."""
+    key = step_claim_key(run, step, stepdef)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id,
+                                    error, resolved_by, resolution_note, created_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', '', now())
+            ON CONFLICT (key) DO UPDATE SET attempt_id = EXCLUDED.attempt_id
+                WHERE runs_claim.status = %s
+            RETURNING id, (xmax = 0) AS inserted
+            """,
+            [key, run.id, step.id, item, step.kind, ClaimStatus.IN_FLIGHT, attempt.id,
+             ClaimStatus.IN_FLIGHT],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        existing = Claim.objects.get(key=key)
+        raise ClaimNotTakeable(f"claim {key} is {existing.status}; the engine will not retake it")
+    claim = Claim.objects.get(pk=row[0])
+    events.append_event(
+        run.id,
+        events.CLAIM_TAKEN,
+        step_id=step.id,
+        attempt_number=attempt.number,
+        key=key,
+        retaken=not row[1],
+    )
+    return claim
+
+
+class ClaimNotTakeable(Exception):
+    pass
+
+
+__all__ = ["AttemptStatus", "Started", "start_attempt", "take_claim"]

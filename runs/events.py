@@ -1,0 +1,66 @@
+"""append_event(): the only writer of the event log (DESIGN.md §8).
+
+Sequence numbers come from `UPDATE run SET last_seq = last_seq + 1 RETURNING`, which
+serializes event writers of one run on its row for the rest of their transaction.
+That is why map items write no events (DESIGN.md §4): batch-level facts only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import connection
+
+from .models import Event
+
+# Event types. Payloads are small JSON objects; Event.schema_version says how to read them.
+RUN_SUBMITTED = "run_submitted"
+RUN_STARTED = "run_started"
+RUN_SUCCEEDED = "run_succeeded"
+RUN_FAILED = "run_failed"
+RUN_NEEDS_RECONCILIATION = "run_needs_reconciliation"
+STEP_QUEUED = "step_queued"
+STEP_STARTED = "step_started"
+STEP_SUCCEEDED = "step_succeeded"
+STEP_RETRYING = "step_retrying"
+STEP_FAILED = "step_failed"
+STEP_UNRESOLVED = "step_unresolved"
+STEP_REFUSED = "step_refused"
+ATTEMPT_CRASHED = "attempt_crashed"
+PLAN_EXPANDED = "plan_expanded"
+BATCH_FINISHED = "batch_finished"
+CLAIM_TAKEN = "claim_taken"
+CLAIM_SUCCEEDED = "claim_succeeded"
+CLAIM_FAILED = "claim_failed"
+CLAIM_UNRESOLVED = "claim_unresolved"
+
+
+def append_event(
+    run_id: uuid.UUID | str,
+    type: str,
+    *,
+    step_id: int | None = None,
+    attempt_number: int | None = None,
+    **payload: Any,
+) -> int:
+    """Append one event to the run's log and return its seq. Call inside the
+    transaction that makes the change the event records."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
+            [run_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise LookupError(f"run {run_id} does not exist")
+    seq = int(row[0])
+    Event.objects.create(
+        run_id=run_id,
+        seq=seq,
+        type=type,
+        step_id=step_id,
+        attempt_number=attempt_number,
+        payload=payload,
+    )
+    return seq

@@ -1,0 +1,262 @@
+"""Runs, steps, attempts, claims and events (DESIGN.md §2, §5).
+
+Invariants are database constraints, named so that a violation can be turned into a
+domain error by its name. Timestamps that take part in leases default to the
+database's clock (`db_default=Now()`), never a worker's (DESIGN.md §7).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from .states import (
+    RUN_FINISHED,
+    AttemptStatus,
+    ClaimStatus,
+    EffectKind,
+    RunStatus,
+    StepStatus,
+)
+
+
+def _in(field: str, choices: type[models.TextChoices]) -> Q:
+    return Q(**{f"{field}__in": choices.values})
+
+
+class Run(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.CharField(max_length=100)
+    version = models.PositiveIntegerField()
+    input = models.JSONField(default=dict)
+    status = models.CharField(max_length=24, choices=RunStatus.choices, default=RunStatus.PENDING)
+    # Increases whenever the plan changes (a map step expanding into batches).
+    plan_revision = models.PositiveIntegerField(default=1)
+    # Allocator for Event.seq: `UPDATE … SET last_seq = last_seq + 1 RETURNING`.
+    last_seq = models.PositiveIntegerField(default=0)
+    # Top-level steps not yet succeeded; the run succeeds when it reaches 0.
+    steps_remaining = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),
+            models.Index(fields=["workflow", "-created_at"], name="run_workflow_created_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=_in("status", RunStatus), name="run_status_valid"),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True, status__in=[s for s in RunStatus.values if s not in RUN_FINISHED])
+                | Q(finished_at__isnull=False, status__in=list(RUN_FINISHED)),
+                name="run_finished_at_iff_finished",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} v{self.version} {self.id} ({self.status})"
+
+
+class Step(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # Unique within the run: the definition's step name, or "name[i]" for batch i of a map.
+    key = models.CharField(max_length=200)
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=EffectKind.choices)
+    status = models.CharField(max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
+    depends_on = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    # Dependencies not yet succeeded; the step is queued when this reaches 0.
+    pending_deps = models.PositiveIntegerField(default=0)
+    # Map steps: the parent holds the count of unfinished batches, each batch its items.
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="batches"
+    )
+    batch_index = models.PositiveIntegerField(null=True, blank=True)
+    items = models.JSONField(null=True, blank=True)
+    pending_children = models.PositiveIntegerField(null=True, blank=True)
+    # The plan revision in which this step entered the plan; part of its idempotency
+    # key, fixed for the step's life.
+    plan_revision = models.PositiveIntegerField(default=1)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    # The attempt that owns the step while it runs; finishes are fenced on it.
+    current_attempt = models.ForeignKey(
+        "Attempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    queued_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [
+            # successors: the finished step's dependents, looked up by name
+            models.Index(fields=["run", "name"], name="step_run_name_idx"),
+            # the sweeper's "queued but never started" / "retry due" scans
+            models.Index(
+                fields=["queued_at"],
+                name="step_waiting_idx",
+                condition=Q(status__in=[StepStatus.QUEUED, StepStatus.RETRYING]),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="step_run_key_unique"),
+            models.CheckConstraint(condition=_in("status", StepStatus), name="step_status_valid"),
+            models.CheckConstraint(condition=_in("kind", EffectKind), name="step_kind_valid"),
+            models.CheckConstraint(
+                condition=Q(parent__isnull=True, batch_index__isnull=True)
+                | Q(parent__isnull=False, batch_index__isnull=False),
+                name="step_batch_index_iff_parent",
+            ),
+            # Only a running step has an owning attempt (a map parent runs without one).
+            models.CheckConstraint(
+                condition=Q(current_attempt__isnull=True) | Q(status=StepStatus.RUNNING),
+                name="step_owned_only_while_running",
+            ),
+            models.CheckConstraint(
+                condition=Q(attempts__lte=models.F("max_attempts")), name="step_attempts_bounded"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
+
+    @property
+    def is_map_parent(self) -> bool:
+        return self.pending_children is not None
+
+
+class Attempt(models.Model):
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_set")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=16, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING
+    )
+    worker = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(db_default=Now())
+    lease_expires_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["step", "number"]
+        indexes = [
+            models.Index(
+                fields=["lease_expires_at"],
+                name="attempt_live_lease_idx",
+                condition=Q(status=AttemptStatus.RUNNING),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["step", "number"], name="attempt_step_number_unique"),
+            models.UniqueConstraint(
+                fields=["step"],
+                condition=Q(status=AttemptStatus.RUNNING),
+                name="attempt_one_running_per_step",
+            ),
+            models.CheckConstraint(
+                condition=_in("status", AttemptStatus), name="attempt_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status=AttemptStatus.RUNNING, finished_at__isnull=True)
+                | (~Q(status=AttemptStatus.RUNNING) & Q(finished_at__isnull=False)),
+                name="attempt_finished_at_iff_done",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of step {self.step_id} ({self.status})"
+
+
+class Claim(models.Model):
+    """The durable record of one logical effect invocation. The UNIQUE key is what
+    makes "at most once" a database fact rather than a hope."""
+
+    key = models.CharField(max_length=300)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="claims")
+    item_key = models.CharField(max_length=200, null=True, blank=True)
+    kind = models.CharField(max_length=16, choices=EffectKind.choices)
+    status = models.CharField(
+        max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.IN_FLIGHT
+    )
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="claims"
+    )
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    evidence = models.JSONField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=150, blank=True, default="")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution_note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(db_default=Now())
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["step", "status"], name="claim_step_status_idx"),
+            models.Index(
+                fields=["created_at"],
+                name="claim_unresolved_idx",
+                condition=Q(status=ClaimStatus.UNRESOLVED),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["key"], name="claim_key_unique"),
+            models.CheckConstraint(condition=_in("status", ClaimStatus), name="claim_status_valid"),
+            models.CheckConstraint(condition=_in("kind", EffectKind), name="claim_kind_valid"),
+            # Resolution fields are all present, or all absent; and an unresolved or
+            # in-flight claim cannot carry a resolution.
+            models.CheckConstraint(
+                condition=Q(resolved_at__isnull=True, resolved_by="")
+                | Q(
+                    resolved_at__isnull=False,
+                    status__in=[ClaimStatus.SUCCEEDED, ClaimStatus.FAILED],
+                )
+                & ~Q(resolved_by=""),
+                name="claim_resolution_iff_resolved",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"claim {self.key} ({self.status})"
+
+
+class Event(models.Model):
+    """One append-only fact about a run, numbered by a per-run `seq`."""
+
+    SCHEMA_VERSION = 1
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    step = models.ForeignKey(
+        Step, on_delete=models.CASCADE, null=True, blank=True, related_name="events"
+    )
+    attempt_number = models.PositiveIntegerField(null=True, blank=True)
+    schema_version = models.PositiveSmallIntegerField(default=SCHEMA_VERSION)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="event_run_seq_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"

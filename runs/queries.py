@@ -1,0 +1,67 @@
+"""Read-side helpers shared by the command line, the pages and the API."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .models import Claim, Run, Step
+
+
+def parse_run_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a run id (a UUID)") from exc
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """The run as one JSON object: the contract of `show_run --json` (DESIGN.md §9)."""
+    steps = list(Step.objects.filter(run=run, parent__isnull=True).order_by("id"))
+    batches = Step.objects.filter(run=run, parent__isnull=False).order_by("batch_index")
+    by_parent: dict[int, list[Step]] = {}
+    for batch in batches:
+        assert batch.parent_id is not None
+        by_parent.setdefault(batch.parent_id, []).append(batch)
+    step_claims = Claim.objects.filter(run=run, item_key__isnull=True).select_related("step")
+    item_claims = (
+        Claim.objects.filter(run=run, item_key__isnull=False)
+        .values("step__name", "status")
+        .order_by()
+    )
+    items: dict[str, dict[str, int]] = {}
+    for row in item_claims:
+        counts = items.setdefault(row["step__name"], {})
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+
+    def step_dict(step: Step) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": step.name,
+            "key": step.key,
+            "kind": step.kind,
+            "status": step.status,
+            "attempts": step.attempts,
+            "error": step.error or None,
+        }
+        if step.id in by_parent:
+            data["batches"] = [step_dict(b) for b in by_parent[step.id]]
+            data["items"] = items.get(step.name, {})
+        return data
+
+    return {
+        "id": str(run.id),
+        "workflow": run.workflow,
+        "version": run.version,
+        "status": run.status,
+        "input": run.input,
+        "result": run.result,
+        "error": run.error or None,
+        "plan_revision": run.plan_revision,
+        "created_at": run.created_at.isoformat() if run.created_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "steps": [step_dict(s) for s in steps],
+        "claims": [
+            {"key": c.key, "status": c.status, "step": c.step.name, "kind": c.kind}
+            for c in step_claims
+        ],
+    }

@@ -1,0 +1,68 @@
+"""Effect kinds and the state machines of DESIGN.md §3 and §5.
+
+The allowed transitions are listed here for readers; the WHERE clause of each
+conditional UPDATE in runs/engine/ is what enforces them, and CHECK constraints in
+runs/models.py keep the values themselves valid.
+"""
+
+from django.db import models
+
+
+class EffectKind(models.TextChoices):
+    PURE = "pure"  # no external effect: retry freely
+    TRANSACTIONAL = "transactional"  # a write to this database: claim+effect+result in one tx
+    IDEMPOTENT = "idempotent"  # the external system dedupes by our idempotency key
+    GUARDED = "guarded"  # irreversible, no idempotency: uncertainty goes to a human
+
+
+class RunStatus(models.TextChoices):
+    # pending -> running            first step starts
+    # running -> needs_reconciliation   a claim became unresolved
+    # needs_reconciliation -> running   every unresolved claim was resolved
+    # running -> succeeded | failed    all steps succeeded | a step failed for good
+    # pending|running|needs_reconciliation -> cancelled   (operator, later issue)
+    PENDING = "pending"
+    RUNNING = "running"
+    NEEDS_RECONCILIATION = "needs_reconciliation"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+RUN_ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION)
+RUN_FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class StepStatus(models.TextChoices):
+    # pending -> queued         its dependencies succeeded
+    # queued -> running         an attempt starts (only one delivery can win)
+    # running -> succeeded | failed
+    # running -> retrying       failed, attempts left; retrying -> running after backoff
+    # running -> queued         its attempt crashed and the kind allows a retry
+    # running -> unresolved     guarded effect of unknown outcome
+    # unresolved -> succeeded | queued | failed   by a resolution only
+    # (a map parent goes pending -> running when it expands, and succeeds with its batches)
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    UNRESOLVED = "unresolved"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class AttemptStatus(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CRASHED = "crashed"  # lease expired without a finish: declared dead by recovery
+    UNRESOLVED = "unresolved"  # guarded effect of unknown outcome
+
+
+class ClaimStatus(models.TextChoices):
+    # in_flight -> succeeded | failed | unresolved
+    # unresolved -> succeeded | failed   by a resolution (who, when, why, evidence)
+    IN_FLIGHT = "in_flight"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNRESOLVED = "unresolved"

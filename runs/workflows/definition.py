@@ -1,0 +1,298 @@
+"""The workflow definition API: named, versioned workflows made of steps that declare
+their effect kind (DESIGN.md §3), their dependencies and their retry policy.
+
+    wf = Workflow("charge-payment", version=1, input={"amount": int})
+
+    @wf.step(kind=IDEMPOTENT)
+    def charge(ctx: Context) -> dict:
+        return payments.charge(ctx.input["amount"], idempotency_key=ctx.idempotency_key)
+
+Definitions are plain data checked when they are declared, so a mistake in a
+workflow fails at import time, not in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs.states import EffectKind
+
+PURE = EffectKind.PURE
+TRANSACTIONAL = EffectKind.TRANSACTIONAL
+IDEMPOTENT = EffectKind.IDEMPOTENT
+GUARDED = EffectKind.GUARDED
+
+
+class WorkflowDefinitionError(Exception):
+    """A workflow was declared wrongly (caught at import time)."""
+
+
+class NotApplied(Exception):  # noqa: N818 - the name states the fact the step asserts
+    """Raised by a guarded step that KNOWS its effect did not happen, so a retry is safe.
+
+    Any other exception from a guarded step leaves its claim unresolved.
+    """
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Retry policy: up to `max_attempts` attempts in all, waiting
+    min(max_delay, base_delay * 2**(n-1)) between them, scaled by a random factor in
+    [0.5, 1.0] when `jitter` is on so that failed steps do not retry in lockstep."""
+
+    max_attempts: int = 3
+    base_delay: float = 1.0
+    max_delay: float = 300.0
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise WorkflowDefinitionError("Retry.max_attempts must be at least 1")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise WorkflowDefinitionError("Retry delays must not be negative")
+
+    def delay(self, failed_attempts: int) -> float:
+        raw = min(self.max_delay, self.base_delay * (2 ** max(0, failed_attempts - 1)))
+        return raw * random.uniform(0.5, 1.0) if self.jitter else raw
+
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    """One declared input field: its type, an optional default and lower bound."""
+
+    type: type
+    default: Any = _MISSING
+    min: float | None = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+
+@dataclass
+class StepDef:
+    name: str
+    fn: Callable[..., Any]
+    kind: EffectKind
+    after: tuple[str, ...]
+    retry: Retry
+    lease_seconds: float | None = None
+    # Map steps: the step whose result (a list) is mapped, and the batch size (an int,
+    # or the name of an input field that holds it).
+    over: str | None = None
+    batch_size: int | str | None = None
+    item_key: Callable[[Any], str] | None = None
+    # Include a digest of the step's input in its idempotency key (DESIGN.md §3).
+    key_includes_input: bool = False
+    probe: Callable[..., Any] | None = None
+    verify: Callable[[Any], bool] | None = None
+
+    @property
+    def is_map(self) -> bool:
+        return self.over is not None
+
+    def batch_size_for(self, run_input: Mapping[str, Any]) -> int:
+        size = run_input[self.batch_size] if isinstance(self.batch_size, str) else self.batch_size
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"step {self.name!r}: batch size must be a positive integer")
+        return size
+
+    def key_of(self, item: Any, index: int) -> str:
+        if self.item_key is not None:
+            return str(self.item_key(item))
+        if isinstance(item, (str, int)) and not isinstance(item, bool):
+            return str(item)
+        return str(index)
+
+
+@dataclass
+class Workflow:
+    """A named, versioned workflow. Steps run in declaration order unless they name
+    their dependencies with `after=`."""
+
+    name: str
+    version: int = 1
+    input: Mapping[str, type | Field] = field(default_factory=dict)
+    description: str = ""
+    steps: dict[str, StepDef] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.version, int) or self.version < 1:
+            raise WorkflowDefinitionError("a workflow needs a name and a positive int version")
+        self.fields: dict[str, Field] = {
+            k: v if isinstance(v, Field) else Field(v) for k, v in self.input.items()
+        }
+
+    # -- declaring steps --------------------------------------------------------
+    def step(
+        self,
+        *,
+        kind: EffectKind | str = PURE,
+        after: list[str] | tuple[str, ...] | None = None,
+        retry: Retry | None = None,
+        name: str | None = None,
+        lease_seconds: float | None = None,
+        key_includes_input: bool = False,
+        probe: Callable[..., Any] | None = None,
+        verify: Callable[[Any], bool] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Declare a step: `fn(ctx) -> result` (the result must be JSON-serializable)."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self._add(
+                StepDef(
+                    name=name or fn.__name__,
+                    fn=fn,
+                    kind=EffectKind(kind),
+                    after=self._deps(after),
+                    retry=retry or Retry(),
+                    lease_seconds=lease_seconds,
+                    key_includes_input=key_includes_input,
+                    probe=probe,
+                    verify=verify,
+                )
+            )
+            return fn
+
+        return register
+
+    def map_step(
+        self,
+        *,
+        over: str,
+        batch_size: int | str,
+        kind: EffectKind | str = TRANSACTIONAL,
+        after: list[str] | tuple[str, ...] | None = None,
+        retry: Retry | None = None,
+        name: str | None = None,
+        lease_seconds: float | None = None,
+        item_key: Callable[[Any], str] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Declare a map step: `fn(ctx, item)` is called once per item of the list that
+        step `over` returned, in batches of `batch_size`. Each item is its own logical
+        invocation with its own claim, so a crash loses at most the item in flight."""
+        kind = EffectKind(kind)
+        if kind == GUARDED:
+            raise WorkflowDefinitionError(
+                "guarded map steps are not supported: declare one guarded step per effect"
+            )
+        if over not in self.steps:
+            raise WorkflowDefinitionError(f"map step over unknown step {over!r}")
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            deps = self._deps(after)
+            if over not in deps:
+                deps = (*deps, over)
+            self._add(
+                StepDef(
+                    name=name or fn.__name__,
+                    fn=fn,
+                    kind=kind,
+                    after=deps,
+                    retry=retry or Retry(),
+                    lease_seconds=lease_seconds,
+                    over=over,
+                    batch_size=batch_size,
+                    item_key=item_key,
+                )
+            )
+            return fn
+
+        return register
+
+    def _deps(self, after: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+        if after is None:  # linear by default: after the previously declared step
+            return (next(reversed(self.steps)),) if self.steps else ()
+        for dep in after:
+            if dep not in self.steps:
+                raise WorkflowDefinitionError(
+                    f"{self.name}: step depends on {dep!r}, which is not declared before it"
+                )
+        return tuple(after)
+
+    def _add(self, step: StepDef) -> None:
+        if step.name in self.steps:
+            raise WorkflowDefinitionError(f"{self.name}: duplicate step name {step.name!r}")
+        if isinstance(step.batch_size, str) and step.batch_size not in self.fields:
+            raise WorkflowDefinitionError(
+                f"{self.name}: batch_size names input field {step.batch_size!r}, "
+                "which the workflow does not declare"
+            )
+        self.steps[step.name] = step
+
+    # -- using the definition ---------------------------------------------------
+    def dependents(self, step_name: str) -> list[str]:
+        return [s.name for s in self.steps.values() if step_name in s.after]
+
+    def validate_input(self, data: Any) -> dict[str, Any]:
+        """Return the input with defaults filled in, or raise InvalidInput naming every
+        problem. Unknown fields are refused: a typo must not be silently ignored."""
+        from runs.engine.errors import InvalidInput
+
+        if not isinstance(data, dict):
+            raise InvalidInput(["input must be a JSON object"])
+        problems: list[str] = []
+        clean: dict[str, Any] = {}
+        for key in sorted(set(data) - set(self.fields)):
+            problems.append(f"unknown field {key!r}")
+        for key, spec in self.fields.items():
+            if key not in data:
+                if spec.required:
+                    problems.append(f"missing field {key!r} ({spec.type.__name__})")
+                else:
+                    clean[key] = spec.default
+                continue
+            value = data[key]
+            ok = isinstance(value, spec.type) and not (
+                isinstance(value, bool) and spec.type is not bool
+            )
+            if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
+                ok, value = True, float(value)
+            if not ok:
+                problems.append(
+                    f"field {key!r} must be {spec.type.__name__}, got {type(value).__name__}"
+                )
+            elif spec.min is not None and value < spec.min:
+                problems.append(f"field {key!r} must be at least {spec.min:g}, got {value!r}")
+            else:
+                clean[key] = value
+        if problems:
+            raise InvalidInput(problems)
+        return clean
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "input": {
+                k: {"type": f.type.__name__, "required": f.required}
+                | ({} if f.required else {"default": f.default})
+                for k, f in self.fields.items()
+            },
+            "steps": [
+                {"name": s.name, "kind": str(s.kind), "after": list(s.after), "map": s.is_map}
+                for s in self.steps.values()
+            ],
+        }
+
+
+@dataclass
+class Context:
+    """What a step function receives."""
+
+    run_id: str
+    step_name: str
+    input: dict[str, Any]
+    results: dict[str, Any]
+    idempotency_key: str | None
+    attempt: int
+    heartbeat: Callable[[], None]
+    item: Any = None
+    item_key: str | None = None
