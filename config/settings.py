@@ -29,7 +29,9 @@ DEBUG = env_bool("DEBUG", False)
 # The fallback keeps `make up` / `make test` zero-configuration; docker/ sets a real one.
 SECRET_KEY = os.environ.get("SECRET_KEY") or "insecure-development-key-set-SECRET_KEY-in-production"
 ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+    if h.strip()
 ]
 
 INSTALLED_APPS = [

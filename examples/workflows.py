@@ -28,7 +28,9 @@ def list_records(ctx: Context) -> list[int]:
     over="list_records", batch_size="batch_size", kind=TRANSACTIONAL, retry=Retry(max_attempts=5)
 )
 def migrate(ctx: Context, record_id: int) -> None:
-    TargetRecord.objects.create(record_id=record_id, run_id=ctx.run_id, payload=f"record-{record_id}")
+    TargetRecord.objects.create(
+        record_id=record_id, run_id=ctx.run_id, payload=f"record-{record_id}"
+    )
 
 
 # --- merge-change: a guarded, irreversible effect ------------------------------------

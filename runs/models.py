@@ -55,7 +55,10 @@ class Run(models.Model):
         constraints = [
             models.CheckConstraint(condition=_in("status", RunStatus), name="run_status_valid"),
             models.CheckConstraint(
-                condition=Q(finished_at__isnull=True, status__in=[s for s in RunStatus.values if s not in RUN_FINISHED])
+                condition=Q(
+                    finished_at__isnull=True,
+                    status__in=[s for s in RunStatus.values if s not in RUN_FINISHED],
+                )
                 | Q(finished_at__isnull=False, status__in=list(RUN_FINISHED)),
                 name="run_finished_at_iff_finished",
             ),
@@ -188,7 +191,8 @@ class Claim(models.Model):
     key = models.CharField(max_length=300)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="claims")
-    item_key = models.CharField(max_length=200, null=True, blank=True)
+    # NULL for a step-level claim, the item key for a map item (NULL is meaningful here).
+    item_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     kind = models.CharField(max_length=16, choices=EffectKind.choices)
     status = models.CharField(
         max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.IN_FLIGHT

@@ -11,7 +11,6 @@ from celery.signals import worker_ready
 from runs import engine
 
 
-
 @shared_task(name="runs.execute_step", acks_late=True, reject_on_worker_lost=True)
 def execute_step(step_id: int) -> str:
     return engine.execute_step(step_id=step_id, worker=f"{socket.gethostname()}:{os.getpid()}")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import logging
 import os
 import secrets
 import shlex
@@ -57,11 +58,13 @@ class StackError(Exception):
 
 
 class Interrupted(Exception):
-    """SIGINT/SIGTERM arrived before the long-running part started."""
+    """A stop signal arrived before the long-running part started."""
 
 
 # The handlers only record signals: an exception raised at an arbitrary point could land
-# between starting a process and remembering it, or in the middle of stopping one.
+# between starting a process and remembering it, or in the middle of stopping one. SIGHUP
+# (terminal closed) too, or the children in their own sessions would outlive us.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _signals: list[int] = []
 
 
@@ -81,9 +84,12 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def _say(msg: str) -> None:
-    # stderr, so that `eval "$(stack.py env)"` only sees the export lines.
-    print(msg, file=sys.stderr, flush=True)
+def _say(msg: str, stream: Any = None) -> None:
+    # stderr by default, so that `eval "$(stack.py env)"` only sees the export lines.
+    try:
+        print(msg, file=stream or sys.stderr, flush=True)
+    except OSError:  # the terminal went away (SIGHUP); keep stopping things regardless
+        pass
 
 
 def _alive(pid: int) -> bool:
@@ -118,6 +124,14 @@ def _kill_pid(pid: int, first: signal.Signals, grace: float = 10.0) -> None:
         pass
 
 
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Signal the process group of a child started with start_new_session=True."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _lock_var(var: Path) -> int:
     """Take a per-var-dir lock: two stack.py runs on one var dir would stop each other's servers."""
     var.mkdir(parents=True, exist_ok=True)
@@ -143,6 +157,7 @@ def _pg_bin(name: str) -> Path:
 
 def _postmaster_pid(pgdata: Path) -> int | None:
     """The pid from postmaster.pid if it is a live postgres serving this pgdata, else None."""
+    pgdata = pgdata.resolve()  # as pgserver passes it to postgres -D
     try:
         pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
     except (OSError, ValueError):
@@ -161,6 +176,25 @@ def _postmaster_pid(pgdata: Path) -> int | None:
     return pid if str(pgdata) in cmdline else None
 
 
+def _remove_stale_locks(pgdata: Path) -> None:
+    """Delete lock files of a postmaster that is gone.
+
+    pgserver and postgres only check that the recorded pid exists; after a reboot or container
+    restart it can belong to anything, and then pgserver "adopts" a server that is not there or
+    postgres refuses to start.
+    """
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        lines = []
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)
+    locks = list(pgdata.glob(".s.PGSQL.*.lock"))
+    if len(lines) >= 5 and lines[3].strip() and lines[4].strip():  # port, socket dir
+        locks.append(Path(lines[4].strip(), f".s.PGSQL.{lines[3].strip()}.lock"))
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+
+
 def _as_pgdata_owner(pgdata: Path) -> dict[str, Any]:
     # pg_ctl refuses to run as root; as root pgserver runs postgres as the `pgserver` user.
     st = pgdata.stat()
@@ -171,20 +205,24 @@ def _as_pgdata_owner(pgdata: Path) -> dict[str, Any]:
 
 def _start_postgres(pgdata: Path, svc: Services) -> str:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    if (pgdata / "postmaster.pid").exists() and _postmaster_pid(pgdata) is None:
-        # pgserver would trust a recycled pid and "adopt" a server that is not there.
-        (pgdata / "postmaster.pid").unlink()
+    pgdata = pgdata.resolve()
     adopted = _postmaster_pid(pgdata) is not None
+    if not adopted:
+        _remove_stale_locks(pgdata)
     # Own it before starting: an interrupted pg_ctl can still leave a postmaster behind.
     svc.pgdata = pgdata
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import pgserver
+        from pgserver.postgres_server import get_server
+    # pgserver logs its whole server log on failure; we show the tail below instead.
+    logging.getLogger("pgserver").addHandler(logging.NullHandler())
     try:
-        srv = pgserver.get_server(pgdata, cleanup_mode=None)  # we stop it ourselves
+        srv = get_server(pgdata, cleanup_mode=None)  # we stop it ourselves
     except subprocess.SubprocessError as exc:
+        log = pgdata / "log"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else ""
         raise StackError(
-            f"embedded postgres did not start ({exc}); see {_rel(pgdata)}/log"
+            f"embedded postgres did not start ({exc})\nlast lines of {_rel(log)}:\n{tail}"
         ) from exc
     info = srv.get_postmaster_info()
     if info.socket_dir is None or info.port is None:
@@ -192,7 +230,7 @@ def _start_postgres(pgdata: Path, svc: Services) -> str:
     # Not always pgdata: pgserver falls back to a runtime dir when that path is too long.
     sock_dir, port = str(info.socket_dir), int(info.port)
     _ensure_database(sock_dir, port)
-    how = "reused a running server" if adopted else "socket"
+    how = "reused a running server, socket" if adopted else "socket"
     _say(f"postgres: embedded in {_rel(pgdata)} ({how} {sock_dir})")
     return f"postgres://postgres@{urllib.parse.quote(sock_dir, safe='')}:{port}/{DB_NAME}"
 
@@ -333,15 +371,16 @@ def _stop_redis(sock: Path, proc: subprocess.Popen[bytes] | None) -> None:
         _shutdown_redis_at(sock)
         return
     if proc.poll() is None:
-        _shutdown_redis_at(sock)
+        if not _shutdown_redis_at(sock):
+            _signal_group(proc, signal.SIGTERM)  # not answering (yet); SIGTERM also flushes
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            proc.terminate()  # redis also flushes the AOF on SIGTERM
+            _signal_group(proc, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc, signal.SIGKILL)
                 proc.wait()
 
 
@@ -352,7 +391,6 @@ def _stop_redis(sock: Path, proc: subprocess.Popen[bytes] | None) -> None:
 class Services:
     """What one invocation started or adopted, and so must stop."""
 
-    var: Path
     env: dict[str, str] = field(default_factory=dict)
     pgdata: Path | None = None
     redis_sock: Path | None = None
@@ -378,7 +416,7 @@ class Services:
 
 
 def ensure_services(var: Path) -> Services:
-    svc = Services(var=var)
+    svc = Services()
     try:
         if os.environ.get("DATABASE_URL"):
             _say("postgres: DATABASE_URL from the environment")
@@ -406,7 +444,8 @@ def _run_foreground(cmd: Sequence[str], env: dict[str, str]) -> int:
     sent_term = False
     while True:
         try:
-            return proc.wait(timeout=0.2)
+            rc = proc.wait(timeout=0.2)
+            return rc if rc >= 0 else 128 - rc  # killed by a signal: report it like a shell
         except subprocess.TimeoutExpired:
             pass
         while seen < len(_signals):
@@ -423,10 +462,7 @@ def _run_foreground(cmd: Sequence[str], env: dict[str, str]) -> int:
 
 def _stop_children(procs: dict[str, subprocess.Popen[bytes]]) -> None:
     for proc in procs.values():
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        _signal_group(proc, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_SECONDS
     for name, proc in procs.items():
         try:
@@ -435,10 +471,7 @@ def _stop_children(procs: dict[str, subprocess.Popen[bytes]]) -> None:
             _say(f"stack: {name} did not stop within {STOP_GRACE_SECONDS:.0f}s; killing it")
     for proc in procs.values():
         # Also sweeps grandchildren (e.g. celery pool processes) orphaned by their leader.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        _signal_group(proc, signal.SIGKILL)
         proc.wait()
 
 
@@ -490,12 +523,12 @@ def cmd_up(host: str, port: int) -> int:
 
         url = f"http://{host}:{port}/"
         rule = "=" * 64
-        print(
+        _say(
             f"\n{rule}\n  durable-runs is starting\n"
             f"  dashboard: {url}\n  username:  {username}\n  password:  {password}"
             f"   (saved in {_rel(DEV_VAR / 'operator.json')})\n"
             f"  Ctrl-C stops everything\n{rule}\n",
-            flush=True,
+            sys.stdout,
         )
 
         env = {"PYTHONUNBUFFERED": "1", **svc.child_env()}  # timely, interleaved output
@@ -526,7 +559,7 @@ def cmd_up(host: str, port: int) -> int:
     if died:
         _say(f"stack: stopped because {died}")
         return 1
-    print("stopped", flush=True)
+    _say("stopped", sys.stdout)
     return 0
 
 
@@ -546,7 +579,8 @@ def cmd_env() -> int:
     for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
         value = svc.env.get(key) or os.environ[key]
         print(f"export {key}={shlex.quote(value)}")
-    _say("left running; `scripts/stack.py stop` stops them")
+    if svc.pgdata or svc.redis_sock:
+        _say("left running; `scripts/stack.py stop` stops them")
     return 0
 
 
@@ -568,7 +602,7 @@ def cmd_stop() -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _on_signal)
 
     parser = argparse.ArgumentParser(prog="stack.py", description=__doc__.split("\n")[0])

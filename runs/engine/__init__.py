@@ -1,8 +1,8 @@
 """The engine: every write to the runs tables goes through these functions.
 
-    engine.submit_run(workflow=..., version=..., input=...)
-    engine.execute_step(step_id=..., worker=...)      # the Celery task's body
-    engine.sweep()                                    # recovery
+engine.submit_run(workflow=..., version=..., input=...)
+engine.execute_step(step_id=..., worker=...)      # the Celery task's body
+engine.sweep()                                    # recovery
 """
 
 from .errors import AttemptFenced, EngineError, InvalidInput, UnknownVersion, UnknownWorkflow

@@ -90,8 +90,11 @@ def finish_attempt(
                 status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now()
             )
             events.append_event(
-                run.id, events.CLAIM_SUCCEEDED, step_id=step.id,
-                attempt_number=attempt.number, key=claim.key,
+                run.id,
+                events.CLAIM_SUCCEEDED,
+                step_id=step.id,
+                attempt_number=attempt.number,
+                key=claim.key,
             )
         else:
             result = ensure_json(result)
@@ -102,21 +105,32 @@ def finish_attempt(
             if n != 1:
                 raise AttemptFenced(f"claim {started.claim.key} is no longer this attempt's")
             events.append_event(
-                run.id, events.CLAIM_SUCCEEDED, step_id=step.id,
-                attempt_number=attempt.number, key=started.claim.key,
+                run.id,
+                events.CLAIM_SUCCEEDED,
+                step_id=step.id,
+                attempt_number=attempt.number,
+                key=started.claim.key,
             )
         _leave_running(started, status=StepStatus.SUCCEEDED, result=result, finished_at=Now())
         if batch_counts is not None:
             events.append_event(
-                run.id, events.BATCH_FINISHED, step_id=step.id,
-                attempt_number=attempt.number, step=step.key, **batch_counts,
+                run.id,
+                events.BATCH_FINISHED,
+                step_id=step.id,
+                attempt_number=attempt.number,
+                step=step.key,
+                **batch_counts,
             )
         events.append_event(
-            run.id, events.STEP_SUCCEEDED, step_id=step.id,
-            attempt_number=attempt.number, step=step.key,
+            run.id,
+            events.STEP_SUCCEEDED,
+            step_id=step.id,
+            attempt_number=attempt.number,
+            step=step.key,
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow)
-        publish_on_commit(ready, fault_step=name)
+        # For a map step the fault points apply per item (mapping.py), not per batch.
+        publish_on_commit(ready, fault_step=None if step.parent_id else name)
 
 
 def _insert_transactional_claim(started: Started) -> Claim:
@@ -124,7 +138,9 @@ def _insert_transactional_claim(started: Started) -> Claim:
     claim, created = Claim.objects.get_or_create(
         key=key,
         defaults=dict(
-            run=started.run, step=started.step, kind=started.step.kind,
+            run=started.run,
+            step=started.step,
+            kind=started.step.kind,
             attempt=started.attempt,
         ),
     )
@@ -144,27 +160,37 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
         if started.step.kind == EffectKind.GUARDED and uncertain:
             fence(attempt.id, AttemptStatus.UNRESOLVED, error)
             _leave_running(started, status=StepStatus.UNRESOLVED, error=error)
-            mark_unresolved(run_id=run.id, step=step, attempt_number=attempt.number,
-                            reason=error)
+            mark_unresolved(run_id=run.id, step=step, attempt_number=attempt.number, reason=error)
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
         if step.attempts < step.max_attempts:
             delay = started.stepdef.retry.delay(step.attempts)
             _leave_running(
-                started, status=StepStatus.RETRYING, error=error,
+                started,
+                status=StepStatus.RETRYING,
+                error=error,
                 next_attempt_at=db_now_plus(delay),
             )
             events.append_event(
-                run.id, events.STEP_RETRYING, step_id=step.id, attempt_number=attempt.number,
-                step=step.key, error=error, delay=round(delay, 3),
+                run.id,
+                events.STEP_RETRYING,
+                step_id=step.id,
+                attempt_number=attempt.number,
+                step=step.key,
+                error=error,
+                delay=round(delay, 3),
             )
             publish_on_commit([step.id], countdown=delay)
             return "retrying"
         _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
         fail_step_claims(run_id=run.id, step=step, error=error)
         events.append_event(
-            run.id, events.STEP_FAILED, step_id=step.id, attempt_number=attempt.number,
-            step=step.key, error=error,
+            run.id,
+            events.STEP_FAILED,
+            step_id=step.id,
+            attempt_number=attempt.number,
+            step=step.key,
+            error=error,
         )
         fail_run(run.id, f"step {step.key} failed: {error}")
         return "failed"
@@ -185,12 +211,20 @@ def mark_unresolved(*, run_id: uuid.UUID, step: Step, attempt_number: int, reaso
             status=ClaimStatus.UNRESOLVED, error=reason
         )
         events.append_event(
-            run_id, events.CLAIM_UNRESOLVED, step_id=step.id,
-            attempt_number=attempt_number, key=claim.key, reason=reason,
+            run_id,
+            events.CLAIM_UNRESOLVED,
+            step_id=step.id,
+            attempt_number=attempt_number,
+            key=claim.key,
+            reason=reason,
         )
     events.append_event(
-        run_id, events.STEP_UNRESOLVED, step_id=step.id, attempt_number=attempt_number,
-        step=step.key, reason=reason,
+        run_id,
+        events.STEP_UNRESOLVED,
+        step_id=step.id,
+        attempt_number=attempt_number,
+        step=step.key,
+        reason=reason,
     )
     if Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
         status=RunStatus.NEEDS_RECONCILIATION, updated_at=Now()
@@ -217,7 +251,8 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
             return []
         parent = Step.objects.get(pk=step.parent_id)
         n = Step.objects.filter(pk=parent.id, status=StepStatus.RUNNING).update(
-            status=StepStatus.SUCCEEDED, finished_at=Now(),
+            status=StepStatus.SUCCEEDED,
+            finished_at=Now(),
             result={"items": _count_items(parent), "batches": parent.batches.count()},
         )
         if n != 1:
@@ -286,9 +321,7 @@ def _succeed_run(run_id: uuid.UUID, workflow: Workflow) -> None:
     )
     n = Run.objects.filter(
         pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION]
-    ).update(
-        status=RunStatus.SUCCEEDED, result=result, finished_at=Now(), updated_at=Now()
-    )
+    ).update(status=RunStatus.SUCCEEDED, result=result, finished_at=Now(), updated_at=Now())
     if n == 1:
         events.append_event(run_id, events.RUN_SUCCEEDED)
     else:

@@ -28,9 +28,9 @@ def _describe(exc: BaseException) -> str:
 def _context_factory(started: Started) -> Any:
     run, step, stepdef = started.run, started.step, started.stepdef
     results = dict(
-        Step.objects.filter(
-            run_id=run.id, name__in=stepdef.after, parent__isnull=True
-        ).values_list("name", "result")
+        Step.objects.filter(run_id=run.id, name__in=stepdef.after, parent__isnull=True).values_list(
+            "name", "result"
+        )
     )
 
     def heartbeat() -> None:

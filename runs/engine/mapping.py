@@ -38,7 +38,9 @@ def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int]:
         Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
             status=StepStatus.FAILED, error=error, finished_at=Now()
         )
-        events.append_event(run_id, events.STEP_FAILED, step_id=parent.id, step=parent.key, error=error)
+        events.append_event(
+            run_id, events.STEP_FAILED, step_id=parent.id, step=parent.key, error=error
+        )
         from .complete import fail_run
 
         fail_run(run_id, error)
@@ -72,8 +74,14 @@ def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int]:
     ids = [s.id for s in created]
     Step.objects.filter(pk__in=ids).update(queued_at=Now())
     events.append_event(
-        run_id, events.PLAN_EXPANDED, step_id=parent.id, step=parent.key,
-        revision=revision, items=len(pairs), batches=len(batches), batch_size=size,
+        run_id,
+        events.PLAN_EXPANDED,
+        step_id=parent.id,
+        step=parent.key,
+        revision=revision,
+        items=len(pairs),
+        batches=len(batches),
+        batch_size=size,
     )
     if not batches:
         Step.objects.filter(pk=parent.id).update(
@@ -98,16 +106,16 @@ def _bump_revision(run_id: uuid.UUID) -> int:
 
 def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     """Process a batch's items; return the counts for its batch_finished event."""
-    step, run, attempt, stepdef = started.step, started.run, started.attempt, started.stepdef
+    step, run = started.step, started.run
     parent_revision = Step.objects.values_list("plan_revision", flat=True).get(pk=step.parent_id)
     pairs: list[dict[str, Any]] = step.items or []
     claim_keys = {
         p["key"]: keys.item_key(run.id, step.name, parent_revision, p["key"]) for p in pairs
     }
     done = set(
-        Claim.objects.filter(
-            key__in=claim_keys.values(), status=ClaimStatus.SUCCEEDED
-        ).values_list("item_key", flat=True)
+        Claim.objects.filter(key__in=claim_keys.values(), status=ClaimStatus.SUCCEEDED).values_list(
+            "item_key", flat=True
+        )
     )
     completed = skipped = 0
     for pair in pairs:
@@ -126,7 +134,6 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
             completed += 1
         else:
             skipped += 1
-    del attempt
     return {"items": len(pairs), "completed": completed, "skipped": skipped}
 
 
@@ -142,8 +149,15 @@ def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:
             ON CONFLICT (key) DO NOTHING
             RETURNING id
             """,
-            [key, started.run.id, started.step.id, item_key, started.step.kind,
-             ClaimStatus.IN_FLIGHT, started.attempt.id],
+            [
+                key,
+                started.run.id,
+                started.step.id,
+                item_key,
+                started.step.kind,
+                ClaimStatus.IN_FLIGHT,
+                started.attempt.id,
+            ],
         )
         row = cursor.fetchone()
     return None if row is None else int(row[0])
@@ -155,9 +169,7 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
     )
 
 
-def _transactional_item(
-    started: Started, ctx: Context, key: str, item_key: str, item: Any
-) -> bool:
+def _transactional_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
     """One transaction: fence (renewing the lease) + claim + effect + claim outcome."""
     name = started.step.name
     with transaction.atomic():

@@ -34,7 +34,9 @@ class SweepReport:
     republished: list[int] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished step(s)"
+        return (
+            f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished step(s)"
+        )
 
 
 def sweep(*, limit: int = 200) -> SweepReport:
@@ -77,31 +79,52 @@ def _crash(attempt: Attempt) -> None:
         status=AttemptStatus.CRASHED, finished_at=Now(), error="lease expired"
     )
     events.append_event(
-        step.run_id, events.ATTEMPT_CRASHED, step_id=step.id,
-        attempt_number=attempt.number, step=step.key, worker=attempt.worker,
+        step.run_id,
+        events.ATTEMPT_CRASHED,
+        step_id=step.id,
+        attempt_number=attempt.number,
+        step=step.key,
+        worker=attempt.worker,
     )
     if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
         return
     owned = Step.objects.filter(pk=step.id, status=StepStatus.RUNNING, current_attempt=attempt)
     if step.kind == EffectKind.GUARDED and step.parent_id is None:
         # The effect may or may not have happened: never guess.
-        owned.update(status=StepStatus.UNRESOLVED, current_attempt=None,
-                     error="worker died during a guarded effect")
-        mark_unresolved(run_id=step.run_id, step=step, attempt_number=attempt.number,
-                        reason=f"worker {attempt.worker or '?'} died (lease expired)")
+        owned.update(
+            status=StepStatus.UNRESOLVED,
+            current_attempt=None,
+            error="worker died during a guarded effect",
+        )
+        mark_unresolved(
+            run_id=step.run_id,
+            step=step,
+            attempt_number=attempt.number,
+            reason=f"worker {attempt.worker or '?'} died (lease expired)",
+        )
         return
     if step.attempts < step.max_attempts:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
-        events.append_event(step.run_id, events.STEP_QUEUED, step_id=step.id, step=step.key,
-                            reason="attempt crashed")
+        events.append_event(
+            step.run_id,
+            events.STEP_QUEUED,
+            step_id=step.id,
+            step=step.key,
+            reason="attempt crashed",
+        )
         publish_on_commit([step.id])
         return
     error = f"attempt {attempt.number} crashed and no attempts remain"
-    owned.update(status=StepStatus.FAILED, current_attempt=None, error=error,
-                 finished_at=Now())
+    owned.update(status=StepStatus.FAILED, current_attempt=None, error=error, finished_at=Now())
     fail_step_claims(run_id=step.run_id, step=step, error=error)
-    events.append_event(step.run_id, events.STEP_FAILED, step_id=step.id,
-                        attempt_number=attempt.number, step=step.key, error=error)
+    events.append_event(
+        step.run_id,
+        events.STEP_FAILED,
+        step_id=step.id,
+        attempt_number=attempt.number,
+        step=step.key,
+        error=error,
+    )
     fail_run(step.run_id, f"step {step.key} failed: {error}")
 
 

@@ -62,7 +62,10 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
         # Refuse, and leave the step queued for a worker that knows the workflow.
         log.warning(
             "refusing step %s of run %s: workflow %s v%s is not known to this worker",
-            step.key, run.id, run.workflow, run.version,
+            step.key,
+            run.id,
+            run.workflow,
+            run.version,
         )
         return None
     stepdef = wf.steps[step.name]
@@ -120,9 +123,7 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
         )
         claim = None
         if step.parent_id is None and step.kind in CLAIM_AT_START:
-            claim = take_claim(
-                run=run, step=step, stepdef=stepdef, attempt=attempt, item=None
-            )
+            claim = take_claim(run=run, step=step, stepdef=stepdef, attempt=attempt, item=None)
     return Started(
         step=step,
         run=run,
@@ -158,8 +159,16 @@ def take_claim(
                 WHERE runs_claim.status = %s
             RETURNING id, (xmax = 0) AS inserted
             """,
-            [key, run.id, step.id, item, step.kind, ClaimStatus.IN_FLIGHT, attempt.id,
-             ClaimStatus.IN_FLIGHT],
+            [
+                key,
+                run.id,
+                step.id,
+                item,
+                step.kind,
+                ClaimStatus.IN_FLIGHT,
+                attempt.id,
+                ClaimStatus.IN_FLIGHT,
+            ],
         )
         row = cursor.fetchone()
     if row is None:

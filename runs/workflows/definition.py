@@ -30,7 +30,7 @@ class WorkflowDefinitionError(Exception):
     """A workflow was declared wrongly (caught at import time)."""
 
 
-class NotApplied(Exception):  # noqa: N818 - the name states the fact the step asserts
+class NotApplied(Exception):
     """Raised by a guarded step that KNOWS its effect did not happen, so a retry is safe.
 
     Any other exception from a guarded step leaves its claim unresolved.

@@ -14,7 +14,9 @@ def register(workflow: Workflow) -> Workflow:
     key = (workflow.name, workflow.version)
     existing = _registry.get(key)
     if existing is not None and existing is not workflow:
-        raise WorkflowDefinitionError(f"workflow {workflow.name} v{workflow.version} is declared twice")
+        raise WorkflowDefinitionError(
+            f"workflow {workflow.name} v{workflow.version} is declared twice"
+        )
     _registry[key] = workflow
     return workflow
 

@@ -14,8 +14,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("workflow")
-        parser.add_argument("--version", dest="wf_version", type=int, default=None,
-                            help="workflow version (default: the latest)")
+        parser.add_argument(
+            "--version",
+            dest="wf_version",
+            type=int,
+            default=None,
+            help="workflow version (default: the latest)",
+        )
         parser.add_argument("--input", default="{}", help="the run's input, as a JSON object")
 
     def handle(self, *args: object, **options: object) -> None:

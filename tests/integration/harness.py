@@ -1,0 +1,195 @@
+"""Real Celery processes for integration tests.
+
+Workers run the solo pool, so a task runs in the worker's main process and a
+fault-injected SIGKILL kills the whole worker, as an OOM kill would. Engine timings
+are shortened through the environment (lease, sweep interval, republish bound) so
+recovery happens within seconds; tests wait on database state, never on sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FAST_TIMINGS = {
+    "RUNS_LEASE_SECONDS": "2",
+    "RUNS_SWEEP_INTERVAL": "0.5",
+    "RUNS_REPUBLISH_AFTER_SECONDS": "3",
+}
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL naming the test database pytest-django created."""
+    s = connection.settings_dict
+    host = s["HOST"] or ""
+    host = quote(host, safe="") if host.startswith("/") else host
+    auth = quote(s["USER"] or "", safe="")
+    if s["PASSWORD"]:
+        auth += ":" + quote(s["PASSWORD"], safe="")
+    port = f":{s['PORT']}" if s["PORT"] else ""
+    return f"postgres://{auth}@{host}{port}/{s['NAME']}"
+
+
+def wait_for(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 60,
+    what: str = "condition",
+    on_timeout: Callable[[], str] | None = None,
+) -> Any:
+    """Poll `predicate` (a database read) until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            extra = on_timeout() if on_timeout else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{extra}")
+        time.sleep(0.1)
+
+
+class Process:
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.name, self.log = name, log
+        self._log_file = log.open("wb")
+        self.popen = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self, marker: str, timeout: float = 60) -> None:
+        wait_for(
+            lambda: marker in self.output() or self.popen.poll() is not None,
+            timeout=timeout,
+            what=f"{self.name} to start",
+            on_timeout=self.output,
+        )
+        if self.popen.poll() is not None:
+            raise AssertionError(
+                f"{self.name} exited with {self.popen.returncode}:\n{self.output()}"
+            )
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(f"{self.name} did not exit:\n{self.output()[-3000:]}") from exc
+
+    def signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                self.signal(signal.SIGKILL)
+                self.popen.wait(10)
+        self._log_file.close()
+
+
+class Cluster:
+    """The worker and beat processes of one test."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.processes: list[Process] = []
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(FAST_TIMINGS)
+        env.update(
+            DATABASE_URL=test_database_url(),
+            CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+            RUNS_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
+            PYTHONUNBUFFERED="1",
+        )
+        env.pop("RUNS_FAULTS", None)
+        env.pop("RUNS_ALLOW_FAULTS", None)
+        env.update(overrides)
+        return env
+
+    def worker(self, *, faults: str | None = None, wait: bool = True, **env: str) -> Process:
+        """Start a real worker; `faults` is a RUNS_FAULTS spec (enables fault injection)."""
+        if faults is not None:
+            env = {**env, "RUNS_ALLOW_FAULTS": "1", "RUNS_FAULTS": faults}
+        n = len(self.processes)
+        proc = Process(
+            f"worker{n}",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-P",
+                "solo",
+                "-n",
+                f"w{n}-{os.getpid()}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "INFO",
+            ],
+            self.env(**env),
+            self.tmp / f"worker{n}.log",
+        )
+        self.processes.append(proc)
+        if wait:
+            proc.wait_ready(" ready.")
+        return proc
+
+    def beat(self) -> Process:
+        """Celery beat, scheduling the recovery sweep every RUNS_SWEEP_INTERVAL."""
+        n = len(self.processes)
+        proc = Process(
+            f"beat{n}",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(self.tmp / "beat-schedule"),
+            ],
+            self.env(),
+            self.tmp / f"beat{n}.log",
+        )
+        self.processes.append(proc)
+        proc.wait_ready("beat: Starting")
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {p.name} =====\n{p.output()[-4000:]}" for p in self.processes)
+
+    def stop_all(self) -> None:
+        for proc in self.processes:
+            proc.stop()

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from typing import Any
+
+from runs.models import Run
+from runs.states import RUN_FINISHED, RunStatus
+
+from .harness import Cluster, wait_for
+
+SETTLED = (*RUN_FINISHED, RunStatus.NEEDS_RECONCILIATION)
+
+
+def wait_settled(run: Run, cluster: Cluster, timeout: float = 90) -> Run:
+    """Wait until the run is finished or waits for a human; return it fresh."""
+
+    def settled() -> Any:
+        run.refresh_from_db()
+        return run.status in SETTLED
+
+    wait_for(settled, timeout=timeout, what=f"run {run.id} to settle", on_timeout=cluster.logs)
+    return run

@@ -1,0 +1,142 @@
+"""Bad input gets a clear error naming the problem, and writes nothing."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from runs import engine
+from runs.models import Claim, Event, Run, Step
+
+
+def assert_nothing_written() -> None:
+    assert (
+        Run.objects.count(),
+        Step.objects.count(),
+        Event.objects.count(),
+        Claim.objects.count(),
+    ) == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("workflow", "version", "data", "error", "message"),
+    [
+        ("no-such-flow", None, {}, engine.UnknownWorkflow, "unknown workflow 'no-such-flow'"),
+        (
+            "merge-change",
+            7,
+            {"change_id": 1},
+            engine.UnknownVersion,
+            "workflow 'merge-change' has no version 7; known versions: 1",
+        ),
+        ("merge-change", None, {}, engine.InvalidInput, "missing field 'change_id' (int)"),
+        (
+            "merge-change",
+            None,
+            {"change_id": "42"},
+            engine.InvalidInput,
+            "field 'change_id' must be int, got str",
+        ),
+        (
+            "merge-change",
+            None,
+            {"change_id": True},
+            engine.InvalidInput,
+            "field 'change_id' must be int, got bool",
+        ),
+        (
+            "merge-change",
+            None,
+            {"change_id": 0},
+            engine.InvalidInput,
+            "field 'change_id' must be at least 1, got 0",
+        ),
+        (
+            "charge-payment",
+            1,
+            {"amount": 5, "amuont": 5},
+            engine.InvalidInput,
+            "unknown field 'amuont'",
+        ),
+        ("migrate-records", 1, [500], engine.InvalidInput, "input must be a JSON object"),
+    ],
+)
+def test_submit_run_refuses_bad_input_and_writes_nothing(
+    db, workflow, version, data, error, message
+):
+    with pytest.raises(error) as excinfo:
+        engine.submit_run(workflow=workflow, version=version, input=data)
+    assert message in str(excinfo.value)
+    assert_nothing_written()
+
+
+def test_submit_run_lists_known_workflows_for_unknown_name(db):
+    with pytest.raises(engine.UnknownWorkflow) as excinfo:
+        engine.submit_run(workflow="merge", input={})
+    assert "charge-payment, merge-change, migrate-records" in str(excinfo.value)
+
+
+def test_submit_run_fills_defaults_and_writes_plan(db):
+    run = engine.submit_run(workflow="migrate-records", input={"count": 10})
+    assert run.input == {"count": 10, "batch_size": 50}
+    assert list(Step.objects.filter(run=run).values_list("key", "status", "pending_deps")) == [
+        ("list_records", "queued", 0),
+        ("migrate", "pending", 1),
+    ]
+    assert list(Event.objects.filter(run=run).values_list("seq", "type")) == [
+        (1, "run_submitted"),
+        (2, "step_queued"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "unknown workflow 'nope'"),
+        (["merge-change", "--version", "2", "--input", '{"change_id": 1}'], "has no version 2"),
+        (["merge-change", "--input", "{not json"], "--input is not valid JSON"),
+        (["charge-payment", "--input", '{"amount": "ten"}'], "must be int, got str"),
+    ],
+)
+def test_submit_run_command_errors(db, args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("submit_run", *args)
+    assert_nothing_written()
+
+
+def test_submit_run_command_prints_run_id_last(db, capsys):
+    call_command("submit_run", "charge-payment", "--version", "1", "--input", '{"amount": 3}')
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert Run.objects.get().id.hex == last.replace("-", "")
+
+
+def test_show_run_json_contract(db, capsys):
+    import json
+
+    run = engine.submit_run(workflow="charge-payment", input={"amount": 3})
+    call_command("show_run", str(run.id), "--json")
+    data = json.loads(capsys.readouterr().out)
+    assert {k: data[k] for k in ("id", "workflow", "version", "status")} == {
+        "id": str(run.id),
+        "workflow": "charge-payment",
+        "version": 1,
+        "status": "pending",
+    }
+    assert data["steps"] == [
+        {
+            "name": "charge",
+            "key": "charge",
+            "kind": "idempotent",
+            "status": "queued",
+            "attempts": 0,
+            "error": None,
+        }
+    ]
+    assert data["claims"] == []
+
+
+def test_show_run_unknown_id(db):
+    with pytest.raises(CommandError, match="is not a run id"):
+        call_command("show_run", "abc")
+    with pytest.raises(CommandError, match="no run with id"):
+        call_command("show_run", "00000000-0000-0000-0000-000000000000")
