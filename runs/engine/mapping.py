@@ -34,7 +34,10 @@ def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int]:
     collection = source.result
     run = Run.objects.get(pk=run_id)
     if not isinstance(collection, list):
-        error = f"map step {parent.name!r} needs a list from {stepdef.over!r}, got {type(collection).__name__}"
+        error = (
+            f"map step {parent.name!r} needs a list from {stepdef.over!r}, "
+            f"got {type(collection).__name__}"
+        )
         Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
             status=StepStatus.FAILED, error=error, finished_at=Now()
         )
