@@ -110,6 +110,7 @@ def _bump_revision(run_id: uuid.UUID) -> int:
 def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     """Process a batch's items; return the counts for its batch_finished event."""
     step, run = started.step, started.run
+    assert step.parent_id is not None
     parent_revision = Step.objects.values_list("plan_revision", flat=True).get(pk=step.parent_id)
     pairs: list[dict[str, Any]] = step.items or []
     claim_keys = {

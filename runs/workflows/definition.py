@@ -56,7 +56,7 @@ class Retry:
 
     def delay(self, failed_attempts: int) -> float:
         raw = min(self.max_delay, self.base_delay * (2 ** max(0, failed_attempts - 1)))
-        return raw * random.uniform(0.5, 1.0) if self.jitter else raw
+        return float(raw * random.uniform(0.5, 1.0) if self.jitter else raw)
 
 
 _MISSING: Any = object()

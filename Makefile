@@ -1,0 +1,41 @@
+# durable-runs — the two commands a newcomer needs are `make up` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: install up test lint bench stop clean
+
+# The venv is (re)built when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit("durable-runs needs Python >= 3.11, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+## up: embedded PostgreSQL + Redis (unless DATABASE_URL / CELERY_BROKER_URL are set),
+##     migrations, an operator login, then web + worker + beat. Ctrl-C stops everything.
+up: install
+	$(PY) scripts/stack.py up
+
+## test: the whole suite, on DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers.
+test: install
+	$(PY) scripts/stack.py test $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy runs/engine
+
+bench: install
+	$(PY) scripts/stack.py run $(PY) bench/engine.py
+
+## stop: stop embedded servers left running by an interrupted `make up` / `make test`.
+stop:
+	$(PY) scripts/stack.py stop
+
+clean: stop
+	rm -rf var $(VENV)
