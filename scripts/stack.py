@@ -8,6 +8,9 @@ Usage (paths are relative to the repo root, whatever the current directory):
     stack.py test [PYTEST ARGS...]
         Services for var/test/ (dev data stays untouched), then `pytest ARGS...`; exits with
         pytest's exit code.
+    stack.py run COMMAND [ARGS...]
+        Services for var/bench/, then COMMAND with DATABASE_URL / CELERY_BROKER_URL set
+        (used by `make bench`).
     stack.py env
         Services for var/, then prints `export DATABASE_URL=...` and
         `export CELERY_BROKER_URL=...` (use with `eval "$(scripts/stack.py env)"`). Leaves them
@@ -48,6 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DEV_VAR = ROOT / "var"
 TEST_VAR = ROOT / "var" / "test"
+BENCH_VAR = ROOT / "var" / "bench"
 DB_NAME = "durable_runs"
 STOP_GRACE_SECONDS = 15.0
 REDIS_START_TIMEOUT = 20.0
@@ -564,10 +568,15 @@ def cmd_up(host: str, port: int) -> int:
 
 
 def cmd_test(pytest_args: Sequence[str]) -> int:
-    _lock_var(TEST_VAR)
-    svc = ensure_services(TEST_VAR)
+    return cmd_run(TEST_VAR, [sys.executable, "-m", "pytest", *pytest_args])
+
+
+def cmd_run(var: Path, command: Sequence[str]) -> int:
+    """Services for `var`, then `command` in the foreground; stop them after."""
+    _lock_var(var)
+    svc = ensure_services(var)
     try:
-        return _run_foreground([sys.executable, "-m", "pytest", *pytest_args], svc.child_env())
+        return _run_foreground(command, svc.child_env())
     finally:
         svc.stop()
 
@@ -586,7 +595,7 @@ def cmd_env() -> int:
 
 def cmd_stop() -> int:
     stopped = False
-    for var in (DEV_VAR, TEST_VAR):
+    for var in (DEV_VAR, TEST_VAR, BENCH_VAR):
         sock = var / "redis" / "redis.sock"
         if _shutdown_redis_at(sock):
             _say(f"redis: stopped the server on {_rel(sock)}")
@@ -611,14 +620,19 @@ def main(argv: Sequence[str]) -> int:
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=8000)
     sub.add_parser("test", help="run pytest against services in var/test/")
+    sub.add_parser("run", help="run a command against services in var/bench/")
     sub.add_parser("env", help="start services for var/ and print export lines")
     sub.add_parser("stop", help="stop embedded servers left running under var/")
     # `test` hands everything after it to pytest untouched (argparse would eat `-h` etc.).
-    args = parser.parse_args(argv[:1] if argv[:1] == ["test"] else argv)
+    args = parser.parse_args(argv[:1] if argv[:1] in (["test"], ["run"]) else argv)
 
     try:
         if args.command == "test":
             return cmd_test(argv[1:])
+        if args.command == "run":
+            if len(argv) < 2:
+                parser.error("run needs a command")
+            return cmd_run(BENCH_VAR, argv[1:])
         if args.command == "up":
             return cmd_up(args.host, args.port)
         if args.command == "env":
