@@ -122,7 +122,8 @@ def main() -> None:
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     print(
-        f"PostgreSQL {connection.pg_version}, Celery broker {os.environ.get('CELERY_BROKER_URL', 'default')}"
+        f"PostgreSQL {connection.pg_version}, "
+        f"broker {os.environ.get('CELERY_BROKER_URL', 'default')}"
     )
     per_step_costs()
     throughput(args.runs, args.items)
