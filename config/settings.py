@@ -13,6 +13,22 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+def _services_env() -> dict[str, str]:
+    """Addresses of the embedded servers while `make up` runs (scripts/stack.py writes
+    var/services.env and removes it on exit), so that management commands in a second
+    shell reach the running stack without exporting anything."""
+    path = BASE_DIR / "var" / "services.env"
+    if not path.exists():
+        return {}
+    pairs = (line.partition("=") for line in path.read_text().splitlines() if "=" in line)
+    return {key: value for key, _, value in pairs}
+
+
+for _key, _value in _services_env().items():
+    if not os.environ.get(_key):
+        os.environ[_key] = _value
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = os.environ.get(name)
     if value is None or value == "":

@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEV_VAR = ROOT / "var"
 TEST_VAR = ROOT / "var" / "test"
 BENCH_VAR = ROOT / "var" / "bench"
+SERVICES_ENV = DEV_VAR / "services.env"
 DB_NAME = "durable_runs"
 STOP_GRACE_SECONDS = 15.0
 REDIS_START_TIMEOUT = 20.0
@@ -465,8 +466,11 @@ def _run_foreground(cmd: Sequence[str], env: dict[str, str]) -> int:
 
 
 def _stop_children(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    # SIGTERM to each leader only: a Celery worker then does a warm shutdown (finishing
+    # its running tasks) instead of having its pool processes killed under it.
     for proc in procs.values():
-        _signal_group(proc, signal.SIGTERM)
+        if proc.poll() is None:
+            proc.terminate()
     deadline = time.monotonic() + STOP_GRACE_SECONDS
     for name, proc in procs.items():
         try:
@@ -521,6 +525,7 @@ def cmd_up(host: str, port: int) -> int:
     svc = ensure_services(DEV_VAR)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
+        _write_services_env(svc)
         _manage(svc, "migrate", "--noinput")
         username, password = _operator_login(DEV_VAR)
         _manage(svc, "createoperator", username, "--password", password)
@@ -559,12 +564,21 @@ def cmd_up(host: str, port: int) -> int:
             _say(f"stack: {signal.Signals(_signals[0]).name} received, stopping")
     finally:
         _stop_children(procs)
+        SERVICES_ENV.unlink(missing_ok=True)
         svc.stop()
     if died:
         _say(f"stack: stopped because {died}")
         return 1
     _say("stopped", sys.stdout)
     return 0
+
+
+def _write_services_env(svc: Services) -> None:
+    """While `up` runs, var/services.env tells other shells where its servers are:
+    config/settings.py reads it when DATABASE_URL / CELERY_BROKER_URL are unset, so
+    `manage.py submit_run …` in a second terminal talks to the running stack."""
+    lines = [f"{key}={value}" for key, value in sorted(svc.env.items())]
+    SERVICES_ENV.write_text("".join(line + "\n" for line in lines))
 
 
 def cmd_test(pytest_args: Sequence[str]) -> int:
@@ -582,6 +596,11 @@ def cmd_run(var: Path, command: Sequence[str]) -> int:
 
 
 def cmd_env() -> int:
+    if SERVICES_ENV.exists():  # `up` is running: point at its servers, start nothing
+        for line in SERVICES_ENV.read_text().splitlines():
+            key, _, value = line.partition("=")
+            print(f"export {key}={shlex.quote(value)}")
+        return 0
     lock = _lock_var(DEV_VAR)
     svc = ensure_services(DEV_VAR)
     os.close(lock)
@@ -594,6 +613,7 @@ def cmd_env() -> int:
 
 
 def cmd_stop() -> int:
+    SERVICES_ENV.unlink(missing_ok=True)
     stopped = False
     for var in (DEV_VAR, TEST_VAR, BENCH_VAR):
         sock = var / "redis" / "redis.sock"
