@@ -109,6 +109,10 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if os.environ.get("RUNS_TEST_DATABASE"):
+    # tests/conftest.py names a test database per session, so concurrent test runs on
+    # one server do not drop each other's database.
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["RUNS_TEST_DATABASE"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []

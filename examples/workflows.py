@@ -8,7 +8,7 @@ from typing import Any
 from runs.workflows import GUARDED, IDEMPOTENT, PURE, TRANSACTIONAL, Context, Field, Retry, workflow
 
 from .fakes import CodeHost, PaymentAPI, ensure_source_records
-from .models import TargetRecord
+from .models import Merge, PaymentCharge, TargetRecord
 
 # --- migrate-records: a transactional map in batches --------------------------------
 migrate_records = workflow(
@@ -16,6 +16,8 @@ migrate_records = workflow(
     version=1,
     input={"count": Field(int, default=500, min=0), "batch_size": Field(int, default=50, min=1)},
     description="Copy `count` source records into the target table in batches.",
+    effects=lambda run_id: TargetRecord.objects.filter(run_id=run_id).count(),
+    expected_effects=lambda data: data["count"],
 )
 
 
@@ -39,6 +41,8 @@ merge_change = workflow(
     version=1,
     input={"change_id": Field(int, min=1)},
     description="Merge a change on a code host that has no idempotency.",
+    effects=lambda run_id: Merge.objects.filter(run_id=run_id).count(),
+    expected_effects=lambda data: 1,
 )
 
 
@@ -53,6 +57,10 @@ charge_payment = workflow(
     version=1,
     input={"amount": Field(int, min=1)},
     description="Charge a payment through an API that honours idempotency keys.",
+    effects=lambda run_id: PaymentCharge.objects.filter(
+        idempotency_key__startswith=f"{run_id}/"
+    ).count(),
+    expected_effects=lambda data: 1,
 )
 
 

@@ -9,7 +9,9 @@ import uuid
 
 # Each test session gets its own queue, so it never eats (or is fed) another
 # session's messages on a shared broker. Set before Django reads its settings.
-os.environ.setdefault("RUNS_QUEUE", f"durable-runs-test-{uuid.uuid4().hex[:8]}")
+_session = uuid.uuid4().hex[:8]
+os.environ.setdefault("RUNS_QUEUE", f"durable-runs-test-{_session}")
+os.environ.setdefault("RUNS_TEST_DATABASE", f"test_durable_runs_{_session}")
 
 import pytest
 

@@ -120,6 +120,10 @@ class Workflow:
     version: int = 1
     input: Mapping[str, type | Field] = field(default_factory=dict)
     description: str = ""
+    # Optional, for `manage.py crashcheck`: count the external effects a run made
+    # (effects(run_id) -> int) and how many a correct run makes (expected_effects(input)).
+    effects: Callable[[str], int] | None = None
+    expected_effects: Callable[[dict[str, Any]], int] | None = None
     steps: dict[str, StepDef] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
