@@ -34,6 +34,11 @@ CLAIM_TAKEN = "claim_taken"
 CLAIM_SUCCEEDED = "claim_succeeded"
 CLAIM_FAILED = "claim_failed"
 CLAIM_UNRESOLVED = "claim_unresolved"
+CLAIM_RESOLVED = "claim_resolved"
+CLAIM_EVIDENCE = "claim_evidence"  # e.g. the late result of a fenced-off guarded attempt
+PROBE_REQUESTED = "probe_requested"
+PROBE_INCONCLUSIVE = "probe_inconclusive"
+RUN_RESUMED = "run_resumed"
 
 
 def append_event(

@@ -88,6 +88,9 @@ class Step(models.Model):
     # The plan revision in which this step entered the plan; part of its idempotency
     # key, fixed for the step's life.
     plan_revision = models.PositiveIntegerField(default=1)
+    # Bumped when an operator (or probe) resolves the step's claim as failed and the
+    # step is retried: the resolved claim is closed for good, the retry takes a new one.
+    claim_generation = models.PositiveIntegerField(default=1)
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     # The attempt that owns the step while it runs; finishes are fenced on it.
@@ -206,6 +209,9 @@ class Claim(models.Model):
     resolved_by = models.CharField(max_length=150, blank=True, default="")
     resolved_at = models.DateTimeField(null=True, blank=True)
     resolution_note = models.TextField(blank=True, default="")
+    # Probe of an unresolved claim (DESIGN.md §3): requested (message sent), done.
+    probe_requested_at = models.DateTimeField(null=True, blank=True)
+    probed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     completed_at = models.DateTimeField(null=True, blank=True)
 

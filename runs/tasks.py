@@ -7,13 +7,33 @@ import socket
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.db import InterfaceError, OperationalError
 
 from runs import engine
 
+# While PostgreSQL is unreachable a task cannot even record its failure; re-sending the
+# message with backoff keeps it (duplicates are harmless), instead of acking it away
+# and waiting for the sweeper's republish bound.
+DB_UNREACHABLE = (OperationalError, InterfaceError)
 
-@shared_task(name="runs.execute_step", acks_late=True, reject_on_worker_lost=True)
+
+@shared_task(
+    name="runs.execute_step",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=DB_UNREACHABLE,
+    retry_backoff=1,
+    retry_backoff_max=30,
+    retry_jitter=True,
+    max_retries=20,
+)
 def execute_step(step_id: int) -> str:
     return engine.execute_step(step_id=step_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+
+
+@shared_task(name="runs.probe_claim", acks_late=True, reject_on_worker_lost=True)
+def probe_claim(claim_id: int) -> str:
+    return engine.probe_claim(claim_id=claim_id)
 
 
 @shared_task(name="runs.sweep", acks_late=True)

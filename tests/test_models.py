@@ -9,6 +9,9 @@ from django.db.models.functions import Now
 from runs import engine
 from runs.models import Attempt, Claim, Event, Step
 
+# These tests write rows directly to prove the database rejects bad ones.
+pytestmark = pytest.mark.tampers
+
 
 def violated(name: str):
     """Expect the named constraint to reject the statement."""

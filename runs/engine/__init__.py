@@ -7,6 +7,7 @@ engine.sweep()                                    # recovery
 
 from .errors import AttemptFenced, EngineError, InvalidInput, UnknownVersion, UnknownWorkflow
 from .execute import execute_step
+from .probe import probe_claim
 from .recover import recover_attempt, sweep
 from .submit import resolve_workflow, submit_run
 
@@ -17,6 +18,7 @@ __all__ = [
     "UnknownVersion",
     "UnknownWorkflow",
     "execute_step",
+    "probe_claim",
     "recover_attempt",
     "resolve_workflow",
     "submit_run",

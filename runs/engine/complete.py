@@ -230,6 +230,9 @@ def mark_unresolved(*, run_id: uuid.UUID, step: Step, attempt_number: int, reaso
         status=RunStatus.NEEDS_RECONCILIATION, updated_at=Now()
     ):
         events.append_event(run_id, events.RUN_NEEDS_RECONCILIATION, step=step.key)
+    from .probe import request_probes
+
+    request_probes(run_id=run_id, step=step)
 
 
 def fail_run(run_id: uuid.UUID, error: str) -> None:

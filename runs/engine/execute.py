@@ -8,12 +8,15 @@ import logging
 import traceback
 from typing import Any
 
-from runs.models import Step
-from runs.states import EffectKind
+from django.db import transaction
+
+from runs import events
+from runs.models import Claim, Step
+from runs.states import ClaimStatus, EffectKind
 from runs.workflows.definition import Context, NotApplied
 
 from . import faults
-from .complete import fail_attempt, finish_attempt, renew_lease
+from .complete import ensure_json, fail_attempt, finish_attempt, renew_lease
 from .errors import AttemptFenced
 from .mapping import run_batch
 from .start import Started, start_attempt
@@ -59,6 +62,7 @@ def execute_step(*, step_id: int, worker: str) -> str:
         return "skipped"
     step, stepdef = started.step, started.stepdef
     make_context = _context_factory(started)
+    late_evidence: dict[str, Any] = {}
     if step.parent_id is None and step.kind != EffectKind.TRANSACTIONAL:
         faults.hit("after_claim", step.name)
     try:
@@ -71,18 +75,52 @@ def execute_step(*, step_id: int, worker: str) -> str:
             finish_attempt(started, effect=lambda: _checked(started, stepdef.fn(ctx)))
         else:
             ctx = make_context(key=started.claim.key if started.claim else None)
-            result = _checked(started, stepdef.fn(ctx))
+            result = stepdef.fn(ctx)
+            late_evidence = {"late_result": result}
+            result = _checked(started, result)
             faults.hit("after_effect", step.name)
             finish_attempt(started, result=result)
         return "succeeded"
     except AttemptFenced as exc:
         log.warning("late finish of step %s ignored: %s", step.key, exc)
+        _keep_late_evidence(started, late_evidence)
         return "fenced"
     except NotApplied as exc:
         return _fail(started, exc, uncertain=False)
     except Exception as exc:
         log.warning("step %s attempt %s raised %s", step.key, started.attempt.number, exc)
         return _fail(started, exc, uncertain=True)
+
+
+def _keep_late_evidence(started: Started, evidence: dict[str, Any]) -> None:
+    """A guarded attempt that lost its lease (a paused "zombie") may still have done
+    its effect: its late result is never applied, but is kept on the claim, which the
+    sweeper made unresolved, as evidence for the operator (DESIGN.md §7)."""
+    claim = started.claim
+    if claim is None or started.step.kind != EffectKind.GUARDED or not evidence:
+        return
+    evidence = {**evidence, "late_attempt": started.attempt.number}
+    try:
+        evidence = ensure_json(evidence)
+    except TypeError:
+        evidence = {key: repr(value) for key, value in evidence.items()}
+    with transaction.atomic():
+        row = (
+            Claim.objects.select_for_update()
+            .filter(pk=claim.id, status=ClaimStatus.UNRESOLVED)
+            .first()
+        )
+        if row is None:
+            return
+        Claim.objects.filter(pk=row.pk).update(evidence={**(row.evidence or {}), **evidence})
+        events.append_event(
+            started.run.id,
+            events.CLAIM_EVIDENCE,
+            step_id=started.step.id,
+            attempt_number=started.attempt.number,
+            key=claim.key,
+            evidence=evidence,
+        )
 
 
 def _key(started: Started) -> str:
@@ -109,4 +147,5 @@ def _fail(started: Started, exc: BaseException, *, uncertain: bool) -> str:
         return fail_attempt(started, error=_describe(exc), uncertain=uncertain)
     except AttemptFenced as fenced:
         log.warning("late failure of step %s ignored: %s", started.step.key, fenced)
+        _keep_late_evidence(started, {"late_error": _describe(exc)})
         return "fenced"

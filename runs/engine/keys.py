@@ -14,10 +14,18 @@ from typing import Any
 
 
 def step_key(
-    run_id: uuid.UUID | str, step_name: str, plan_revision: int, input_digest: str | None = None
+    run_id: uuid.UUID | str,
+    step_name: str,
+    plan_revision: int,
+    input_digest: str | None = None,
+    generation: int = 1,
 ) -> str:
+    """`generation` > 1 only after a claim of this step was resolved as failed and the
+    step retried: the resolved claim stays closed, the retry gets `…/retry-<n>`."""
     key = f"{run_id}/{step_name}@{plan_revision}"
-    return f"{key}#{input_digest}" if input_digest else key
+    if input_digest:
+        key = f"{key}#{input_digest}"
+    return key if generation == 1 else f"{key}/retry-{generation}"
 
 
 def item_key(run_id: uuid.UUID | str, step_name: str, plan_revision: int, item: str) -> str:

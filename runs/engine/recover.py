@@ -19,8 +19,8 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Attempt, Run, Step
-from runs.states import RUN_ACTIVE, AttemptStatus, EffectKind, StepStatus
+from runs.models import Attempt, Claim, Run, Step
+from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .complete import fail_run, fail_step_claims, mark_unresolved
 from .dispatch import publish_on_commit
@@ -32,10 +32,12 @@ log = logging.getLogger(__name__)
 class SweepReport:
     crashed: list[int] = field(default_factory=list)
     republished: list[int] = field(default_factory=list)
+    probes: list[int] = field(default_factory=list)
 
     def __str__(self) -> str:
         return (
-            f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished step(s)"
+            f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished "
+            f"step(s), {len(self.probes)} republished probe(s)"
         )
 
 
@@ -51,7 +53,8 @@ def sweep(*, limit: int = 200) -> SweepReport:
             _crash(attempt)
             report.crashed.append(attempt.id)
     report.republished = republish_stale(limit=limit)
-    if report.crashed or report.republished:
+    report.probes = republish_probes(limit=limit)
+    if report.crashed or report.republished or report.probes:
         log.info("recovery sweep: %s", report)
     return report
 
@@ -150,6 +153,28 @@ def republish_stale(*, limit: int = 200) -> list[int]:
                 next_attempt_at=Now()
             )
             publish_on_commit(stale)
+    return stale
+
+
+def republish_probes(*, limit: int = 200) -> list[int]:
+    """Probes requested but never run (message lost, worker died before the
+    compare-and-set): send them again."""
+    from .probe import publish_probes
+
+    bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
+    with transaction.atomic():
+        stale = list(
+            Claim.objects.select_for_update(skip_locked=True)
+            .filter(
+                status=ClaimStatus.UNRESOLVED,
+                probed_at__isnull=True,
+                probe_requested_at__lt=Now() - bound,
+            )
+            .values_list("id", flat=True)[:limit]
+        )
+        if stale:
+            Claim.objects.filter(pk__in=stale).update(probe_requested_at=Now())
+            transaction.on_commit(lambda: publish_probes(stale))
     return stale
 
 

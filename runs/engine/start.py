@@ -59,14 +59,7 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
     run = step.run
     wf = registry.get(run.workflow, run.version)
     if wf is None or step.name not in wf.steps:
-        # Refuse, and leave the step queued for a worker that knows the workflow.
-        log.warning(
-            "refusing step %s of run %s: workflow %s v%s is not known to this worker",
-            step.key,
-            run.id,
-            run.workflow,
-            run.version,
-        )
+        refuse(step, worker, f"workflow {run.workflow} v{run.version} is unknown to its worker")
         return None
     stepdef = wf.steps[step.name]
     if step.status == StepStatus.RUNNING and step.current_attempt_id is not None:
@@ -135,9 +128,29 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
     )
 
 
+def refuse(step: Step, worker: str, reason: str) -> None:
+    """Leave the step as it is (queued, for a worker that knows its workflow; the
+    sweeper republishes it) and record why, once per distinct reason."""
+    log.warning("refusing step %s of run %s: %s", step.key, step.run_id, reason)
+    with transaction.atomic():
+        if (
+            Step.objects.filter(pk=step.id, status=StepStatus.QUEUED)
+            .exclude(error=reason)
+            .update(error=reason)
+        ):
+            events.append_event(
+                step.run_id,
+                events.STEP_REFUSED,
+                step_id=step.id,
+                step=step.key,
+                reason=reason,
+                worker=worker,
+            )
+
+
 def step_claim_key(run: Run, step: Step, stepdef: StepDef) -> str:
     digest = keys.digest(run.input) if stepdef.key_includes_input else None
-    return keys.step_key(run.id, step.name, step.plan_revision, digest)
+    return keys.step_key(run.id, step.name, step.plan_revision, digest, step.claim_generation)
 
 
 def take_claim(

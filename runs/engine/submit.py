@@ -56,7 +56,12 @@ def submit_run(*, workflow: str, version: int | None = None, input: Any) -> Run:
         )
         Step.objects.filter(run=run, status=StepStatus.QUEUED).update(queued_at=Now())
         events.append_event(
-            run.id, events.RUN_SUBMITTED, workflow=wf.name, version=wf.version, input=clean
+            run.id,
+            events.RUN_SUBMITTED,
+            workflow=wf.name,
+            version=wf.version,
+            input=clean,
+            plan=[{"key": s.name, "after": list(s.after)} for s in wf.steps.values()],
         )
         first = list(
             Step.objects.filter(run=run, status=StepStatus.QUEUED).values_list("id", "name")

@@ -38,6 +38,29 @@ class NotApplied(Exception):
 
 
 @dataclass(frozen=True)
+class ProbeResult:
+    """What a probe (a read-only check of the external system) found out about an
+    unresolved claim's effect: `applied` (with the result and evidence), `not_applied`,
+    or `unknown` (left for an operator)."""
+
+    outcome: str
+    result: Any = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def applied(cls, result: Any = None, **evidence: Any) -> ProbeResult:
+        return cls("applied", result, evidence)
+
+    @classmethod
+    def not_applied(cls, **evidence: Any) -> ProbeResult:
+        return cls("not_applied", None, evidence)
+
+    @classmethod
+    def unknown(cls, reason: str, **evidence: Any) -> ProbeResult:
+        return cls("unknown", None, {"reason": reason, **evidence})
+
+
+@dataclass(frozen=True)
 class Retry:
     """Retry policy: up to `max_attempts` attempts in all, waiting
     min(max_delay, base_delay * 2**(n-1)) between them, scaled by a random factor in

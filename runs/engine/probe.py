@@ -1,0 +1,121 @@
+"""Probing unresolved claims (DESIGN.md §3).
+
+When a guarded step's claim becomes unresolved and the step declares `probe(ctx)`, a
+worker asks the external system, read-only, what happened. A definite answer resolves
+the claim through the same service an operator uses (actor `probe`, evidence
+recorded); an unknown answer, or a probe that raises, leaves it for the operator.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Claim, Step
+from runs.states import ClaimStatus
+from runs.workflows import registry
+from runs.workflows.definition import Context, ProbeResult
+
+log = logging.getLogger(__name__)
+
+PROBE_ACTOR = "probe"
+
+
+def request_probes(*, run_id: object, step: Step) -> None:
+    """Called in the transaction that made the step's claims unresolved: if the step
+    has a probe, mark its claims and send a probe message after commit."""
+    from runs.models import Run
+
+    run = Run.objects.only("workflow", "version").get(pk=run_id)
+    wf = registry.get(run.workflow, run.version)
+    stepdef = wf.steps.get(step.name) if wf else None
+    if stepdef is None or stepdef.probe is None:
+        return
+    ids = list(
+        Claim.objects.filter(
+            step=step, status=ClaimStatus.UNRESOLVED, probed_at__isnull=True
+        ).values_list("id", flat=True)
+    )
+    if not ids:
+        return
+    Claim.objects.filter(pk__in=ids).update(probe_requested_at=Now())
+    for claim_id in ids:
+        events.append_event(run.id, events.PROBE_REQUESTED, step_id=step.id, claim_id=claim_id)
+    transaction.on_commit(lambda: publish_probes(ids))
+
+
+def publish_probes(claim_ids: list[int]) -> None:
+    from runs.tasks import probe_claim
+
+    for claim_id in claim_ids:
+        try:
+            probe_claim.delay(claim_id)
+        except Exception:
+            log.exception("could not publish probe of claim %s; the sweeper will retry", claim_id)
+
+
+def probe_claim(*, claim_id: int) -> str:
+    claim = Claim.objects.select_related("run", "step").filter(pk=claim_id).first()
+    if claim is None or claim.status != ClaimStatus.UNRESOLVED:
+        return "skipped"
+    run, step = claim.run, claim.step
+    wf = registry.get(run.workflow, run.version)
+    stepdef = wf.steps.get(step.name) if wf else None
+    if stepdef is None or stepdef.probe is None:
+        return "skipped"
+    # Compare-and-set: one probe per claim, even if its message is delivered twice.
+    if not Claim.objects.filter(
+        pk=claim_id, status=ClaimStatus.UNRESOLVED, probed_at__isnull=True
+    ).update(probed_at=Now()):
+        return "skipped"
+    ctx = Context(
+        run_id=str(run.id),
+        step_name=step.name,
+        input=dict(run.input),
+        results=dict(
+            Step.objects.filter(run=run, name__in=stepdef.after, parent__isnull=True).values_list(
+                "name", "result"
+            )
+        ),
+        idempotency_key=claim.key,
+        attempt=step.attempts,
+        heartbeat=lambda: None,
+    )
+    try:
+        found = stepdef.probe(ctx)
+        if not isinstance(found, ProbeResult):
+            raise TypeError(f"probe returned {type(found).__name__}, not a ProbeResult")
+    except Exception as exc:
+        found = ProbeResult.unknown(
+            "probe raised", error="".join(traceback.format_exception_only(type(exc), exc)).strip()
+        )
+    from reconciliation.services import ResolutionError, resolve_claim
+
+    if found.outcome in ("applied", "not_applied"):
+        outcome = ClaimStatus.SUCCEEDED if found.outcome == "applied" else ClaimStatus.FAILED
+        try:
+            resolve_claim(
+                claim_id,
+                outcome,
+                actor=PROBE_ACTOR,
+                note=f"probe found the effect {found.outcome.replace('_', ' ')}",
+                result=found.result if outcome == ClaimStatus.SUCCEEDED else None,
+                evidence=found.evidence,
+            )
+        except ResolutionError as exc:  # an operator was faster: theirs stands
+            log.info("probe of claim %s not applied: %s", claim_id, exc)
+            return "superseded"
+        return found.outcome
+    with transaction.atomic():
+        events.append_event(
+            run.id,
+            events.PROBE_INCONCLUSIVE,
+            step_id=step.id,
+            key=claim.key,
+            evidence=found.evidence,
+        )
+    return "unknown"

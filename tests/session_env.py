@@ -1,0 +1,11 @@
+"""pytest plugin (loaded with `-p tests.session_env`, before pytest-django reads the
+settings): a queue and a test database per test session, so concurrent sessions on one
+broker or one PostgreSQL server never consume each other's messages or drop each
+other's database."""
+
+import os
+import uuid
+
+_session = uuid.uuid4().hex[:8]
+os.environ.setdefault("RUNS_QUEUE", f"durable-runs-test-{_session}")
+os.environ.setdefault("RUNS_TEST_DATABASE", f"test_durable_runs_{_session}")
