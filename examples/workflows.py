@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.workflows import GUARDED, IDEMPOTENT, PURE, TRANSACTIONAL, Context, Field, Retry, workflow
+from runs.workflows import (
+    GUARDED,
+    IDEMPOTENT,
+    PURE,
+    TRANSACTIONAL,
+    Context,
+    Field,
+    ProbeResult,
+    Retry,
+    workflow,
+)
 
 from .fakes import CodeHost, PaymentAPI, ensure_source_records
 from .models import Merge, PaymentCharge, TargetRecord
@@ -68,3 +78,32 @@ charge_payment = workflow(
 def charge(ctx: Context) -> dict[str, Any]:
     assert ctx.idempotency_key is not None
     return PaymentAPI().charge(amount=ctx.input["amount"], idempotency_key=ctx.idempotency_key)
+
+
+# --- merge-change-probed: the same guarded merge, with a read-only probe -------------
+def find_merge(ctx: Context) -> ProbeResult:
+    """Ask the code host whether this run's merge happened: a definite answer lets the
+    engine resolve an unresolved claim without an operator."""
+    merge = CodeHost().find_merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
+    if merge is None:
+        return ProbeResult.not_applied(checked=f"no merge of change {ctx.input['change_id']}")
+    return ProbeResult.applied(
+        {"merge_id": merge.id, "change_id": merge.change_id},
+        merge_id=merge.id,
+        merged_at=merge.merged_at.isoformat(),
+    )
+
+
+merge_change_probed = workflow(
+    "merge-change-probed",
+    version=1,
+    input={"change_id": Field(int, min=1)},
+    description="merge-change, with a probe that asks the code host what happened.",
+    effects=lambda run_id: Merge.objects.filter(run_id=run_id).count(),
+    expected_effects=lambda data: 1,
+)
+
+
+@merge_change_probed.step(kind=GUARDED, name="merge", probe=find_merge, retry=Retry(max_attempts=3))
+def merge_probed(ctx: Context) -> dict[str, Any]:
+    return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)

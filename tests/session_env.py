@@ -9,3 +9,4 @@ import uuid
 _session = uuid.uuid4().hex[:8]
 os.environ.setdefault("RUNS_QUEUE", f"durable-runs-test-{_session}")
 os.environ.setdefault("RUNS_TEST_DATABASE", f"test_durable_runs_{_session}")
+os.environ.setdefault("RUNS_WORKFLOW_MODULES", "examples.workflows,tests.workflows")

@@ -80,12 +80,16 @@ def finish_attempt(
     step, run, attempt = started.step, started.run, started.attempt
     name = step.name
     with transaction.atomic():
-        fence(attempt.id, AttemptStatus.SUCCEEDED)
         if effect is not None:
+            # The effect runs BEFORE the fence: a paused worker holding this transaction
+            # open does not lock its attempt row, so the sweeper can still declare it
+            # crashed; the claim's unique key makes a successor wait for us, and our
+            # fence then fails and rolls the effect back (DESIGN.md §7).
             claim = _insert_transactional_claim(started)
             faults.hit("after_claim", name)
             result = ensure_json(effect())
             faults.hit("after_effect", name)
+            fence(attempt.id, AttemptStatus.SUCCEEDED)
             Claim.objects.filter(pk=claim.id).update(
                 status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now()
             )
@@ -97,6 +101,7 @@ def finish_attempt(
                 key=claim.key,
             )
         else:
+            fence(attempt.id, AttemptStatus.SUCCEEDED)
             result = ensure_json(result)
         if started.claim is not None:
             n = Claim.objects.filter(

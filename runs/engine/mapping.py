@@ -174,10 +174,12 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
 
 
 def _transactional_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
-    """One transaction: fence (renewing the lease) + claim + effect + claim outcome."""
+    """One transaction: claim + effect + claim outcome + fence (renewing the lease).
+
+    The fence comes last so a paused worker's open transaction never locks its attempt
+    row: recovery can still take the batch over, and the zombie's commit then fails."""
     name = started.step.name
     with transaction.atomic():
-        renew_lease(started.attempt.id, started.lease_seconds)
         claim_id = _insert_item_claim(started, key, item_key)
         if claim_id is None:
             return False
@@ -185,6 +187,7 @@ def _transactional_item(started: Started, ctx: Context, key: str, item_key: str,
         result = ensure_json(started.stepdef.fn(ctx, item))
         faults.hit("after_effect", name)
         _complete_item_claim(claim_id, result)
+        renew_lease(started.attempt.id, started.lease_seconds)
     return True
 
 

@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
+
+from runs.dburl import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,14 +33,7 @@ FAST_TIMINGS = {
 
 def test_database_url() -> str:
     """A DATABASE_URL naming the test database pytest-django created."""
-    s = connection.settings_dict
-    host = s["HOST"] or ""
-    host = quote(host, safe="") if host.startswith("/") else host
-    auth = quote(s["USER"] or "", safe="")
-    if s["PASSWORD"]:
-        auth += ":" + quote(s["PASSWORD"], safe="")
-    port = f":{s['PORT']}" if s["PORT"] else ""
-    return f"postgres://{auth}@{host}{port}/{s['NAME']}"
+    return database_url(connection.settings_dict)
 
 
 def wait_for(

@@ -1,0 +1,117 @@
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runs import crashcheck, engine
+from runs.engine import faults
+
+
+@contextmanager
+def _termination_interrupts() -> Iterator[None]:
+    """SIGTERM / SIGHUP raise KeyboardInterrupt, like Ctrl-C, so that the check's
+    worker processes (in sessions of their own) are stopped on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class Command(BaseCommand):
+    help = (
+        "Check that a workflow survives crashes: run it once per (step, fault point) with a "
+        "real worker killed by SIGKILL at that point, recover it with a fresh worker and "
+        "beat, and count its effects. Exit status 1 on a DUPLICATE or LOST effect or a "
+        "history that differs."
+    )
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: object) -> CommandParser:
+        # `--version V` is the workflow version, not Django's --version.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("workflow")
+        parser.add_argument(
+            "--version",
+            dest="wf_version",
+            type=int,
+            default=None,
+            help="workflow version (default: the latest)",
+        )
+        parser.add_argument("--input", default="{}", help="the runs' input, as a JSON object")
+        parser.add_argument(
+            "--nth",
+            type=int,
+            default=1,
+            help="kill at the Nth time the worker reaches the point (default 1; for a map "
+            "step the points are per item)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=60.0,
+            help="seconds a run may take to settle, before and after the crash (default 60)",
+        )
+
+    def handle(self, *args: object, **options: object) -> None:
+        try:
+            data = json.loads(str(options["input"]))
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--input is not valid JSON: {exc}") from exc
+        nth, timeout = options["nth"], options["timeout"]
+        assert isinstance(nth, int) and isinstance(timeout, float)
+        if nth < 1:
+            raise CommandError("--nth must be at least 1")
+        if timeout <= 0:
+            raise CommandError("--timeout must be positive")
+        try:
+            wf = engine.resolve_workflow(
+                str(options["workflow"]),
+                options["wf_version"],  # type: ignore[arg-type]
+            )
+            clean = wf.validate_input(data)
+        except engine.EngineError as exc:
+            raise CommandError(str(exc)) from exc
+
+        self.stderr.write(
+            f"crashcheck {wf.name} v{wf.version}: {len(wf.steps)} step(s) x "
+            f"{len(faults.POINTS)} fault points, nth={nth}, timeout {timeout:g}s"
+        )
+        rows: list[crashcheck.CheckRow] = []
+        started = time.monotonic()
+        interrupted = False
+        try:
+            with _termination_interrupts():
+                for row in crashcheck.iter_checks(
+                    wf, clean, nth=nth, timeout=timeout, progress=self.stderr.write
+                ):
+                    rows.append(row)
+        except KeyboardInterrupt:
+            interrupted = True
+        except crashcheck.CrashcheckError as exc:
+            raise CommandError(str(exc)) from exc
+
+        report = crashcheck.format_report(
+            rows, wf, seconds=time.monotonic() - started, nth=nth, interrupted=interrupted
+        )
+        for line in report:
+            self.stdout.write(line)
+        if interrupted:
+            raise CommandError("interrupted; every process the check started was stopped")
+        if crashcheck.failed(rows):
+            sys.exit(1)

@@ -1,0 +1,68 @@
+"""Workflows only the test suite registers (tests/session_env.py adds this module to
+RUNS_WORKFLOW_MODULES). They give tests handles the examples do not: a guarded step
+that raises on demand, steps that pause inside their effect, a second version."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from examples.fakes import CodeHost
+from examples.models import Merge, TargetRecord
+from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, NotApplied, Retry, workflow
+
+# --- a guarded step that fails as told ------------------------------------------------
+flaky = workflow(
+    "flaky-merge",
+    version=1,
+    input={"change_id": int, "mode": str},
+    effects=lambda run_id: Merge.objects.filter(run_id=run_id).count(),
+    expected_effects=lambda data: 1,
+)
+
+
+@flaky.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0.1, jitter=False))
+def merge(ctx: Context) -> dict[str, Any]:
+    mode = ctx.input["mode"]
+    if mode == "timeout":
+        raise TimeoutError("code host did not answer within 30s")
+    if mode == "not_applied_once" and ctx.attempt == 1:
+        raise NotApplied("code host refused the request before merging")
+    return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
+
+
+# --- steps that hold still inside their effect, for SIGSTOP tests ----------------------
+def _hold(ctx: Context) -> None:
+    """Signal (by a file) that the effect is under way, then give the test time to stop us."""
+    Path(ctx.input["marker"]).with_suffix(f".{ctx.attempt}").touch()
+    time.sleep(ctx.input["hold"])
+
+
+slow_write = workflow("slow-write", version=1, input={"marker": str, "hold": float})
+
+
+@slow_write.step(kind=TRANSACTIONAL, retry=Retry(max_attempts=3))
+def write(ctx: Context) -> dict[str, Any]:
+    TargetRecord.objects.create(record_id=1, run_id=ctx.run_id)
+    _hold(ctx)
+    return {"written": 1}
+
+
+slow_merge = workflow("slow-merge", version=1, input={"marker": str, "hold": float})
+
+
+@slow_merge.step(kind=GUARDED)
+def merge_slowly(ctx: Context) -> dict[str, Any]:
+    result = CodeHost().merge(change_id=1, run_id=ctx.run_id)
+    _hold(ctx)
+    return result
+
+
+# --- a version only some workers know --------------------------------------------------
+versioned = workflow("versioned", version=2, input={})
+
+
+@versioned.step(kind=PURE)
+def answer(ctx: Context) -> str:
+    return "v2"
