@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+import uuid
 
 from django.db import transaction
 from django.db.models.functions import Now
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 PROBE_ACTOR = "probe"
 
 
-def request_probes(*, run_id: object, step: Step) -> None:
+def request_probes(*, run_id: uuid.UUID, step: Step) -> None:
     """Called in the transaction that made the step's claims unresolved: if the step
     has a probe, mark its claims and send a probe message after commit."""
     from runs.models import Run
