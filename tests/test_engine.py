@@ -166,3 +166,36 @@ def test_lost_message_is_republished_by_sweep(db, settings):
     run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
     report = engine.sweep()
     assert report.republished == [step_of(run, "merge").id]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_sweepers_crash_each_expired_attempt_exactly_once():
+    import threading
+
+    from runs import events
+    from runs.models import Event
+
+    runs = [engine.submit_run(workflow="charge-payment", input={"amount": n}) for n in range(1, 21)]
+    for run in runs:
+        start_attempt(step_id=step_of(run, "charge").id, worker="dead")
+    expire_leases()
+    barrier = threading.Barrier(4)
+    crashed: list[int] = []
+
+    def sweeper() -> None:
+        barrier.wait()
+        try:
+            crashed.extend(engine.sweep(limit=7).crashed)
+            crashed.extend(engine.sweep(limit=7).crashed)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sweeper) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert sorted(crashed) == sorted(Attempt.objects.values_list("id", flat=True))
+    assert Event.objects.filter(type=events.ATTEMPT_CRASHED).count() == 20
+    assert set(Step.objects.values_list("status", flat=True)) == {StepStatus.QUEUED}
