@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Attempt, Claim, Run, Step
+from runs.models import Attempt, Claim, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .complete import fail_run, fail_step_claims, mark_unresolved
@@ -178,4 +178,4 @@ def republish_probes(*, limit: int = 200) -> list[int]:
     return stale
 
 
-__all__ = ["Run", "SweepReport", "recover_attempt", "republish_stale", "sweep"]
+__all__ = ["SweepReport", "recover_attempt", "republish_probes", "republish_stale", "sweep"]

@@ -17,7 +17,7 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Attempt, Claim, Run, Step
-from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.states import RUN_ACTIVE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import StepDef, Workflow
 
@@ -74,6 +74,18 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
         faults.hit("before_claim", step.name)
 
     lease = lease_for(stepdef)
+    try:
+        return _start(step, run, wf, stepdef, worker, lease)
+    except ClaimNotTakeable as exc:
+        # Nothing was written (the start rolled back); say why on the step.
+        refuse(step, worker, str(exc))
+        return None
+
+
+def _start(
+    step: Step, run: Run, wf: Workflow, stepdef: StepDef, worker: str, lease: float
+) -> Started | None:
+    step_id = step.id
     with transaction.atomic():
         n = (
             Step.objects.filter(pk=step_id, run__status__in=RUN_ACTIVE)
@@ -203,4 +215,4 @@ class ClaimNotTakeable(Exception):
     pass
 
 
-__all__ = ["AttemptStatus", "Started", "start_attempt", "take_claim"]
+__all__ = ["Started", "refuse", "start_attempt", "step_claim_key", "take_claim"]
