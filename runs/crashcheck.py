@@ -226,9 +226,11 @@ class CrashCheck:
         *,
         nth: int = 1,
         timeout: float = 60.0,
+        lease: float = 2.0,
         progress: Progress | None = None,
     ) -> None:
         self.wf, self.data, self.nth, self.timeout = wf, data, nth, timeout
+        self.lease = lease
         self.progress = progress or (lambda line: None)
         self._n = 0
         self._base_env = self._make_base_env()
@@ -243,6 +245,7 @@ class CrashCheck:
             env.pop(key, None)
         env.update(FAST_TIMINGS)
         env.update(
+            RUNS_LEASE_SECONDS=f"{self.lease:g}",
             DATABASE_URL=database_url(connection.settings_dict),
             CELERY_BROKER_URL=str(settings.CELERY_BROKER_URL),
             PYTHONUNBUFFERED="1",
@@ -318,11 +321,13 @@ class CrashCheck:
                     + "): the kill may not have hit this check's run"
                 )
             if killed and run is None:
-                recovery = [self._worker(queue, logs), self._beat(queue, logs)]
-                processes.extend(recovery)
-                recovery[0].wait_ready(WORKER_READY)
-                recovery[1].wait_ready(BEAT_READY)
-                run = self._wait_settled(run_id, recovery)
+                worker = self._worker(queue, logs)  # sweeps when it starts
+                processes.append(worker)
+                beat = self._beat(queue, logs)
+                processes.append(beat)
+                worker.wait_ready(WORKER_READY)
+                beat.wait_ready(BEAT_READY)
+                run = self._wait_settled(run_id, [worker, beat])
                 if run is None:
                     notes.append(f"did not settle within {self.timeout:g}s after recovery began")
             elif run is None:
@@ -499,12 +504,14 @@ def iter_checks(
     *,
     nth: int = 1,
     timeout: float = 60.0,
+    lease: float = 2.0,
     progress: Progress | None = None,
 ) -> Iterator[CheckRow]:
     """One row per (step, fault point), as each check finishes. Every subprocess of a
     check is stopped before its row is yielded, also when the check fails or is
     interrupted."""
-    return CrashCheck(wf, data, nth=nth, timeout=timeout, progress=progress).rows()
+    check = CrashCheck(wf, data, nth=nth, timeout=timeout, lease=lease, progress=progress)
+    return check.rows()
 
 
 def run_checks(

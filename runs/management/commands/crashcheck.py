@@ -62,6 +62,14 @@ class Command(BaseCommand):
             "step the points are per item)",
         )
         parser.add_argument(
+            "--lease",
+            type=float,
+            default=2.0,
+            help="lease of the checks' attempts in seconds (default 2): how soon a dead "
+            "worker is noticed. Raise it above your longest step that does not call "
+            "ctx.heartbeat(), or live steps will be declared crashed",
+        )
+        parser.add_argument(
             "--timeout",
             type=float,
             default=60.0,
@@ -73,10 +81,12 @@ class Command(BaseCommand):
             data = json.loads(str(options["input"]))
         except json.JSONDecodeError as exc:
             raise CommandError(f"--input is not valid JSON: {exc}") from exc
-        nth, timeout = options["nth"], options["timeout"]
-        assert isinstance(nth, int) and isinstance(timeout, float)
+        nth, timeout, lease = options["nth"], options["timeout"], options["lease"]
+        assert isinstance(nth, int) and isinstance(timeout, float) and isinstance(lease, float)
         if nth < 1:
             raise CommandError("--nth must be at least 1")
+        if lease <= 0:
+            raise CommandError("--lease must be positive")
         if timeout <= 0:
             raise CommandError("--timeout must be positive")
         try:
@@ -98,7 +108,7 @@ class Command(BaseCommand):
         try:
             with _termination_interrupts():
                 for row in crashcheck.iter_checks(
-                    wf, clean, nth=nth, timeout=timeout, progress=self.stderr.write
+                    wf, clean, nth=nth, timeout=timeout, lease=lease, progress=self.stderr.write
                 ):
                     rows.append(row)
         except KeyboardInterrupt:
