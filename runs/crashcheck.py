@@ -44,6 +44,15 @@ from runs.dburl import database_url
 from runs.engine import faults
 from runs.history import verify_run
 from runs.models import Attempt, Claim, Run, Step
+from runs.processes import (
+    BEAT_READY,
+    WORKER_READY,
+    ChildProcess,
+    ProcessError,
+    celery_beat_args,
+    celery_worker_args,
+    stop_all,
+)
 from runs.states import RUN_ACTIVE, RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 
@@ -68,13 +77,11 @@ START_TIMEOUT = 60.0
 # point of a run's last step fires just after the commit that finished the run.
 KILL_GRACE_SECONDS = 1.0
 STOP_GRACE_SECONDS = 5.0
-WORKER_READY = " ready."
-BEAT_READY = "beat: Starting"
 
 Progress = Callable[[str], None]
 
 
-class CrashcheckError(Exception):
+class CrashcheckError(ProcessError):
     """The check itself could not run (a process would not start, submit failed)."""
 
 
@@ -151,72 +158,6 @@ def count_effects(wf: Workflow, run: Run) -> tuple[int, int]:
 
 
 # --- child processes ------------------------------------------------------------------
-class _Process:
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
-        self.name, self.log = name, log
-        self._log_file = log.open("wb")
-        try:
-            self.popen = subprocess.Popen(
-                args,
-                cwd=settings.BASE_DIR,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        except BaseException:
-            self._log_file.close()
-            raise
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def tail(self, chars: int = 3000) -> str:
-        return self.output()[-chars:]
-
-    def wait_ready(self, marker: str, timeout: float = START_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while marker not in self.output():
-            if self.popen.poll() is not None:
-                raise CrashcheckError(
-                    f"{self.name} exited with {self.popen.returncode} before it was ready:\n"
-                    f"{self.tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise CrashcheckError(f"{self.name} not ready after {timeout:g}s:\n{self.tail()}")
-            time.sleep(POLL_SECONDS)
-
-    def terminate(self) -> None:
-        self._signal(signal.SIGTERM)
-
-    def _signal(self, sig: int) -> None:
-        if self.popen.poll() is None:
-            try:
-                os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def finish(self, deadline: float) -> None:
-        """Wait for the process until `deadline` (after terminate()), then SIGKILL."""
-        try:
-            self.popen.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self._signal(signal.SIGKILL)
-            self.popen.wait()
-        finally:
-            self._log_file.close()
-
-
-def stop_all(processes: list[_Process]) -> None:
-    """SIGTERM every process group, wait a little, SIGKILL what is left."""
-    for proc in processes:
-        proc.terminate()
-    deadline = time.monotonic() + STOP_GRACE_SECONDS
-    for proc in processes:
-        proc.finish(deadline)
-
-
 # --- the check ------------------------------------------------------------------------
 class CrashCheck:
     def __init__(
@@ -276,7 +217,7 @@ class CrashCheck:
                 logs.mkdir()
                 try:
                     row = self.check(step, point, logs)
-                except CrashcheckError as exc:
+                except ProcessError as exc:
                     raise CrashcheckError(f"{step} {point}: {exc}\n(logs in {logs})") from exc
                 except KeyboardInterrupt:
                     shutil.rmtree(logs, ignore_errors=True)
@@ -298,7 +239,7 @@ class CrashCheck:
         started = time.monotonic()
         queue = f"crashcheck-{uuid.uuid4().hex}"
         notes: list[str] = []
-        processes: list[_Process] = []
+        processes: list[ChildProcess] = []
         try:
             doomed = self._worker(queue, logs, faults=f"{point}:{step}:{self.nth}")
             processes.append(doomed)
@@ -307,7 +248,7 @@ class CrashCheck:
 
             killed, run = self._wait_for_fault(doomed, run_id)
             worker_name = f"{socket.gethostname()}:{doomed.popen.pid}"
-            stop_all([doomed])
+            stop_all([doomed], STOP_GRACE_SECONDS)
             foreign = list(
                 Attempt.objects.filter(worker=worker_name)
                 .exclude(run_id=run_id)
@@ -333,7 +274,7 @@ class CrashCheck:
             elif run is None:
                 notes.append(f"did not settle within {self.timeout:g}s (the worker was not killed)")
         finally:
-            stop_all(processes)
+            stop_all(processes, STOP_GRACE_SECONDS)
 
         settled = run is not None
         run = run or Run.objects.get(pk=run_id)
@@ -361,7 +302,7 @@ class CrashCheck:
             notes=notes,
         )
 
-    def _wait_for_fault(self, doomed: _Process, run_id: str) -> tuple[bool, Run | None]:
+    def _wait_for_fault(self, doomed: ChildProcess, run_id: str) -> tuple[bool, Run | None]:
         """Until the faulted worker dies or the run settles: (killed, settled run)."""
         deadline = time.monotonic() + self.timeout
         run: Run | None = None
@@ -388,7 +329,7 @@ class CrashCheck:
             run = settled_run(run_id)
         return code == -signal.SIGKILL, run
 
-    def _wait_settled(self, run_id: str, processes: list[_Process]) -> Run | None:
+    def _wait_settled(self, run_id: str, processes: list[ChildProcess]) -> Run | None:
         deadline = time.monotonic() + self.timeout
         while True:
             run = settled_run(run_id)
@@ -408,7 +349,7 @@ class CrashCheck:
     def _env(self, queue: str, **extra: str) -> dict[str, str]:
         return {**self._base_env, "RUNS_QUEUE": queue, **extra}
 
-    def _worker(self, queue: str, logs: Path, *, faults: str | None = None) -> _Process:
+    def _worker(self, queue: str, logs: Path, *, faults: str | None = None) -> ChildProcess:
         n = self._n
         self._n += 1
         extra = {}
@@ -421,41 +362,13 @@ class CrashCheck:
                 "RUNS_FAULTS": faults,
                 "RUNS_REPUBLISH_AFTER_SECONDS": FAULTED_REPUBLISH_AFTER_SECONDS,
             }
-        # INFO, not WARNING: the worker's "ready." line is logged at INFO.
-        args = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "-P",
-            "solo",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            f"crashcheck-{n}@%h",
-            "--loglevel",
-            "INFO",
-        ]
+        args = celery_worker_args(f"crashcheck-{n}@%h")
         name = "faulted worker" if faults else "recovery worker"
-        return _Process(name, args, self._env(queue, **extra), logs / f"worker-{n}.log")
+        return ChildProcess(name, args, self._env(queue, **extra), logs / f"worker-{n}.log")
 
-    def _beat(self, queue: str, logs: Path) -> _Process:
-        args = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(logs / "beat-schedule"),
-        ]
-        return _Process("beat", args, self._env(queue), logs / "beat.log")
+    def _beat(self, queue: str, logs: Path) -> ChildProcess:
+        args = celery_beat_args(logs / "beat-schedule")
+        return ChildProcess("beat", args, self._env(queue), logs / "beat.log")
 
     def _submit(self, queue: str) -> str:
         args = [

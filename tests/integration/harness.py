@@ -9,9 +9,6 @@ recovery happens within seconds; tests wait on database state, never on sleeps.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +18,14 @@ from django.conf import settings
 from django.db import connection
 
 from runs.dburl import database_url
+from runs.processes import (
+    BEAT_READY,
+    WORKER_READY,
+    ChildProcess,
+    celery_beat_args,
+    celery_worker_args,
+    stop_all,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,53 +60,8 @@ def wait_for(
         time.sleep(0.1)
 
 
-class Process:
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
-        self.name, self.log = name, log
-        self._log_file = log.open("wb")
-        self.popen = subprocess.Popen(
-            args,
-            cwd=ROOT,
-            env=env,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self, marker: str, timeout: float = 60) -> None:
-        wait_for(
-            lambda: marker in self.output() or self.popen.poll() is not None,
-            timeout=timeout,
-            what=f"{self.name} to start",
-            on_timeout=self.output,
-        )
-        if self.popen.poll() is not None:
-            raise AssertionError(
-                f"{self.name} exited with {self.popen.returncode}:\n{self.output()}"
-            )
-
-    def wait_exit(self, timeout: float = 60) -> int:
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise AssertionError(f"{self.name} did not exit:\n{self.output()[-3000:]}") from exc
-
-    def signal(self, sig: int) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, sig)
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.signal(signal.SIGTERM)
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-                self.popen.wait(10)
-        self._log_file.close()
+# Tests use the same child-process handling as `manage.py crashcheck`.
+Process = ChildProcess
 
 
 class Cluster:
@@ -132,58 +92,30 @@ class Cluster:
         n = len(self.processes)
         proc = Process(
             f"worker{n}",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-P",
-                "solo",
-                "-n",
-                f"w{n}-{os.getpid()}@%h",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "INFO",
-            ],
+            celery_worker_args(f"w{n}-{os.getpid()}@%h"),
             self.env(**env),
             self.tmp / f"worker{n}.log",
         )
         self.processes.append(proc)
         if wait:
-            proc.wait_ready(" ready.")
+            proc.wait_ready(WORKER_READY)
         return proc
 
-    def beat(self) -> Process:
+    def beat(self, **env: str) -> Process:
         """Celery beat, scheduling the recovery sweep every RUNS_SWEEP_INTERVAL."""
         n = len(self.processes)
         proc = Process(
             f"beat{n}",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(self.tmp / "beat-schedule"),
-            ],
-            self.env(),
+            celery_beat_args(self.tmp / f"beat{n}-schedule"),
+            self.env(**env),
             self.tmp / f"beat{n}.log",
         )
         self.processes.append(proc)
-        proc.wait_ready("beat: Starting")
+        proc.wait_ready(BEAT_READY)
         return proc
 
     def logs(self) -> str:
         return "\n".join(f"===== {p.name} =====\n{p.output()[-4000:]}" for p in self.processes)
 
     def stop_all(self) -> None:
-        for proc in self.processes:
-            proc.stop()
+        stop_all(self.processes)

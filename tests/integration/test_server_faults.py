@@ -35,7 +35,7 @@ from examples.models import TargetRecord
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, RunStatus
 
-from .harness import ROOT, Cluster, Process, wait_for
+from .harness import ROOT, wait_for
 from .helpers import SETTLED, wait_settled
 
 pytestmark = pytest.mark.workers
@@ -75,31 +75,6 @@ def submit(env: dict[str, str]) -> str:
     """Submit migrate-records through whatever DATABASE_URL / broker `env` names."""
     out = manage(env, "submit_run", "migrate-records", "--input", json.dumps(INPUT))
     return out.strip().splitlines()[-1]
-
-
-def start_beat(cluster: Cluster, **overrides: str) -> Process:
-    """Cluster.beat() with environment overrides (it takes none)."""
-    n = len(cluster.processes)
-    proc = Process(
-        f"beat{n}",
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(cluster.tmp / "beat-schedule"),
-        ],
-        cluster.env(**overrides),
-        cluster.tmp / f"beat{n}.log",
-    )
-    cluster.processes.append(proc)  # stopped by the cluster fixture
-    proc.wait_ready("beat: Starting")
-    return proc
 
 
 # --- a private PostgreSQL --------------------------------------------------------------
@@ -329,7 +304,7 @@ def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, priv
     private = {"DATABASE_URL": pg.url, "CELERY_BROKER_URL": private_redis.url}
     manage(cluster.env(**private), "migrate", "--noinput")
     worker = cluster.worker(**private)
-    beat = start_beat(cluster, **private)
+    beat = cluster.beat(**private)
     run_id = submit(cluster.env(**private))
 
     def migrated() -> int:
@@ -381,7 +356,7 @@ def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, priv
 def test_redis_killed_and_restarted_empty_sweeper_republishes(private_redis, cluster):
     broker = private_redis
     worker = cluster.worker(CELERY_BROKER_URL=broker.url)
-    beat = start_beat(cluster, CELERY_BROKER_URL=broker.url)
+    beat = cluster.beat(CELERY_BROKER_URL=broker.url)
     run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
     rows = TargetRecord.objects.filter(run_id=run.id)
 

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs import crashcheck, engine
 from runs.engine import faults
+from runs.processes import ProcessError
 
 
 @contextmanager
@@ -113,7 +114,7 @@ class Command(BaseCommand):
                     rows.append(row)
         except KeyboardInterrupt:
             interrupted = True
-        except crashcheck.CrashcheckError as exc:
+        except ProcessError as exc:  # a check could not run (crashcheck.CrashcheckError too)
             raise CommandError(str(exc)) from exc
 
         report = crashcheck.format_report(
