@@ -1,4 +1,3 @@
-import json
 import signal
 import sys
 import threading
@@ -6,11 +5,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from runs import crashcheck, engine
 from runs.engine import faults
+from runs.management.workflow_command import WorkflowCommand
 from runs.processes import ProcessError
 
 
@@ -33,7 +34,7 @@ def _termination_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-class Command(BaseCommand):
+class Command(WorkflowCommand):
     help = (
         "Check that a workflow survives crashes: run it once per (step, fault point) with a "
         "real worker killed by SIGKILL at that point, recover it with a fresh worker and "
@@ -41,20 +42,8 @@ class Command(BaseCommand):
         "history that differs."
     )
 
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs: object) -> CommandParser:
-        # `--version V` is the workflow version, not Django's --version.
-        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
-
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("workflow")
-        parser.add_argument(
-            "--version",
-            dest="wf_version",
-            type=int,
-            default=None,
-            help="workflow version (default: the latest)",
-        )
-        parser.add_argument("--input", default="{}", help="the runs' input, as a JSON object")
+        super().add_arguments(parser)
         parser.add_argument(
             "--nth",
             type=int,
@@ -77,11 +66,8 @@ class Command(BaseCommand):
             help="seconds a run may take to settle, before and after the crash (default 60)",
         )
 
-    def handle(self, *args: object, **options: object) -> None:
-        try:
-            data = json.loads(str(options["input"]))
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"--input is not valid JSON: {exc}") from exc
+    def handle(self, *args: Any, **options: Any) -> None:
+        name, version, data = self.workflow_arguments(options)
         nth, timeout, lease = options["nth"], options["timeout"], options["lease"]
         assert isinstance(nth, int) and isinstance(timeout, float) and isinstance(lease, float)
         if nth < 1:
@@ -91,10 +77,7 @@ class Command(BaseCommand):
         if timeout <= 0:
             raise CommandError("--timeout must be positive")
         try:
-            wf = engine.resolve_workflow(
-                str(options["workflow"]),
-                options["wf_version"],  # type: ignore[arg-type]
-            )
+            wf = engine.resolve_workflow(name, version)
             clean = wf.validate_input(data)
         except engine.EngineError as exc:
             raise CommandError(str(exc)) from exc
