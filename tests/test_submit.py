@@ -73,7 +73,10 @@ def test_submit_run_refuses_bad_input_and_writes_nothing(
 def test_submit_run_lists_known_workflows_for_unknown_name(db):
     with pytest.raises(engine.UnknownWorkflow) as excinfo:
         engine.submit_run(workflow="merge", input={})
-    assert "charge-payment, flaky-merge, merge-change, merge-change-probed" in str(excinfo.value)
+    message = str(excinfo.value)
+    assert message.startswith("unknown workflow 'merge'; known workflows: ")
+    for name in ("charge-payment", "merge-change", "merge-change-probed", "migrate-records"):
+        assert name in message.split(": ", 1)[1].split(", ")
 
 
 def test_submit_run_fills_defaults_and_writes_plan(db):

@@ -10,7 +10,16 @@ from typing import Any
 
 from examples.fakes import CodeHost
 from examples.models import Merge, TargetRecord
-from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, NotApplied, Retry, workflow
+from runs.workflows import (
+    GUARDED,
+    PURE,
+    TRANSACTIONAL,
+    Context,
+    NotApplied,
+    ProbeResult,
+    Retry,
+    workflow,
+)
 
 # --- a guarded step that fails as told ------------------------------------------------
 flaky = workflow(
@@ -66,3 +75,26 @@ versioned = workflow("versioned", version=2, input={})
 @versioned.step(kind=PURE)
 def answer(ctx: Context) -> str:
     return "v2"
+
+
+# --- a guarded step beside an independent branch, with a probe that cannot tell -------
+def cannot_tell(ctx: Context) -> ProbeResult:
+    return ProbeResult.unknown("code host audit log unavailable")
+
+
+fan_out = workflow("fan-out", version=1, input={})
+
+
+@fan_out.step(kind=GUARDED, after=[], probe=cannot_tell)
+def deploy(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("deploy API timed out")
+
+
+@fan_out.step(kind=PURE, after=[])
+def notify(ctx: Context) -> str:
+    return "notified"
+
+
+@fan_out.step(kind=PURE, after=["deploy"])
+def announce(ctx: Context) -> str:
+    return f"announced {ctx.results['deploy']}"
