@@ -527,6 +527,7 @@ def cmd_up(host: str, port: int) -> int:
     try:
         _write_services_env(svc)
         _manage(svc, "migrate", "--noinput")
+        _manage(svc, "collectstatic", "--noinput", "--verbosity", "0")
         username, password = _operator_login(DEV_VAR)
         _manage(svc, "createoperator", username, "--password", password)
 
