@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from django.db import connection
+from psycopg.types.json import Jsonb
 
 from .models import Event
 
@@ -50,22 +51,22 @@ def append_event(
     **payload: Any,
 ) -> int:
     """Append one event to the run's log and return its seq. Call inside the
-    transaction that makes the change the event records."""
+    transaction that makes the change the event records. One statement: the seq is
+    allocated and the event inserted together."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE runs_run SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
-            [run_id],
+            """
+            WITH seq AS (
+                UPDATE runs_run SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq
+            )
+            INSERT INTO runs_event
+                (run_id, seq, type, step_id, attempt_number, schema_version, payload, created_at)
+            SELECT %s, seq.last_seq, %s, %s, %s, %s, %s, statement_timestamp() FROM seq
+            RETURNING seq
+            """,
+            [run_id, run_id, type, step_id, attempt_number, Event.SCHEMA_VERSION, Jsonb(payload)],
         )
         row = cursor.fetchone()
     if row is None:
         raise LookupError(f"run {run_id} does not exist")
-    seq = int(row[0])
-    Event.objects.create(
-        run_id=run_id,
-        seq=seq,
-        type=type,
-        step_id=step_id,
-        attempt_number=attempt_number,
-        payload=payload,
-    )
-    return seq
+    return int(row[0])
