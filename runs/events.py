@@ -53,6 +53,15 @@ def append_event(
     """Append one event to the run's log and return its seq. Call inside the
     transaction that makes the change the event records. One statement: the seq is
     allocated and the event inserted together."""
+    params: list[Any] = [
+        run_id,
+        run_id,
+        type,
+        step_id,
+        attempt_number,
+        Event.SCHEMA_VERSION,
+        Jsonb(payload),
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -64,7 +73,7 @@ def append_event(
             SELECT %s, seq.last_seq, %s, %s, %s, %s, %s, statement_timestamp() FROM seq
             RETURNING seq
             """,
-            [run_id, run_id, type, step_id, attempt_number, Event.SCHEMA_VERSION, Jsonb(payload)],
+            params,
         )
         row = cursor.fetchone()
     if row is None:
