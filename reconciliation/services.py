@@ -13,7 +13,6 @@ and a database trigger keeps it from ever being edited (runs/migrations/0003).
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,7 @@ from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Now
 
 from runs import events
-from runs.engine.complete import fail_run, step_succeeded
+from runs.engine.complete import ensure_json, fail_run, step_succeeded
 from runs.engine.dispatch import publish_on_commit
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
@@ -81,9 +80,9 @@ def _actor_name(actor: AbstractBaseUser | str) -> str:
 
 def _json(value: Any, what: str) -> Any:
     try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as exc:
-        raise InvalidResolution(f"{what} must be JSON-serializable: {exc}") from exc
+        return ensure_json(value, what)
+    except TypeError as exc:
+        raise InvalidResolution(str(exc)) from exc
 
 
 def resolve_claim(
@@ -108,7 +107,8 @@ def resolve_claim(
     evidence = _json(evidence, "evidence")
 
     with transaction.atomic():
-        current = Claim.objects.filter(pk=claim_id).values("evidence").first()
+        # Locked: a late guarded result may be adding evidence at this moment.
+        current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
         if current is None:
             raise ClaimNotFound(f"no claim with id {claim_id}")
         merged = dict(current["evidence"] or {})

@@ -93,7 +93,6 @@ class CheckRow:
     effects: int
     expected: int
     run_status: str
-    history: str  # "ok" | "DIFFERS"
     run_id: str
     seconds: float
     killed: bool
@@ -101,6 +100,10 @@ class CheckRow:
     history_problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     logs: str | None = None  # kept log directory, for checks that went wrong
+
+    @property
+    def history(self) -> str:
+        return "DIFFERS" if self.history_problems else "ok"
 
     @property
     def failed(self) -> bool:
@@ -151,13 +154,13 @@ def settled_run(run_id: str) -> Run | None:
 def count_effects(wf: Workflow, run: Run) -> tuple[int, int]:
     """(effects, expected): the workflow's own counters when it declares them, else
     the run's succeeded claims against all its claims."""
-    if wf.effects is not None and wf.expected_effects is not None:
+    if declares_effects(wf):
+        assert wf.effects is not None and wf.expected_effects is not None
         return int(wf.effects(str(run.id))), int(wf.expected_effects(dict(run.input)))
     claims = Claim.objects.filter(run_id=run.id)
     return claims.filter(status=ClaimStatus.SUCCEEDED).count(), claims.count()
 
 
-# --- child processes ------------------------------------------------------------------
 # --- the check ------------------------------------------------------------------------
 class CrashCheck:
     def __init__(
@@ -293,7 +296,6 @@ class CrashCheck:
             effects=effects,
             expected=expected,
             run_status=str(run.status),
-            history="DIFFERS" if problems else "ok",
             run_id=str(run.id),
             seconds=time.monotonic() - started,
             killed=killed,
@@ -425,17 +427,6 @@ def iter_checks(
     interrupted."""
     check = CrashCheck(wf, data, nth=nth, timeout=timeout, lease=lease, progress=progress)
     return check.rows()
-
-
-def run_checks(
-    wf: Workflow,
-    data: dict[str, Any],
-    *,
-    nth: int = 1,
-    timeout: float = 60.0,
-    progress: Progress | None = None,
-) -> list[CheckRow]:
-    return list(iter_checks(wf, data, nth=nth, timeout=timeout, progress=progress))
 
 
 # --- the report -----------------------------------------------------------------------

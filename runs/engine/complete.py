@@ -59,12 +59,13 @@ def _leave_running(started: Started, **fields: Any) -> None:
         raise AttemptFenced(f"step {started.step.key} is no longer owned by its attempt")
 
 
-def ensure_json(value: Any) -> Any:
-    """Results are stored as JSON: refuse what cannot round-trip, with a clear error."""
+def ensure_json(value: Any, what: str = "step result") -> Any:
+    """Results and evidence are stored as JSON: refuse what cannot round-trip, with a
+    clear error."""
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"step result is not JSON-serializable: {exc}") from exc
+        raise TypeError(f"{what} must be JSON-serializable: {exc}") from exc
 
 
 def finish_attempt(
@@ -201,28 +202,50 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
         return "failed"
 
 
-def fail_step_claims(*, run_id: uuid.UUID, step: Step, error: str) -> None:
-    for claim in Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT):
-        Claim.objects.filter(pk=claim.id, status=ClaimStatus.IN_FLIGHT).update(
-            status=ClaimStatus.FAILED, error=error, completed_at=Now()
+def _close_in_flight_claims(
+    *,
+    run_id: uuid.UUID,
+    step: Step,
+    status: ClaimStatus,
+    event: str,
+    error: str,
+    attempt_number: int | None = None,
+    **payload: Any,
+) -> None:
+    """Move the step's in-flight claims to `status` (failed: done; unresolved: waiting
+    for a resolution), with one event each."""
+    fields: dict[str, Any] = {"status": status, "error": error}
+    if status != ClaimStatus.UNRESOLVED:
+        fields["completed_at"] = Now()
+    claims = list(
+        Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT).values_list("id", "key")
+    )
+    Claim.objects.filter(pk__in=[pk for pk, _ in claims], status=ClaimStatus.IN_FLIGHT).update(
+        **fields
+    )
+    for _, key in claims:
+        events.append_event(
+            run_id, event, step_id=step.id, attempt_number=attempt_number, key=key, **payload
         )
-        events.append_event(run_id, events.CLAIM_FAILED, step_id=step.id, key=claim.key)
+
+
+def fail_step_claims(*, run_id: uuid.UUID, step: Step, error: str) -> None:
+    _close_in_flight_claims(
+        run_id=run_id, step=step, status=ClaimStatus.FAILED, event=events.CLAIM_FAILED, error=error
+    )
 
 
 def mark_unresolved(*, run_id: uuid.UUID, step: Step, attempt_number: int, reason: str) -> None:
     """The step's in-flight claim becomes unresolved and the run waits for a human."""
-    for claim in Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT):
-        Claim.objects.filter(pk=claim.id, status=ClaimStatus.IN_FLIGHT).update(
-            status=ClaimStatus.UNRESOLVED, error=reason
-        )
-        events.append_event(
-            run_id,
-            events.CLAIM_UNRESOLVED,
-            step_id=step.id,
-            attempt_number=attempt_number,
-            key=claim.key,
-            reason=reason,
-        )
+    _close_in_flight_claims(
+        run_id=run_id,
+        step=step,
+        status=ClaimStatus.UNRESOLVED,
+        event=events.CLAIM_UNRESOLVED,
+        error=reason,
+        attempt_number=attempt_number,
+        reason=reason,
+    )
     events.append_event(
         run_id,
         events.STEP_UNRESOLVED,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+import uuid
 from typing import Any
 
 from django.db import transaction
@@ -13,7 +14,7 @@ from django.db import transaction
 from runs import events
 from runs.models import Claim, Step
 from runs.states import ClaimStatus, EffectKind
-from runs.workflows.definition import Context, NotApplied
+from runs.workflows.definition import Context, NotApplied, StepDef
 
 from . import faults
 from .complete import ensure_json, fail_attempt, finish_attempt, renew_lease
@@ -28,13 +29,18 @@ def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
-def _context_factory(started: Started) -> Any:
-    run, step, stepdef = started.run, started.step, started.stepdef
-    results = dict(
-        Step.objects.filter(run_id=run.id, name__in=stepdef.after, parent__isnull=True).values_list(
+def dependency_results(run_id: uuid.UUID, stepdef: StepDef) -> dict[str, Any]:
+    """What ctx.results holds: the results of the step's dependencies, by name."""
+    return dict(
+        Step.objects.filter(run_id=run_id, name__in=stepdef.after, parent__isnull=True).values_list(
             "name", "result"
         )
     )
+
+
+def _context_factory(started: Started) -> Any:
+    run, step, stepdef = started.run, started.step, started.stepdef
+    results = dependency_results(run.id, stepdef)
 
     def heartbeat() -> None:
         renew_lease(started.attempt.id, started.lease_seconds)

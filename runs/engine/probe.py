@@ -16,10 +16,12 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Claim, Step
+from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus
 from runs.workflows import registry
 from runs.workflows.definition import Context, ProbeResult
+
+from .execute import dependency_results
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +31,6 @@ PROBE_ACTOR = "probe"
 def request_probes(*, run_id: uuid.UUID, step: Step) -> None:
     """Called in the transaction that made the step's claims unresolved: if the step
     has a probe, mark its claims and send a probe message after commit."""
-    from runs.models import Run
-
     run = Run.objects.only("workflow", "version").get(pk=run_id)
     wf = registry.get(run.workflow, run.version)
     stepdef = wf.steps.get(step.name) if wf else None
@@ -77,11 +77,7 @@ def probe_claim(*, claim_id: int) -> str:
         run_id=str(run.id),
         step_name=step.name,
         input=dict(run.input),
-        results=dict(
-            Step.objects.filter(run=run, name__in=stepdef.after, parent__isnull=True).values_list(
-                "name", "result"
-            )
-        ),
+        results=dependency_results(run.id, stepdef),
         idempotency_key=claim.key,
         attempt=step.attempts,
         heartbeat=lambda: None,
