@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from kombu import Queue  # type: ignore[attr-defined]
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -109,6 +110,27 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# A worker cut off from the network keeps its session, its open transaction and the
+# claim key it locked until PostgreSQL notices: TCP keepalives (both ends) notice a dead
+# peer within about a minute, and a transaction left idle longer than any transactional
+# effect may take is ended by the server (runs/engine/claims.py bounds the wait of
+# whoever needs that key meanwhile).
+RUNS_IDLE_IN_TRANSACTION_SECONDS = env_float("RUNS_IDLE_IN_TRANSACTION_SECONDS", 300.0)
+_server_options = " ".join(
+    [
+        f"-c idle_in_transaction_session_timeout={int(RUNS_IDLE_IN_TRANSACTION_SECONDS * 1000)}",
+        "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
+    ]
+)
+DATABASES["default"].setdefault("OPTIONS", {})
+DATABASES["default"]["OPTIONS"] = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    **DATABASES["default"]["OPTIONS"],
+    "options": f"{DATABASES['default']['OPTIONS'].get('options', '')} {_server_options}".strip(),
+}
 if os.environ.get("RUNS_TEST_DATABASE"):
     # tests/conftest.py names a test database per session, so concurrent test runs on
     # one server do not drop each other's database.
@@ -150,10 +172,24 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Recovery (sweeps, probes) has a queue of its own, so it never waits behind a backlog
+# of step messages; workers consume both. A sweep that could not run within one
+# interval expires: the next one does its work.
+RUNS_SWEEP_INTERVAL = env_float("RUNS_SWEEP_INTERVAL", 15.0)
+CELERY_RECOVERY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-recovery"
+CELERY_TASK_QUEUES = [
+    Queue(name, routing_key=name)  # type: ignore[no-untyped-call]
+    for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_RECOVERY_QUEUE)
+]
+CELERY_TASK_ROUTES = {
+    "runs.sweep": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
+    "runs.probe_claim": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
+}
 CELERY_BEAT_SCHEDULE = {
     "recover-expired-attempts": {
         "task": "runs.sweep",
-        "schedule": env_float("RUNS_SWEEP_INTERVAL", 15.0),
+        "schedule": RUNS_SWEEP_INTERVAL,
+        "options": {"expires": RUNS_SWEEP_INTERVAL},
     },
 }
 
@@ -163,6 +199,14 @@ RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # A queued step whose message has not started an attempt within this bound is
 # republished by the sweeper (the broker may have lost it).
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
+# A crashed guarded attempt is probed no earlier than its lease plus this grace: its
+# worker may only be paused, with the external call still to land (DESIGN.md §7).
+RUNS_PROBE_GRACE_SECONDS = env_float("RUNS_PROBE_GRACE_SECONDS", 30.0)
+# How long a transactional claim insert waits for a key another session holds open (a
+# paused or partitioned worker) before the attempt gives way: it is deferred, retried
+# after RUNS_CLAIM_BUSY_RETRY_SECONDS, and not counted against max_attempts.
+RUNS_CLAIM_LOCK_TIMEOUT_SECONDS = env_float("RUNS_CLAIM_LOCK_TIMEOUT_SECONDS", 5.0)
+RUNS_CLAIM_BUSY_RETRY_SECONDS = env_float("RUNS_CLAIM_BUSY_RETRY_SECONDS", 5.0)
 # Modules that register workflows when Django starts.
 RUNS_WORKFLOW_MODULES = [
     m.strip()

@@ -1,207 +1,26 @@
-"""resolve_claim(): the only writer of claim outcomes after an effect became uncertain.
-
-An operator (or a probe, or a script) states what happened to an unresolved claim's
-effect, with a note and evidence. The claim's status moves by compare-and-set
-(`… WHERE status = 'unresolved'`), so of two racing resolutions exactly one wins; the
-other is told who won and when. The resolution is stored on the claim and as an event,
-and a database trigger keeps it from ever being edited (runs/migrations/0003).
-
-- succeeded: the step succeeds with the given result and the run goes on.
-- failed (the effect did not happen): the step is retried under its policy with a new
-  claim if attempts remain; otherwise it fails, and so does the run.
-"""
+"""The operator side of reconciliation. The rule that applies an outcome to a claim,
+its step and its run is the engine's (runs/engine/resolve.py); this module is where
+operators' use of it lives, and re-exports it under the names the pages and the API
+use."""
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-from typing import Any
+from runs.engine.resolve import (
+    ClaimAlreadyResolved,
+    ClaimNotFound,
+    ClaimNotUnresolved,
+    InvalidResolution,
+    Resolution,
+    ResolutionError,
+    resolve_claim,
+)
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
-from django.db.models import Exists, F, OuterRef
-from django.db.models.functions import Now
-
-from runs import events
-from runs.engine.complete import ensure_json, fail_run, step_succeeded
-from runs.engine.dispatch import publish_on_commit
-from runs.models import Claim, Run, Step
-from runs.states import ClaimStatus, RunStatus, StepStatus
-from runs.workflows import registry
-
-OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
-
-
-class ResolutionError(Exception):
-    """A resolution was refused; the message says why, and nothing was changed."""
-
-
-class ClaimNotFound(ResolutionError):
-    pass
-
-
-class ClaimAlreadyResolved(ResolutionError):
-    def __init__(self, claim: Claim) -> None:
-        when = claim.resolved_at.isoformat(timespec="seconds") if claim.resolved_at else "?"
-        super().__init__(
-            f"claim {claim.key} was already resolved as {claim.status} "
-            f"by {claim.resolved_by} at {when}"
-        )
-        self.claim = claim
-
-
-class ClaimNotUnresolved(ResolutionError):
-    def __init__(self, claim: Claim) -> None:
-        super().__init__(
-            f"claim {claim.key} is {claim.status}, not unresolved: only unresolved claims "
-            "can be resolved"
-        )
-        self.claim = claim
-
-
-class InvalidResolution(ResolutionError):
-    pass
-
-
-@dataclass(frozen=True)
-class Resolution:
-    claim: Claim
-    step_status: str
-    run_status: str
-
-
-def _actor_name(actor: AbstractBaseUser | str) -> str:
-    name = actor if isinstance(actor, str) else actor.get_username()
-    name = name.strip()
-    if not name:
-        raise InvalidResolution("a resolution needs an actor (a user or a name)")
-    return name
-
-
-def _json(value: Any, what: str) -> Any:
-    try:
-        return ensure_json(value, what)
-    except TypeError as exc:
-        raise InvalidResolution(str(exc)) from exc
-
-
-def resolve_claim(
-    claim: Claim | int,
-    outcome: str,
-    *,
-    actor: AbstractBaseUser | str,
-    note: str,
-    result: Any = None,
-    evidence: Any = None,
-) -> Resolution:
-    claim_id = claim.pk if isinstance(claim, Claim) else int(claim)
-    if outcome not in OUTCOMES:
-        raise InvalidResolution(f"outcome must be 'succeeded' or 'failed', not {outcome!r}")
-    who = _actor_name(actor)
-    note = (note or "").strip()
-    if not note:
-        raise InvalidResolution("a resolution needs a note saying why")
-    if outcome == ClaimStatus.FAILED and result is not None:
-        raise InvalidResolution("a failed outcome has no result (the effect did not happen)")
-    result = _json(result, "result")
-    evidence = _json(evidence, "evidence")
-
-    with transaction.atomic():
-        # Locked: a late guarded result may be adding evidence at this moment.
-        current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
-        if current is None:
-            raise ClaimNotFound(f"no claim with id {claim_id}")
-        merged = dict(current["evidence"] or {})
-        if evidence is not None:
-            merged["resolution"] = evidence
-        n = Claim.objects.filter(pk=claim_id, status=ClaimStatus.UNRESOLVED).update(
-            status=outcome,
-            resolved_by=who,
-            resolved_at=Now(),
-            resolution_note=note,
-            evidence=merged or None,
-            result=result if outcome == ClaimStatus.SUCCEEDED else None,
-            completed_at=Now(),
-        )
-        if n != 1:
-            existing = Claim.objects.get(pk=claim_id)
-            if existing.resolved_at is not None:
-                raise ClaimAlreadyResolved(existing)
-            raise ClaimNotUnresolved(existing)
-        resolved = Claim.objects.select_related("run").get(pk=claim_id)
-        run = resolved.run
-        events.append_event(
-            run.id,
-            events.CLAIM_RESOLVED,
-            step_id=resolved.step_id,
-            key=resolved.key,
-            outcome=outcome,
-            actor=who,
-            note=note,
-            evidence=evidence,
-        )
-        step = Step.objects.select_for_update().get(pk=resolved.step_id)
-        if step.status != StepStatus.UNRESOLVED:
-            # A map item's claim: the batch carries on by itself; nothing to move.
-            return Resolution(resolved, step.status, run.status)
-        if outcome == ClaimStatus.SUCCEEDED:
-            _step_resolved_succeeded(run, step, result, who)
-        else:
-            _step_resolved_failed(run, step, who)
-        _resume_if_reconciled(run.id)
-        step.refresh_from_db()
-        run.refresh_from_db()
-        return Resolution(resolved, step.status, run.status)
-
-
-def _step_resolved_succeeded(run: Run, step: Step, result: Any, who: str) -> None:
-    workflow = registry.get(run.workflow, run.version)
-    if workflow is None:
-        raise ResolutionError(
-            f"this process does not know workflow {run.workflow} v{run.version}, so it "
-            "cannot queue the steps that follow; resolve from a process that does"
-        )
-    n = Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
-        status=StepStatus.SUCCEEDED, result=result, error="", finished_at=Now()
-    )
-    assert n == 1
-    events.append_event(
-        run.id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key, resolved_by=who
-    )
-    publish_on_commit(step_succeeded(run_id=run.id, step=step, workflow=workflow))
-
-
-def _step_resolved_failed(run: Run, step: Step, who: str) -> None:
-    if step.attempts < step.max_attempts:
-        Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
-            status=StepStatus.QUEUED,
-            queued_at=Now(),
-            claim_generation=F("claim_generation") + 1,
-        )
-        events.append_event(
-            run.id,
-            events.STEP_QUEUED,
-            step_id=step.id,
-            step=step.key,
-            reason=f"claim resolved as failed by {who}; retrying",
-        )
-        publish_on_commit([step.id])
-        return
-    error = f"claim resolved as failed by {who} and no attempts remain"
-    Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
-        status=StepStatus.FAILED, error=error, finished_at=Now()
-    )
-    events.append_event(run.id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error)
-    fail_run(run.id, f"step {step.key} failed: {error}")
-
-
-def _resume_if_reconciled(run_id: uuid.UUID) -> None:
-    """needs_reconciliation → running once no unresolved claim is left. Resolutions of
-    one run serialize on its row (append_event), so the last one sees all the others."""
-    unresolved = Claim.objects.filter(run_id=OuterRef("pk"), status=ClaimStatus.UNRESOLVED)
-    if (
-        Run.objects.filter(pk=run_id, status=RunStatus.NEEDS_RECONCILIATION)
-        .filter(~Exists(unresolved))
-        .update(status=RunStatus.RUNNING, updated_at=Now())
-    ):
-        events.append_event(run_id, events.RUN_RESUMED)
+__all__ = [
+    "ClaimAlreadyResolved",
+    "ClaimNotFound",
+    "ClaimNotUnresolved",
+    "InvalidResolution",
+    "Resolution",
+    "ResolutionError",
+    "resolve_claim",
+]

@@ -64,11 +64,13 @@ NOT_REACHED = "not reached"
 BAD_OUTCOMES = (DUPLICATE, LOST)
 
 # Short engine timings for the child processes, so that a crash is noticed (lease),
-# recovered (sweep) and a lost message resent (republish bound) within seconds.
+# recovered (sweep) and a lost message resent (republish bound) within seconds. The
+# probe grace guards against paused workers; a crashcheck's are SIGKILLed, so 1 s.
 FAST_TIMINGS = {
     "RUNS_LEASE_SECONDS": "2",
     "RUNS_SWEEP_INTERVAL": "0.5",
     "RUNS_REPUBLISH_AFTER_SECONDS": "2",
+    "RUNS_PROBE_GRACE_SECONDS": "1",
 }
 FAULTED_REPUBLISH_AFTER_SECONDS = "86400"
 POLL_SECONDS = 0.1

@@ -35,8 +35,12 @@ CLAIM_TAKEN = "claim_taken"
 CLAIM_SUCCEEDED = "claim_succeeded"
 CLAIM_FAILED = "claim_failed"
 CLAIM_UNRESOLVED = "claim_unresolved"
+CLAIM_ABANDONED = "claim_abandoned"  # an idempotent step gave up, outcome unknown
 CLAIM_RESOLVED = "claim_resolved"
 CLAIM_EVIDENCE = "claim_evidence"  # e.g. the late result of a fenced-off guarded attempt
+# A fenced-off attempt's result or error for a claim that was already resolved: the
+# resolution stands (it is final), the reconciliation pages flag the disagreement.
+LATE_RESULT_AFTER_RESOLUTION = "late_result_after_resolution"
 PROBE_REQUESTED = "probe_requested"
 PROBE_INCONCLUSIVE = "probe_inconclusive"
 RUN_RESUMED = "run_resumed"

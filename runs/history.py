@@ -8,9 +8,12 @@ engine forgot an event), which is exactly what `manage.py verify_history` report
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection, transaction
 from django.db.models import Count
 
 from . import events as ev
@@ -30,6 +33,7 @@ CLAIM_STATUS_BY_EVENT = {
     ev.CLAIM_SUCCEEDED: ClaimStatus.SUCCEEDED,
     ev.CLAIM_FAILED: ClaimStatus.FAILED,
     ev.CLAIM_UNRESOLVED: ClaimStatus.UNRESOLVED,
+    ev.CLAIM_ABANDONED: ClaimStatus.ABANDONED,
 }
 RUN_STATUS_BY_EVENT = {
     ev.RUN_SUBMITTED: RunStatus.PENDING,
@@ -75,8 +79,31 @@ def project(run_id: Any) -> Projection:
     return p
 
 
-def verify_run(run: Run) -> list[str]:
-    """Differences between the projection of the run's events and its rows."""
+@contextmanager
+def snapshot() -> Iterator[None]:
+    """One REPEATABLE READ, read-only transaction: every query inside sees the database
+    as of its first one, so a run that moves on meanwhile is read whole, not half
+    before and half after. (Inside an already open transaction, e.g. a test's, the
+    isolation level can no longer be set; that transaction's own rules apply.)"""
+    if connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
+def verify_run(run: Run | Any) -> list[str]:
+    """Differences between the projection of the run's events and its rows, all read
+    from one snapshot (a live run is not reported broken for moving on meanwhile)."""
+    run_id = run.pk if isinstance(run, Run) else run
+    with snapshot():
+        run = Run.objects.get(pk=run_id)
+        return _differences(run)
+
+
+def _differences(run: Run) -> list[str]:
     p = project(run.id)
     problems: list[str] = []
     if p.run_status != run.status:

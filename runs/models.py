@@ -91,7 +91,10 @@ class Step(models.Model):
     # Bumped when an operator (or probe) resolves the step's claim as failed and the
     # step is retried: the resolved claim is closed for good, the retry takes a new one.
     claim_generation = models.PositiveIntegerField(default=1)
+    # Attempts started (numbers 1..attempts), of which `deferred_attempts` gave way to
+    # a locked claim key and do not count against max_attempts.
     attempts = models.PositiveIntegerField(default=0)
+    deferred_attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     # The attempt that owns the step while it runs; finishes are fenced on it.
     current_attempt = models.ForeignKey(
@@ -132,7 +135,8 @@ class Step(models.Model):
                 name="step_owned_only_while_running",
             ),
             models.CheckConstraint(
-                condition=Q(attempts__lte=models.F("max_attempts")), name="step_attempts_bounded"
+                condition=Q(attempts__lte=models.F("max_attempts") + models.F("deferred_attempts")),
+                name="step_attempts_bounded",
             ),
         ]
 
@@ -142,6 +146,14 @@ class Step(models.Model):
     @property
     def is_map_parent(self) -> bool:
         return self.pending_children is not None
+
+    @property
+    def counted_attempts(self) -> int:
+        return self.attempts - self.deferred_attempts
+
+    @property
+    def has_attempts_left(self) -> bool:
+        return self.counted_attempts < self.max_attempts
 
 
 class Attempt(models.Model):
@@ -211,6 +223,9 @@ class Claim(models.Model):
     resolution_note = models.TextField(blank=True, default="")
     # Probe of an unresolved claim (DESIGN.md §3): requested (message sent), done.
     probe_requested_at = models.DateTimeField(null=True, blank=True)
+    # Not before: a crashed guarded attempt is probed only after its lease plus a grace
+    # period, so a paused worker's effect has had its chance to land first (§7).
+    probe_after = models.DateTimeField(null=True, blank=True)
     probed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -38,9 +38,12 @@ class StepStatus(models.TextChoices):
     # queued -> running         an attempt starts (only one delivery can win)
     # running -> succeeded | failed
     # running -> retrying       failed, attempts left; retrying -> running after backoff
+    #                           (or deferred: its claim key was locked by another
+    #                           session; a deferral does not count as an attempt)
     # running -> queued         its attempt crashed and the kind allows a retry
     # running -> unresolved     guarded effect of unknown outcome
-    # unresolved -> succeeded | queued | failed   by a resolution only
+    # unresolved -> succeeded | queued | failed   by a resolution only (nothing is
+    #                           queued once the run has finished: failed or cancelled)
     # (a map parent goes pending -> running when it expands, and succeeds with its batches)
     PENDING = "pending"
     QUEUED = "queued"
@@ -57,12 +60,18 @@ class AttemptStatus(models.TextChoices):
     FAILED = "failed"
     CRASHED = "crashed"  # lease expired without a finish: declared dead by recovery
     UNRESOLVED = "unresolved"  # guarded effect of unknown outcome
+    # Gave way: its claim's key was locked by another session (a paused or partitioned
+    # worker's open transaction). Not counted against the step's max_attempts.
+    DEFERRED = "deferred"
 
 
 class ClaimStatus(models.TextChoices):
-    # in_flight -> succeeded | failed | unresolved
+    # in_flight -> succeeded | failed | unresolved | abandoned
     # unresolved -> succeeded | failed   by a resolution (who, when, why, evidence)
+    # `failed` always means "the effect did not happen". `abandoned`: an idempotent
+    # step gave up with the outcome unknown; safe to retry with the same key.
     IN_FLIGHT = "in_flight"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     UNRESOLVED = "unresolved"
+    ABANDONED = "abandoned"

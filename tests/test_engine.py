@@ -141,7 +141,13 @@ def test_guarded_exception_unresolved_and_not_applied_retries(db):
     assert Run.objects.get(pk=run2.id).status == RunStatus.NEEDS_RECONCILIATION
 
 
-def test_failure_retries_then_fails_run_when_attempts_exhausted(db):
+@pytest.mark.parametrize(
+    ("uncertain", "claim_status"),
+    # An idempotent effect that raised may have happened: its claim is abandoned (safe
+    # to retry with the same key), never `failed`, which means "did not happen".
+    [(True, ClaimStatus.ABANDONED), (False, ClaimStatus.FAILED)],
+)
+def test_failure_retries_then_fails_run_when_attempts_exhausted(db, uncertain, claim_status):
     run = engine.submit_run(workflow="charge-payment", input={"amount": 5})
     step = step_of(run, "charge")
     for n in range(1, step.max_attempts + 1):
@@ -153,11 +159,11 @@ def test_failure_retries_then_fails_run_when_attempts_exhausted(db):
                 )
         started = start_attempt(step_id=step.id, worker="t")
         assert started is not None, n
-        outcome = fail_attempt(started, error="boom", uncertain=True)
+        outcome = fail_attempt(started, error="boom", uncertain=uncertain)
         assert outcome == ("failed" if n == step.max_attempts else "retrying")
     run.refresh_from_db()
     assert (run.status, step_of(run, "charge").status) == (RunStatus.FAILED, StepStatus.FAILED)
-    assert Claim.objects.get(run=run).status == ClaimStatus.FAILED
+    assert Claim.objects.get(run=run).status == claim_status
     assert "step charge failed: boom" in run.error
 
 

@@ -98,3 +98,82 @@ def notify(ctx: Context) -> str:
 @fan_out.step(kind=PURE, after=["deploy"])
 def announce(ctx: Context) -> str:
     return f"announced {ctx.results['deploy']}"
+
+
+# --- two pure steps in a chain, counting how often the first one runs ------------------
+CALLS: dict[str, int] = {}
+
+chain = workflow("pure-chain", version=1, input={})
+
+
+@chain.step(kind=PURE)
+def first(ctx: Context) -> str:
+    CALLS[ctx.run_id] = CALLS.get(ctx.run_id, 0) + 1
+    return "first"
+
+
+@chain.step(kind=PURE)
+def second(ctx: Context) -> str:
+    return f"second after {ctx.results['first']}"
+
+
+# --- a guarded merge that lets a test act between the effect and its finish ------------
+# HOOKS[run_id]() runs right after the merge, inside the step: a test uses it to make
+# time pass (expire the lease), run the sweeper or resolve the claim, deterministically.
+HOOKS: dict[str, Any] = {}
+
+hooked = workflow("hooked-merge", version=1, input={"mode": str})
+
+
+@hooked.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0.1, jitter=False))
+def hooked_merge(ctx: Context) -> dict[str, Any]:
+    result = CodeHost().merge(change_id=1, run_id=ctx.run_id)
+    HOOKS.pop(ctx.run_id, lambda: None)()
+    if ctx.input["mode"] == "raise":
+        raise TimeoutError("code host did not answer")
+    return result
+
+
+# --- a guarded step that reports the fencing token it was given ------------------------
+tokens = workflow("token-merge", version=1, input={})
+
+
+@tokens.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0, jitter=False))
+def report_token(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt == 1:
+        raise NotApplied("host refused before doing anything")
+    assert ctx.fencing_token is not None
+    return {"key": ctx.fencing_token.key, "number": ctx.fencing_token.number}
+
+
+# --- two independent pure steps (two running attempts per run) -------------------------
+parallel = workflow("parallel-pure", version=1, input={})
+
+
+@parallel.step(kind=PURE, after=[])
+def left(ctx: Context) -> str:
+    return "left"
+
+
+@parallel.step(kind=PURE, after=[])
+def right(ctx: Context) -> str:
+    return "right"
+
+
+# --- a guarded step left unresolved while an independent branch fails the run ---------
+doomed = workflow("doomed-beside-guarded", version=1, input={})
+
+
+@doomed.step(kind=GUARDED, after=[])
+def deploy_now(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("deploy API timed out")
+
+
+@doomed.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def explode(ctx: Context) -> str:
+    raise RuntimeError("this branch always fails")
+
+
+@doomed.step(kind=PURE, after=["deploy_now"])
+def after_deploy(ctx: Context) -> str:
+    return "announced"

@@ -15,7 +15,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Expression, F
 from django.db.models.functions import Now
 
 from runs import events
@@ -24,6 +26,7 @@ from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunS
 from runs.workflows.definition import Workflow
 
 from . import faults
+from .claims import insert_claim
 from .dispatch import publish_on_commit
 from .errors import AttemptFenced
 from .start import Started, step_claim_key
@@ -141,35 +144,44 @@ def finish_attempt(
 
 def _insert_transactional_claim(started: Started) -> Claim:
     key = step_claim_key(started.run, started.step, started.stepdef)
-    claim, created = Claim.objects.get_or_create(
+    claim_id = insert_claim(
         key=key,
-        defaults=dict(
-            run=started.run,
-            step=started.step,
-            kind=started.step.kind,
-            attempt=started.attempt,
-        ),
+        run_id=started.run.id,
+        step_id=started.step.id,
+        item_key=None,
+        kind=started.step.kind,
+        attempt_id=started.attempt.id,
     )
-    if not created:
+    if claim_id is None:
         # Only possible if the step already committed its effect under another
         # attempt, which the fence excludes; refuse rather than apply twice.
-        raise AttemptFenced(f"claim {key} already exists ({claim.status})")
-    return claim
+        raise AttemptFenced(f"claim {key} already exists")
+    return Claim(id=claim_id, key=key)
 
 
 def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
     """Record a failed attempt and decide what follows, by effect kind (DESIGN.md §3):
     an uncertain guarded effect becomes unresolved; otherwise retry with backoff while
-    attempts remain, then fail the step and the run. Returns the outcome word."""
+    attempts remain, then fail the step and the run. Returns the outcome word.
+
+    `uncertain`: the effect may have happened (anything but NotApplied). When a step
+    gives up, its in-flight claims close as `failed` only if the effect certainly did
+    not happen; an idempotent step's become `abandoned` (outcome unknown)."""
     step, run, attempt = started.step, started.run, started.attempt
     with transaction.atomic():
         if started.step.kind == EffectKind.GUARDED and uncertain:
             fence(attempt.id, AttemptStatus.UNRESOLVED, error)
             _leave_running(started, status=StepStatus.UNRESOLVED, error=error)
-            mark_unresolved(run_id=run.id, step=step, attempt_number=attempt.number, reason=error)
+            mark_unresolved(
+                run_id=run.id,
+                step=step,
+                attempt_number=attempt.number,
+                reason=error,
+                probe_after=Now(),
+            )
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
-        if step.attempts < step.max_attempts:
+        if step.has_attempts_left:
             delay = started.stepdef.retry.delay(step.attempts)
             _leave_running(
                 started,
@@ -189,7 +201,7 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             publish_on_commit([step.id], countdown=delay)
             return "retrying"
         _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
-        fail_step_claims(run_id=run.id, step=step, error=error)
+        close_claims_on_give_up(run_id=run.id, step=step, error=error, maybe_applied=uncertain)
         events.append_event(
             run.id,
             events.STEP_FAILED,
@@ -200,6 +212,36 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
         )
         fail_run(run.id, f"step {step.key} failed: {error}")
         return "failed"
+
+
+def defer_attempt(started: Started, *, reason: str) -> str:
+    """The attempt gave way to a claim key held by another session's open transaction
+    (claims.ClaimBusy): its transaction rolled back, nothing was applied. Retry later
+    without counting it against max_attempts, so a partitioned worker cannot use up a
+    step's attempts while PostgreSQL has not yet noticed that it is gone."""
+    step, run, attempt = started.step, started.run, started.attempt
+    delay = float(settings.RUNS_CLAIM_BUSY_RETRY_SECONDS)
+    with transaction.atomic():
+        fence(attempt.id, AttemptStatus.DEFERRED, reason)
+        _leave_running(
+            started,
+            status=StepStatus.RETRYING,
+            error=reason,
+            next_attempt_at=db_now_plus(delay),
+            deferred_attempts=F("deferred_attempts") + 1,
+        )
+        events.append_event(
+            run.id,
+            events.STEP_RETRYING,
+            step_id=step.id,
+            attempt_number=attempt.number,
+            step=step.key,
+            error=reason,
+            delay=delay,
+            deferred=True,
+        )
+        publish_on_commit([step.id], countdown=delay)
+    return "deferred"
 
 
 def _close_in_flight_claims(
@@ -229,14 +271,29 @@ def _close_in_flight_claims(
         )
 
 
-def fail_step_claims(*, run_id: uuid.UUID, step: Step, error: str) -> None:
-    _close_in_flight_claims(
-        run_id=run_id, step=step, status=ClaimStatus.FAILED, event=events.CLAIM_FAILED, error=error
-    )
+def close_claims_on_give_up(
+    *, run_id: uuid.UUID, step: Step, error: str, maybe_applied: bool
+) -> None:
+    """A step failed for good: close its in-flight claims. `failed` means the effect
+    did not happen; an idempotent effect that may have happened is `abandoned` (its
+    outcome is unknown, and a retry with the same key is safe)."""
+    if maybe_applied and step.kind == EffectKind.IDEMPOTENT:
+        status, event = ClaimStatus.ABANDONED, events.CLAIM_ABANDONED
+    else:
+        status, event = ClaimStatus.FAILED, events.CLAIM_FAILED
+    _close_in_flight_claims(run_id=run_id, step=step, status=status, event=event, error=error)
 
 
-def mark_unresolved(*, run_id: uuid.UUID, step: Step, attempt_number: int, reason: str) -> None:
-    """The step's in-flight claim becomes unresolved and the run waits for a human."""
+def mark_unresolved(
+    *,
+    run_id: uuid.UUID,
+    step: Step,
+    attempt_number: int,
+    reason: str,
+    probe_after: Expression | Any,
+) -> None:
+    """The step's in-flight claim becomes unresolved and the run waits for a human (or
+    its probe, which runs no earlier than `probe_after`, on the database's clock)."""
     _close_in_flight_claims(
         run_id=run_id,
         step=step,
@@ -260,7 +317,7 @@ def mark_unresolved(*, run_id: uuid.UUID, step: Step, attempt_number: int, reaso
         events.append_event(run_id, events.RUN_NEEDS_RECONCILIATION, step=step.key)
     from .probe import request_probes
 
-    request_probes(run_id=run_id, step=step)
+    request_probes(run_id=run_id, step=step, probe_after=probe_after)
 
 
 def fail_run(run_id: uuid.UUID, error: str) -> None:

@@ -9,17 +9,16 @@ import traceback
 import uuid
 from typing import Any
 
-from django.db import transaction
-
-from runs import events
-from runs.models import Claim, Step
-from runs.states import ClaimStatus, EffectKind
-from runs.workflows.definition import Context, NotApplied, StepDef
+from runs.models import Step
+from runs.states import EffectKind
+from runs.workflows.definition import Context, FencingToken, NotApplied, StepDef
 
 from . import faults
-from .complete import ensure_json, fail_attempt, finish_attempt, renew_lease
+from .claims import ClaimBusy
+from .complete import defer_attempt, fail_attempt, finish_attempt, renew_lease
 from .errors import AttemptFenced
 from .mapping import run_batch
+from .recover import settle_late_finish
 from .start import Started, start_attempt
 
 log = logging.getLogger(__name__)
@@ -66,6 +65,11 @@ def execute_step(*, step_id: int, worker: str) -> str:
     started = start_attempt(step_id=step_id, worker=worker)
     if started is None:
         return "skipped"
+    return run_attempt(started)
+
+
+def run_attempt(started: Started) -> str:
+    """Run a started attempt's effect as its kind requires, then finish or fail it."""
     step, stepdef = started.step, started.stepdef
     make_context = _context_factory(started)
     late_evidence: dict[str, Any] = {}
@@ -81,6 +85,10 @@ def execute_step(*, step_id: int, worker: str) -> str:
             finish_attempt(started, effect=lambda: _checked(started, stepdef.fn(ctx)))
         else:
             ctx = make_context(key=started.claim.key if started.claim else None)
+            if step.kind == EffectKind.GUARDED:
+                if not _still_owned_before_effect(started):
+                    return "fenced"
+                ctx.fencing_token = fencing_token(started)
             result = stepdef.fn(ctx)
             late_evidence = {"late_result": result}
             result = _checked(started, result)
@@ -89,8 +97,11 @@ def execute_step(*, step_id: int, worker: str) -> str:
         return "succeeded"
     except AttemptFenced as exc:
         log.warning("late finish of step %s ignored: %s", step.key, exc)
-        _keep_late_evidence(started, late_evidence)
+        settle_late_finish(started, late_evidence)
         return "fenced"
+    except ClaimBusy as exc:
+        log.warning("step %s attempt %s deferred: %s", step.key, started.attempt.number, exc)
+        return _defer(started, exc)
     except NotApplied as exc:
         return _fail(started, exc, uncertain=False)
     except Exception as exc:
@@ -98,35 +109,34 @@ def execute_step(*, step_id: int, worker: str) -> str:
         return _fail(started, exc, uncertain=True)
 
 
-def _keep_late_evidence(started: Started, evidence: dict[str, Any]) -> None:
-    """A guarded attempt that lost its lease (a paused "zombie") may still have done
-    its effect: its late result is never applied, but is kept on the claim, which the
-    sweeper made unresolved, as evidence for the operator (DESIGN.md §7)."""
-    claim = started.claim
-    if claim is None or started.step.kind != EffectKind.GUARDED or not evidence:
-        return
-    evidence = {**evidence, "late_attempt": started.attempt.number}
+def fencing_token(started: Started) -> FencingToken:
+    """The claim key plus the attempt number: increases with every attempt of the same
+    logical effect, so an external system that keeps the highest token it has seen per
+    key can refuse a stale (paused, then resumed) writer."""
+    assert started.claim is not None
+    return FencingToken(started.claim.key, started.attempt.number)
+
+
+def _still_owned_before_effect(started: Started) -> bool:
+    """Renew the lease (and check it is still ours) immediately before calling a
+    guarded step's function: a worker paused since its start commit must not call an
+    irreversible effect that the engine may already have handed to a probe or a retry.
+    What remains after this check is the time between it and the external call."""
     try:
-        evidence = ensure_json(evidence)
-    except TypeError:
-        evidence = {key: repr(value) for key, value in evidence.items()}
-    with transaction.atomic():
-        row = (
-            Claim.objects.select_for_update()
-            .filter(pk=claim.id, status=ClaimStatus.UNRESOLVED)
-            .first()
+        renew_lease(started.attempt.id, started.lease_seconds)
+    except AttemptFenced as exc:
+        log.warning("step %s: %s; the effect was NOT called", started.step.key, exc)
+        settle_late_finish(
+            started,
+            {
+                "effect_called": False,
+                "note": f"attempt {started.attempt.number} lost its lease before calling "
+                "the step's function: it did not perform the effect",
+            },
+            effect_started=False,
         )
-        if row is None:
-            return
-        Claim.objects.filter(pk=row.pk).update(evidence={**(row.evidence or {}), **evidence})
-        events.append_event(
-            started.run.id,
-            events.CLAIM_EVIDENCE,
-            step_id=started.step.id,
-            attempt_number=started.attempt.number,
-            key=claim.key,
-            evidence=evidence,
-        )
+        return False
+    return True
 
 
 def _key(started: Started) -> str:
@@ -153,5 +163,14 @@ def _fail(started: Started, exc: BaseException, *, uncertain: bool) -> str:
         return fail_attempt(started, error=_describe(exc), uncertain=uncertain)
     except AttemptFenced as fenced:
         log.warning("late failure of step %s ignored: %s", started.step.key, fenced)
-        _keep_late_evidence(started, {"late_error": _describe(exc)})
+        settle_late_finish(started, {"late_error": _describe(exc)})
+        return "fenced"
+
+
+def _defer(started: Started, exc: ClaimBusy) -> str:
+    try:
+        return defer_attempt(started, reason=str(exc))
+    except AttemptFenced as fenced:
+        log.warning("late deferral of step %s ignored: %s", started.step.key, fenced)
+        settle_late_finish(started, {})
         return "fenced"

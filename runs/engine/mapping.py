@@ -21,6 +21,7 @@ from runs.states import ClaimStatus, EffectKind, StepStatus
 from runs.workflows.definition import Context, Workflow
 
 from . import faults, keys
+from .claims import insert_claim
 from .complete import ensure_json, renew_lease, step_succeeded
 from .start import Started
 
@@ -143,28 +144,16 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
 
 def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:
     """INSERT the item's claim; None if the key is already claimed (by an earlier
-    attempt that committed it, or by a zombie that is about to roll back)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id,
-                                    error, resolved_by, resolution_note, created_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', '', now())
-            ON CONFLICT (key) DO NOTHING
-            RETURNING id
-            """,
-            [
-                key,
-                started.run.id,
-                started.step.id,
-                item_key,
-                started.step.kind,
-                ClaimStatus.IN_FLIGHT,
-                started.attempt.id,
-            ],
-        )
-        row = cursor.fetchone()
-    return None if row is None else int(row[0])
+    attempt that committed it). Gives way (ClaimBusy) to a zombie whose open
+    transaction holds the key."""
+    return insert_claim(
+        key=key,
+        run_id=started.run.id,
+        step_id=started.step.id,
+        item_key=item_key,
+        kind=started.step.kind,
+        attempt_id=started.attempt.id,
+    )
 
 
 def _complete_item_claim(claim_id: int, result: Any) -> None:
@@ -198,12 +187,20 @@ def _idempotent_item(started: Started, ctx: Context, key: str, item_key: str, it
         renew_lease(started.attempt.id, started.lease_seconds)
         claim_id = _insert_item_claim(started, key, item_key)
         if claim_id is None:
-            existing = Claim.objects.get(key=key)
-            if existing.status != ClaimStatus.IN_FLIGHT:
+            # An earlier attempt claimed it: if it is still in flight (that attempt
+            # died), take it over and retry with the SAME key; if it finished, skip.
+            claim_id = (
+                Claim.objects.filter(key=key, status=ClaimStatus.IN_FLIGHT)
+                .values_list("id", flat=True)
+                .first()
+            )
+            if claim_id is None:
                 return False
-            # An earlier attempt claimed it and died: retry with the SAME key.
-            Claim.objects.filter(pk=existing.id).update(attempt=started.attempt)
-            claim_id = existing.id
+            n = Claim.objects.filter(pk=claim_id, status=ClaimStatus.IN_FLIGHT).update(
+                attempt=started.attempt
+            )
+            if n != 1:
+                return False
     faults.hit("after_claim", name)
     result = ensure_json(started.stepdef.fn(ctx, item))
     faults.hit("after_effect", name)

@@ -2,9 +2,14 @@
 steps handled by effect kind; queued steps whose message never started an attempt are
 republished.
 
-Rows are taken with `SELECT … FOR UPDATE SKIP LOCKED`, so several sweepers and
-workers can run at once: a row locked by a finishing attempt (or another sweeper) is
-simply left for the next sweep.
+Each expired attempt is crashed in its own short transaction, taken with
+`SELECT … FOR UPDATE SKIP LOCKED`: several sweepers and workers can run at once, a row
+locked by a finishing attempt (or another sweeper) is left for the next sweep, and no
+sweep ever holds the rows of two runs at once (so two sweeps cannot deadlock).
+
+A worker can also crash its own attempt: a finish that lost its fence (the lease
+expired before it could commit) settles the attempt as the sweeper would, and keeps
+what it knows (its result, its error, or that it never called the effect) as evidence.
 """
 
 from __future__ import annotations
@@ -12,18 +17,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Attempt, Claim, Step
+from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
-from .complete import fail_run, fail_step_claims, mark_unresolved
+from .complete import close_claims_on_give_up, ensure_json, fail_run, mark_unresolved
 from .dispatch import publish_on_commit
+from .start import Started
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +49,24 @@ class SweepReport:
 
 
 def sweep(*, limit: int = 200) -> SweepReport:
+    """Crash up to `limit` expired attempts, republish lost step and probe messages."""
     report = SweepReport()
-    with transaction.atomic():
-        expired = list(
-            Attempt.objects.select_for_update(skip_locked=True)
-            .filter(status=AttemptStatus.RUNNING, lease_expires_at__lt=Now())
-            .order_by("lease_expires_at")[:limit]
+    tried: set[int] = set()
+    while len(report.crashed) < limit:
+        # Candidates are read without locks; each is then taken (or skipped, if another
+        # sweeper or a finishing worker holds it) in its own transaction.
+        candidates = list(
+            Attempt.objects.filter(status=AttemptStatus.RUNNING, lease_expires_at__lt=Now())
+            .exclude(pk__in=tried)
+            .order_by("lease_expires_at")
+            .values_list("id", flat=True)[: limit - len(report.crashed)]
         )
-        for attempt in expired:
-            _crash(attempt)
-            report.crashed.append(attempt.id)
+        if not candidates:
+            break
+        for attempt_id in candidates:
+            tried.add(attempt_id)
+            if recover_attempt(attempt_id=attempt_id):
+                report.crashed.append(attempt_id)
     report.republished = republish_stale(limit=limit)
     report.probes = republish_probes(limit=limit)
     if report.crashed or report.republished or report.probes:
@@ -60,8 +75,8 @@ def sweep(*, limit: int = 200) -> SweepReport:
 
 
 def recover_attempt(*, attempt_id: int) -> bool:
-    """Declare one attempt crashed if its lease expired (a redelivered message taking
-    over). False if the attempt is alive or another process holds it."""
+    """Declare one attempt crashed if its lease expired, in its own transaction. False
+    if the attempt is alive, already finished, or another process holds it."""
     with transaction.atomic():
         attempt = (
             Attempt.objects.select_for_update(skip_locked=True)
@@ -74,13 +89,24 @@ def recover_attempt(*, attempt_id: int) -> bool:
         return True
 
 
-def _crash(attempt: Attempt) -> None:
+def _probe_after(attempt: Attempt) -> Any:
+    """A crashed guarded attempt's worker may only be paused: probe no earlier than its
+    lease plus a grace period (both on the database's clock)."""
+    return attempt.lease_expires_at + timedelta(seconds=float(settings.RUNS_PROBE_GRACE_SECONDS))
+
+
+def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     """Mark the attempt crashed and apply the effect-kind table of DESIGN.md §3.
-    Caller holds the attempt's row lock."""
+    Caller holds the attempt's row lock.
+
+    `effect_started=False`: the attempt itself knows it never called the step's
+    function (it lost its lease just before), so even a guarded step is safe to retry."""
     step = Step.objects.select_for_update().get(pk=attempt.step_id)
-    Attempt.objects.filter(pk=attempt.id, status=AttemptStatus.RUNNING).update(
-        status=AttemptStatus.CRASHED, finished_at=Now(), error="lease expired"
+    reason = "lease expired" if effect_started else "lease expired before the effect was called"
+    n = Attempt.objects.filter(pk=attempt.id, status=AttemptStatus.RUNNING).update(
+        status=AttemptStatus.CRASHED, finished_at=Now(), error=reason
     )
+    assert n == 1, "caller holds the attempt's lock and saw it running"
     events.append_event(
         step.run_id,
         events.ATTEMPT_CRASHED,
@@ -92,7 +118,7 @@ def _crash(attempt: Attempt) -> None:
     if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
         return
     owned = Step.objects.filter(pk=step.id, status=StepStatus.RUNNING, current_attempt=attempt)
-    if step.kind == EffectKind.GUARDED and step.parent_id is None:
+    if step.kind == EffectKind.GUARDED and step.parent_id is None and effect_started:
         # The effect may or may not have happened: never guess.
         owned.update(
             status=StepStatus.UNRESOLVED,
@@ -104,9 +130,10 @@ def _crash(attempt: Attempt) -> None:
             step=step,
             attempt_number=attempt.number,
             reason=f"worker {attempt.worker or '?'} died (lease expired)",
+            probe_after=_probe_after(attempt),
         )
         return
-    if step.attempts < step.max_attempts:
+    if step.has_attempts_left:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
         events.append_event(
             step.run_id,
@@ -119,7 +146,9 @@ def _crash(attempt: Attempt) -> None:
         return
     error = f"attempt {attempt.number} crashed and no attempts remain"
     owned.update(status=StepStatus.FAILED, current_attempt=None, error=error, finished_at=Now())
-    fail_step_claims(run_id=step.run_id, step=step, error=error)
+    close_claims_on_give_up(
+        run_id=step.run_id, step=step, error=error, maybe_applied=effect_started
+    )
     events.append_event(
         step.run_id,
         events.STEP_FAILED,
@@ -131,15 +160,73 @@ def _crash(attempt: Attempt) -> None:
     fail_run(step.run_id, f"step {step.key} failed: {error}")
 
 
+def settle_late_finish(
+    started: Started, evidence: dict[str, Any], *, effect_started: bool = True
+) -> None:
+    """A finish (or failure) that lost its fence, in one transaction: crash the attempt
+    if no one has yet (as the sweeper would, by effect kind), then keep what the
+    attempt knows about a guarded effect as evidence on its claim, so the operator (or
+    the probe) decides with it. A claim already resolved is final: the disagreement
+    becomes a `late_result_after_resolution` event for the reconciliation pages."""
+    with transaction.atomic():
+        attempt = (
+            Attempt.objects.select_for_update()
+            .filter(pk=started.attempt.id, status=AttemptStatus.RUNNING, lease_expires_at__lt=Now())
+            .first()
+        )
+        if attempt is not None:
+            _crash(attempt, effect_started=effect_started)
+        claim = started.claim
+        if claim is None or started.step.kind != EffectKind.GUARDED or not evidence:
+            return
+        _attach_evidence(started, claim.id, {**evidence, "late_attempt": started.attempt.number})
+
+
+def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) -> None:
+    try:
+        evidence = ensure_json(evidence, "evidence")
+    except TypeError:
+        evidence = {key: repr(value) for key, value in evidence.items()}
+    row = Claim.objects.select_for_update().filter(pk=claim_id).first()
+    if row is None:
+        return
+    where = {"step_id": started.step.id, "attempt_number": started.attempt.number}
+    if row.status == ClaimStatus.UNRESOLVED:
+        Claim.objects.filter(pk=row.pk).update(evidence={**(row.evidence or {}), **evidence})
+        events.append_event(
+            started.run.id, events.CLAIM_EVIDENCE, **where, key=row.key, evidence=evidence
+        )
+    elif row.resolved_at is not None:
+        log.warning(
+            "late result for claim %s, already resolved as %s by %s: %s",
+            row.key,
+            row.status,
+            row.resolved_by,
+            evidence,
+        )
+        events.append_event(
+            started.run.id,
+            events.LATE_RESULT_AFTER_RESOLUTION,
+            **where,
+            key=row.key,
+            evidence=evidence,
+            resolved_as=row.status,
+            resolved_by=row.resolved_by,
+        )
+    else:
+        log.warning("late result for claim %s (%s) not kept: %s", row.key, row.status, evidence)
+
+
 def republish_stale(*, limit: int = 200) -> list[int]:
     """Republish steps that are ready but have not started within the bound: their
     message was lost (broker restart, a worker killed between commit and publish).
     A duplicate of a message that was merely slow is harmless."""
     bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
+    active_run = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ACTIVE))
     with transaction.atomic():
         stale = list(
-            Step.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(run__status__in=RUN_ACTIVE)
+            Step.objects.select_for_update(skip_locked=True)
+            .filter(active_run)
             .filter(
                 Q(status=StepStatus.QUEUED, queued_at__lt=Now() - bound)
                 | Q(status=StepStatus.RETRYING, next_attempt_at__lt=Now() - bound)
@@ -178,4 +265,11 @@ def republish_probes(*, limit: int = 200) -> list[int]:
     return stale
 
 
-__all__ = ["SweepReport", "recover_attempt", "republish_probes", "republish_stale", "sweep"]
+__all__ = [
+    "SweepReport",
+    "recover_attempt",
+    "republish_probes",
+    "republish_stale",
+    "settle_late_finish",
+    "sweep",
+]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 
 from runs import events
@@ -22,6 +22,7 @@ from runs.workflows import registry
 from runs.workflows.definition import StepDef, Workflow
 
 from . import faults, keys
+from .dispatch import publish_now
 from .timing import db_now_plus
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,12 @@ class Started:
     @property
     def is_batch(self) -> bool:
         return self.step.parent_id is not None
+
+
+def active_run() -> Exists:
+    """`EXISTS (the step's run is active)`: a correlated subquery that keeps an UPDATE
+    of runs_step a single-table statement."""
+    return Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ACTIVE))
 
 
 def lease_for(stepdef: StepDef) -> float:
@@ -75,11 +82,32 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
 
     lease = lease_for(stepdef)
     try:
-        return _start(step, run, wf, stepdef, worker, lease)
+        started = _start(step, run, wf, stepdef, worker, lease)
     except ClaimNotTakeable as exc:
         # Nothing was written (the start rolled back); say why on the step.
         refuse(step, worker, str(exc))
         return None
+    if started is None:
+        _republish_if_early(step_id)
+    return started
+
+
+def _republish_if_early(step_id: int) -> None:
+    """A retry's message can arrive before its time: Celery's countdown runs on the
+    worker's clock, `next_attempt_at` on the database's. Send it again with the delay
+    that remains on the database's clock, rather than leave the step for the sweeper's
+    republish bound."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXTRACT(EPOCH FROM next_attempt_at - now())::float FROM runs_step "
+            "WHERE id = %s AND status = %s AND next_attempt_at > now()",
+            [step_id, StepStatus.RETRYING],
+        )
+        row = cursor.fetchone()
+    if row is not None:
+        remaining = max(0.0, float(row[0]))
+        log.info("step %s woke %.3fs early; republished for its time", step_id, remaining)
+        publish_now([step_id], countdown=remaining)
 
 
 def _start(
@@ -87,8 +115,13 @@ def _start(
 ) -> Started | None:
     step_id = step.id
     with transaction.atomic():
+        # One table, one WHERE on the row being updated: a second delivery blocked on
+        # this row re-checks the status of the row's newest version (READ COMMITTED
+        # re-evaluation), so it can never reopen a step that started and finished
+        # meanwhile. A filter across the run relation would compile to
+        # `id IN (SELECT …)`, whose status test stays on the old snapshot.
         n = (
-            Step.objects.filter(pk=step_id, run__status__in=RUN_ACTIVE)
+            Step.objects.filter(active_run(), pk=step_id)
             .filter(
                 Q(status=StepStatus.QUEUED)
                 | Q(status=StepStatus.RETRYING, next_attempt_at__lte=Now())

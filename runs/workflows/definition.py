@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from runs.states import EffectKind
 
@@ -310,6 +310,19 @@ class Workflow:
         }
 
 
+class FencingToken(NamedTuple):
+    """Handed to guarded steps as `ctx.fencing_token`: the claim key plus the attempt
+    number, which increases with every attempt of the same logical effect. An external
+    system that remembers the highest `number` it has accepted per `key` can refuse a
+    stale writer (a worker that was paused past its lease and woke up)."""
+
+    key: str
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.key}#{self.number}"
+
+
 @dataclass
 class Context:
     """What a step function receives."""
@@ -323,3 +336,5 @@ class Context:
     heartbeat: Callable[[], None]
     item: Any = None
     item_key: str | None = None
+    # Guarded steps only (see FencingToken).
+    fencing_token: FencingToken | None = None

@@ -224,8 +224,9 @@ def test_paused_transactional_worker_is_taken_over_and_its_late_commit_rolls_bac
     wait_for(lambda: Path(f"{marker}.1").exists(), what="attempt 1 inside its effect")
     zombie.signal(signal.SIGSTOP)
     cluster.beat()
-    # The successor's lease outlasts the time it waits on the zombie's claim.
-    cluster.worker(RUNS_LEASE_SECONDS="8")
+    # The successor's lease and claim wait outlast the time it waits on the zombie's
+    # claim (a shorter wait would defer it: test_partitioned_worker_… covers that).
+    cluster.worker(RUNS_LEASE_SECONDS="8", RUNS_CLAIM_LOCK_TIMEOUT_SECONDS="30")
     # Attempt 1 is declared crashed on the database's clock; attempt 2 starts and waits
     # on the claim the paused transaction holds.
     wait_for(
@@ -281,3 +282,37 @@ def test_paused_guarded_worker_is_escalated_and_its_late_result_becomes_evidence
         None,
     )
     assert Attempt.objects.get(run=run).status == AttemptStatus.CRASHED
+
+
+def test_partitioned_transactional_worker_never_resumed_does_not_exhaust_the_step(
+    cluster, tmp_path
+):
+    """A worker stopped for good inside its transactional effect (its host cut off)
+    holds the claim's key until PostgreSQL ends its idle transaction. Meanwhile the
+    successor's attempts give way (deferred, not counted) instead of failing the run."""
+    marker = tmp_path / "inside"
+    timings = {
+        "RUNS_IDLE_IN_TRANSACTION_SECONDS": "6",
+        "RUNS_CLAIM_LOCK_TIMEOUT_SECONDS": "0.5",
+        "RUNS_CLAIM_BUSY_RETRY_SECONDS": "0.2",
+    }
+    lost = cluster.worker(**timings)
+    run = engine.submit_run(workflow="slow-write", input={"marker": str(marker), "hold": 2.0})
+    wait_for(lambda: Path(f"{marker}.1").exists(), what="attempt 1 inside its effect")
+    lost.signal(signal.SIGSTOP)  # never resumed while the run goes on
+    cluster.beat(**timings)
+    cluster.worker(RUNS_LEASE_SECONDS="8", **timings)  # outlasts its own 2 s effect
+
+    run = wait_settled(run, cluster)
+
+    assert run.status == RunStatus.SUCCEEDED, cluster.logs()
+    assert TargetRecord.objects.filter(run_id=run.id).count() == 1
+    step = Step.objects.get(run=run)
+    statuses = list(
+        Attempt.objects.filter(run=run).order_by("number").values_list("status", flat=True)
+    )
+    assert statuses[0] == AttemptStatus.CRASHED
+    assert statuses[-1] == AttemptStatus.SUCCEEDED
+    assert set(statuses[1:-1]) == {AttemptStatus.DEFERRED}, statuses
+    assert step.deferred_attempts == len(statuses) - 2
+    assert step.counted_attempts == 2  # the lost one and the one that succeeded

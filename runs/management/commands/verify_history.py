@@ -29,9 +29,9 @@ class Command(BaseCommand):
             raise CommandError(f"no run with id {', '.join(missing)}")
         bad = 0
         checked = 0
-        for run in runs.order_by("created_at").iterator():
+        for run in runs.order_by("created_at").only("id", "workflow", "version").iterator():
             checked += 1
-            problems = verify_run(run)
+            problems = verify_run(run.id)
             if problems:
                 bad += 1
                 self.stdout.write(f"DIFFERS {run.id} ({run.workflow} v{run.version})")

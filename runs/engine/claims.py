@@ -1,0 +1,78 @@
+"""Inserting claims whose transaction stays open for the whole effect (transactional
+steps and items).
+
+The claim's UNIQUE key is the arbiter: a second session inserting the same key waits
+for the first to commit or roll back. If the first belongs to a worker that is paused
+or cut off from the network, that wait could last until PostgreSQL notices the dead
+session (idle_in_transaction_session_timeout, TCP keepalives: config/settings.py), and
+each retry would burn an attempt on it. So the insert waits at most
+RUNS_CLAIM_LOCK_TIMEOUT_SECONDS, then gives way with ClaimBusy: the attempt is
+deferred (retried later without counting against max_attempts).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import OperationalError, connection
+from psycopg import errors as pg_errors
+
+from runs.states import ClaimStatus
+
+from .errors import EngineError
+
+
+class ClaimBusy(EngineError):
+    """Another open transaction holds this claim's key."""
+
+
+def insert_claim(
+    *,
+    key: str,
+    run_id: uuid.UUID,
+    step_id: int,
+    item_key: str | None,
+    kind: str,
+    attempt_id: int,
+) -> int | None:
+    """INSERT an in-flight claim in the current transaction; its id, or None if the key
+    is already claimed (committed by an earlier attempt). Raises ClaimBusy if another
+    session's open transaction holds the key for longer than the lock timeout.
+
+    lock_timeout is set for this statement's wait only: the subquery sets it (local to
+    the transaction) before the insert can wait, and RETURNING resets it, so the step's
+    own effect runs without it."""
+    timeout_ms = int(float(settings.RUNS_CLAIM_LOCK_TIMEOUT_SECONDS) * 1000)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status,
+                                        attempt_id, error, resolved_by, resolution_note,
+                                        created_at)
+                SELECT %s, %s, %s, %s, %s, %s, %s, '', '', '', now()
+                FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded_wait
+                ON CONFLICT (key) DO NOTHING
+                RETURNING id, set_config('lock_timeout', '0', true)
+                """,
+                [
+                    key,
+                    run_id,
+                    step_id,
+                    item_key,
+                    kind,
+                    ClaimStatus.IN_FLIGHT,
+                    attempt_id,
+                    f"{timeout_ms}ms",
+                ],
+            )
+            row = cursor.fetchone()
+    except OperationalError as exc:
+        if isinstance(exc.__cause__, pg_errors.LockNotAvailable):
+            raise ClaimBusy(
+                f"claim {key} is held by another session's open transaction (a paused or "
+                f"partitioned worker?) for more than {timeout_ms / 1000:g}s"
+            ) from exc
+        raise
+    return None if row is None else int(row[0])
