@@ -5,19 +5,29 @@ import pytest
 from runs.engine import faults
 from runs.workflows import Field, Retry, Workflow, WorkflowDefinitionError, registry
 
+KINDS_HELP = (
+    "  pure           no external effect (compute, read): retried freely\n"
+    "  transactional  writes only to this database: effect and claim commit in one "
+    "transaction, exactly once\n"
+    "  idempotent     calls a system that dedupes by ctx.idempotency_key: retried with "
+    "the same key\n"
+    "  guarded        an irreversible external effect with no idempotency: never "
+    "repeated blindly, an unknown outcome goes to an operator"
+)
+
 
 def test_steps_are_linear_by_default_and_map_depends_on_its_source():
     wf = Workflow("t", 1)
 
-    @wf.step()
+    @wf.step(kind="pure")
     def a(ctx):
         return [1]
 
-    @wf.step()
+    @wf.step(kind="pure")
     def b(ctx):
         return None
 
-    @wf.map_step(over="a", batch_size=10, after=["b"])
+    @wf.map_step(over="a", batch_size=10, after=["b"], kind="transactional")
     def c(ctx, item):
         return None
 
@@ -32,27 +42,81 @@ def test_steps_are_linear_by_default_and_map_depends_on_its_source():
 @pytest.mark.parametrize(
     ("declare", "message"),
     [
-        (lambda wf: wf.step(after=["missing"])(lambda ctx: None), "not declared before it"),
         (
-            lambda wf: wf.map_step(over="missing", batch_size=2)(lambda ctx, i: None),
+            lambda wf: wf.step(kind="pure", after=["missing"])(lambda ctx: None),
+            "not declared before it",
+        ),
+        (
+            lambda wf: wf.map_step(over="missing", batch_size=2, kind="transactional")(
+                lambda ctx, i: None
+            ),
             "map step over unknown step",
         ),
         (
-            lambda wf: wf.map_step(over="a", batch_size="size")(lambda ctx, i: None),
+            lambda wf: wf.map_step(over="a", batch_size="size", kind="transactional")(
+                lambda ctx, i: None
+            ),
             "batch_size names input field 'size'",
         ),
         (
             lambda wf: wf.map_step(over="a", batch_size=2, kind="guarded")(lambda ctx, i: None),
             "guarded map steps are not supported",
         ),
-        (lambda wf: wf.step(name="a")(lambda ctx: None), "duplicate step name 'a'"),
+        (lambda wf: wf.step(kind="pure", name="a")(lambda ctx: None), "duplicate step name 'a'"),
     ],
 )
 def test_definition_errors_are_caught_when_declared(declare, message):
     wf = Workflow("t", 1)
-    wf.step(name="a")(lambda ctx: [])
+    wf.step(kind="pure", name="a")(lambda ctx: [])
     with pytest.raises(WorkflowDefinitionError, match=message):
         declare(wf)
+
+
+def test_step_without_kind_is_refused_naming_workflow_step_and_kinds():
+    wf = Workflow("send-invoices", 2)
+    with pytest.raises(WorkflowDefinitionError) as excinfo:
+
+        @wf.step()
+        def list_customers(ctx):
+            return []
+
+    assert str(excinfo.value) == (
+        "workflow 'send-invoices' v2, step 'list_customers': kind= is required; "
+        "say what the step does outside itself:\n" + KINDS_HELP
+    )
+    assert wf.steps == {}
+
+
+def test_map_step_without_kind_is_refused_naming_workflow_step_and_kinds():
+    wf = Workflow("send-invoices", 1)
+    wf.step(kind="pure", name="list_customers")(lambda ctx: [])
+    with pytest.raises(WorkflowDefinitionError) as excinfo:
+        wf.map_step(over="list_customers", batch_size=10, name="create_invoice")(
+            lambda ctx, item: None
+        )
+
+    assert str(excinfo.value) == (
+        "workflow 'send-invoices' v1, step 'create_invoice': kind= is required; "
+        "say what the step does outside itself:\n" + KINDS_HELP
+    )
+    assert list(wf.steps) == ["list_customers"]
+
+
+@pytest.mark.parametrize("declare", ["step", "map_step"])
+def test_step_with_unknown_kind_is_refused_listing_the_kinds(declare):
+    wf = Workflow("t", 1)
+    wf.step(kind="pure", name="a")(lambda ctx: [])
+    with pytest.raises(WorkflowDefinitionError) as excinfo:
+        if declare == "step":
+            wf.step(kind="transactinal", name="b")(lambda ctx: None)
+        else:
+            wf.map_step(over="a", batch_size=2, kind="transactinal", name="b")(
+                lambda ctx, item: None
+            )
+
+    assert str(excinfo.value) == (
+        "workflow 't' v1, step 'b': unknown kind 'transactinal'; the kinds are:\n" + KINDS_HELP
+    )
 
 
 def test_retry_backoff_is_exponential_capped_and_jittered():

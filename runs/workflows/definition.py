@@ -25,6 +25,30 @@ TRANSACTIONAL = EffectKind.TRANSACTIONAL
 IDEMPOTENT = EffectKind.IDEMPOTENT
 GUARDED = EffectKind.GUARDED
 
+# When to use each kind, for the refusal of a step that names no kind or a wrong one.
+# There is deliberately no default: a forgotten kind= used to make a step `pure`, which
+# the engine retries freely, so an effect that must not repeat could repeat silently.
+KINDS_HELP = "\n".join(
+    f"  {kind.value:<13}  {when}"
+    for kind, when in (
+        (PURE, "no external effect (compute, read): retried freely"),
+        (
+            TRANSACTIONAL,
+            "writes only to this database: effect and claim commit in one transaction, "
+            "exactly once",
+        ),
+        (
+            IDEMPOTENT,
+            "calls a system that dedupes by ctx.idempotency_key: retried with the same key",
+        ),
+        (
+            GUARDED,
+            "an irreversible external effect with no idempotency: never repeated blindly, "
+            "an unknown outcome goes to an operator",
+        ),
+    )
+)
+
 
 class WorkflowDefinitionError(Exception):
     """A workflow was declared wrongly (caught at import time)."""
@@ -160,7 +184,7 @@ class Workflow:
     def step(
         self,
         *,
-        kind: EffectKind | str = PURE,
+        kind: EffectKind | str | None = None,
         after: list[str] | tuple[str, ...] | None = None,
         retry: Retry | None = None,
         name: str | None = None,
@@ -169,14 +193,16 @@ class Workflow:
         probe: Callable[..., Any] | None = None,
         verify: Callable[[Any], bool] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Declare a step: `fn(ctx) -> result` (the result must be JSON-serializable)."""
+        """Declare a step: `fn(ctx) -> result` (the result must be JSON-serializable).
+        `kind` is required: it decides what the engine may do on retry and on crash."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            step_name = name or fn.__name__
             self._add(
                 StepDef(
-                    name=name or fn.__name__,
+                    name=step_name,
                     fn=fn,
-                    kind=EffectKind(kind),
+                    kind=self._kind(kind, step_name),
                     after=self._deps(after),
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
@@ -194,7 +220,7 @@ class Workflow:
         *,
         over: str,
         batch_size: int | str,
-        kind: EffectKind | str = TRANSACTIONAL,
+        kind: EffectKind | str | None = None,
         after: list[str] | tuple[str, ...] | None = None,
         retry: Retry | None = None,
         name: str | None = None,
@@ -203,24 +229,26 @@ class Workflow:
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declare a map step: `fn(ctx, item)` is called once per item of the list that
         step `over` returned, in batches of `batch_size`. Each item is its own logical
-        invocation with its own claim, so a crash loses at most the item in flight."""
-        kind = EffectKind(kind)
-        if kind == GUARDED:
-            raise WorkflowDefinitionError(
-                "guarded map steps are not supported: declare one guarded step per effect"
-            )
+        invocation with its own claim, so a crash loses at most the item in flight.
+        `kind` is required (transactional or idempotent)."""
         if over not in self.steps:
             raise WorkflowDefinitionError(f"map step over unknown step {over!r}")
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            step_name = name or fn.__name__
+            effect_kind = self._kind(kind, step_name)
+            if effect_kind == GUARDED:
+                raise WorkflowDefinitionError(
+                    "guarded map steps are not supported: declare one guarded step per effect"
+                )
             deps = self._deps(after)
             if over not in deps:
                 deps = (*deps, over)
             self._add(
                 StepDef(
-                    name=name or fn.__name__,
+                    name=step_name,
                     fn=fn,
-                    kind=kind,
+                    kind=effect_kind,
                     after=deps,
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
@@ -232,6 +260,19 @@ class Workflow:
             return fn
 
         return register
+
+    def _kind(self, kind: EffectKind | str | None, step_name: str) -> EffectKind:
+        where = f"workflow {self.name!r} v{self.version}, step {step_name!r}"
+        if kind is None:
+            raise WorkflowDefinitionError(
+                f"{where}: kind= is required; say what the step does outside itself:\n" + KINDS_HELP
+            )
+        try:
+            return EffectKind(kind)
+        except ValueError:
+            raise WorkflowDefinitionError(
+                f"{where}: unknown kind {kind!r}; the kinds are:\n{KINDS_HELP}"
+            ) from None
 
     def _deps(self, after: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
         if after is None:  # linear by default: after the previously declared step
