@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import pytest
 
 from runs.engine import faults
@@ -131,6 +133,263 @@ def test_retry_backoff_is_exponential_capped_and_jittered():
 def test_input_defaults_and_floats():
     wf = Workflow("t", 1, input={"n": Field(int, default=3), "x": float})
     assert wf.validate_input({"x": 2}) == {"n": 3, "x": 2.0}
+
+
+SUPPORTED = (
+    "supported: str, int, float, bool, list, dict, list[T], dict[str, T] and T | None "
+    "(Optional[T]), nested in any way (e.g. list[dict[str, int]])"
+)
+
+
+def one_field(tp, **field):
+    return Workflow("t", 1, input={"v": Field(tp, **field)})
+
+
+@pytest.mark.parametrize(
+    ("tp", "value", "clean"),
+    [
+        (list[int], [1, 2, 3], [1, 2, 3]),
+        (list[float], [1, 2.5], [1.0, 2.5]),
+        (dict[str, int], {"a": 1, "b": 2}, {"a": 1, "b": 2}),
+        (list[dict[str, list[int]]], [{"a": [1]}, {}], [{"a": [1]}, {}]),
+        (dict[str, list[float | None]], {"a": [1, None]}, {"a": [1.0, None]}),
+        (int | None, None, None),
+        (Optional[int], 4, 4),  # noqa: UP045 (the spelling under test)
+        (list[int] | None, [7], [7]),
+        (list, [1, "a", None], [1, "a", None]),
+        (dict, {"a": [1]}, {"a": [1]}),
+        (bool, False, False),
+        (float, 3, 3.0),
+    ],
+)
+def test_validate_input_accepts_parameterised_types(tp, value, clean):
+    result = one_field(tp).validate_input({"v": value})["v"]
+    assert result == clean
+    assert [type(x) for x in _leaves(result)] == [type(x) for x in _leaves(clean)]
+
+
+def _leaves(value):
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in _leaves(value[key])]
+    return [value]
+
+
+@pytest.mark.parametrize(
+    ("tp", "value", "problems"),
+    [
+        (list[int], [1, 2, "3"], ["field 'v'[2] must be int, got str"]),
+        (list[int], (1, 2), ["field 'v' must be list[int], got tuple"]),
+        (
+            list[int],
+            [True, 1.0],
+            ["field 'v'[0] must be int, got bool", "field 'v'[1] must be int, got float"],
+        ),
+        (list[float], [1, False], ["field 'v'[1] must be float, got bool"]),
+        (dict[str, int], {"a": 1, "b": 1.5}, ["field 'v'['b'] must be int, got float"]),
+        (dict[str, int], {1: 1}, ["field 'v' has a key 1 that is not a str"]),
+        (
+            list[dict[str, list[int]]],
+            [{"a": [1, "x"]}],
+            ["field 'v'[0]['a'][1] must be int, got str"],
+        ),
+        (int | None, "1", ["field 'v' must be int | None, got str"]),
+        (list[int | None], [None, "1"], ["field 'v'[1] must be int | None, got str"]),
+        (int, True, ["field 'v' must be int, got bool"]),
+        (float, True, ["field 'v' must be float, got bool"]),
+        (float, float("nan"), ["field 'v' must be a finite number, got nan"]),
+        (bool, 1, ["field 'v' must be bool, got int"]),
+        (str, None, ["field 'v' must be str, got None"]),
+        (dict, [], ["field 'v' must be dict, got list"]),
+    ],
+)
+def test_validate_input_names_the_path_of_each_wrong_value(tp, value, problems):
+    from runs.engine.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as excinfo:
+        one_field(tp).validate_input({"v": value})
+    assert excinfo.value.problems == problems
+
+
+def test_validate_input_caps_the_problems_it_lists():
+    from runs.engine.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as excinfo:
+        one_field(list[int]).validate_input({"v": ["x"] * 25})
+    assert excinfo.value.problems == [
+        *(f"field 'v'[{i}] must be int, got str" for i in range(10)),
+        "and 15 more problems",
+    ]
+
+
+def test_field_min_applies_to_floats_and_optional_numbers():
+    from runs.engine.errors import InvalidInput
+
+    wf = Workflow(
+        "t", 1, input={"x": Field(float, min=0.5), "n": Field(int | None, default=None, min=1)}
+    )
+    assert wf.validate_input({"x": 1}) == {"x": 1.0, "n": None}
+    assert wf.validate_input({"x": 0.5, "n": 1}) == {"x": 0.5, "n": 1}
+    with pytest.raises(InvalidInput) as excinfo:
+        wf.validate_input({"x": 0.25, "n": 0})
+    assert excinfo.value.problems == [
+        "field 'x' must be at least 0.5, got 0.25",
+        "field 'n' must be at least 1, got 0",
+    ]
+
+
+def test_input_defaults_are_copied_per_run():
+    wf = one_field(list[int], default=[])
+    first = wf.validate_input({})
+    first["v"].append(1)
+    assert wf.validate_input({}) == {"v": []}
+
+
+@pytest.mark.parametrize(
+    ("tp", "field", "message"),
+    [
+        (set[int], {}, "unsupported type set[int]; " + SUPPORTED),
+        (tuple, {}, "unsupported type tuple; " + SUPPORTED),
+        (tuple[int, ...], {}, "unsupported type tuple[int, ...]; " + SUPPORTED),
+        (
+            dict[int, str],
+            {},
+            "unsupported type dict[int, str] (JSON object keys are str); " + SUPPORTED,
+        ),
+        (int | str, {}, "unsupported type int | str; " + SUPPORTED),
+        (Workflow, {}, "unsupported type Workflow; " + SUPPORTED),
+        ("int", {}, "unsupported type 'int'; " + SUPPORTED),
+        (list[set[int]], {}, "unsupported type set[int] in list[set[int]]; " + SUPPORTED),
+        (
+            dict[str, tuple[int]],
+            {},
+            "unsupported type tuple[int] in dict[str, tuple[int]]; " + SUPPORTED,
+        ),
+        (
+            str,
+            {"min": 1},
+            "min= needs a number type (int, float, int | None, float | None), not str",
+        ),
+        (
+            bool,
+            {"min": 0},
+            "min= needs a number type (int, float, int | None, float | None), not bool",
+        ),
+        (
+            list[int],
+            {"min": 0},
+            "min= needs a number type (int, float, int | None, float | None), not list[int]",
+        ),
+        (int, {"default": "3"}, "default must be int, got str"),
+        (list[int], {"default": [1, "2"]}, "default[1] must be int, got str"),
+        (int, {"default": None}, "default must be int, got None"),
+        (int, {"default": 0, "min": 1}, "default 0 is below min=1"),
+    ],
+)
+def test_input_field_mistakes_are_refused_at_definition(tp, field, message):
+    with pytest.raises(WorkflowDefinitionError) as excinfo:
+        one_field(tp, **field)
+    assert str(excinfo.value) == f"workflow 't' v1, input field 'v': {message}"
+
+
+def test_describe_names_parameterised_types():
+    wf = Workflow(
+        "t",
+        1,
+        input={
+            "ids": list[int],
+            "scores": Field(dict[str, list[float | None]], default={}),
+            "limit": Field(int, default=10, min=1),
+        },
+    )
+    assert wf.describe()["input"] == {
+        "ids": {"type": "list[int]", "required": True},
+        "scores": {"type": "dict[str, list[float | None]]", "required": False, "default": {}},
+        "limit": {"type": "int", "required": False, "default": 10, "min": 1},
+    }
+
+
+def test_input_schema_is_a_json_schema_of_the_input():
+    wf = Workflow(
+        "t",
+        2,
+        description="A test workflow.",
+        input={
+            "ids": list[int],
+            "scores": Field(dict[str, list[float | None]], default={}),
+            "note": Field(Optional[str], default=None),  # noqa: UP045
+            "flags": Field(list, default=[]),
+            "options": dict,
+            "dry_run": Field(bool, default=False),
+            "limit": Field(int, default=10, min=1),
+            "ratio": Field(float, min=0.5),
+        },
+    )
+    assert wf.input_schema() == {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "t v2 input",
+        "description": "A test workflow.",
+        "type": "object",
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "integer"}},
+            "scores": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "array",
+                    "items": {"type": ["number", "null"]},
+                },
+                "default": {},
+            },
+            "note": {"type": ["string", "null"], "default": None},
+            "flags": {"type": "array", "default": []},
+            "options": {"type": "object"},
+            "dry_run": {"type": "boolean", "default": False},
+            "limit": {"type": "integer", "default": 10, "minimum": 1},
+            "ratio": {"type": "number", "minimum": 0.5},
+        },
+        "required": ["ids", "options", "ratio"],
+        "additionalProperties": False,
+    }
+
+
+def test_input_schema_agrees_with_validate_input():
+    """The published schema accepts and refuses what submission accepts and refuses
+    (checked with jsonschema, which drf-spectacular already depends on)."""
+    import jsonschema
+
+    from runs.engine.errors import InvalidInput
+
+    wf = Workflow(
+        "t",
+        1,
+        input={
+            "ids": list[int],
+            "groups": Field(dict[str, list[float | None]], default={}),
+            "limit": Field(int, default=10, min=1),
+        },
+    )
+    schema = wf.input_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    samples = [
+        {"ids": [1, 2]},
+        {"ids": [1], "groups": {"a": [1, 2.5, None]}, "limit": 1},
+        {},
+        {"ids": ["1"]},
+        {"ids": [True]},
+        {"ids": [], "limit": 0},
+        {"ids": [], "groups": {"a": ["x"]}},
+        {"ids": [], "groups": []},
+        {"ids": [], "other": 1},
+    ]
+    for sample in samples:
+        try:
+            wf.validate_input(sample)
+            accepted = True
+        except InvalidInput:
+            accepted = False
+        assert validator.is_valid(sample) == accepted, sample
 
 
 def test_examples_are_registered():

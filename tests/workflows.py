@@ -15,6 +15,7 @@ from runs.workflows import (
     PURE,
     TRANSACTIONAL,
     Context,
+    Field,
     NotApplied,
     ProbeResult,
     Retry,
@@ -98,3 +99,22 @@ def notify(ctx: Context) -> str:
 @fan_out.step(kind=PURE, after=["deploy"])
 def announce(ctx: Context) -> str:
     return f"announced {ctx.results['deploy']}"
+
+
+# --- input with parameterised types ----------------------------------------------------
+typed_input = workflow(
+    "typed-input",
+    version=1,
+    input={
+        "ids": list[int],
+        "weights": Field(dict[str, float], default={}),
+        "groups": Field(list[dict[str, list[int]]], default=[]),
+        "note": Field(str | None, default=None),
+        "ratio": Field(float, default=0.5, min=0),
+    },
+)
+
+
+@typed_input.step(kind=PURE)
+def echo(ctx: Context) -> dict[str, Any]:
+    return ctx.input

@@ -13,12 +13,15 @@ workflow fails at import time, not in the middle of a run.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from runs.states import EffectKind
+
+from . import types
 
 PURE = EffectKind.PURE
 TRANSACTIONAL = EffectKind.TRANSACTIONAL
@@ -108,12 +111,19 @@ class Retry:
 
 _MISSING: Any = object()
 
+# validate_input lists at most this many problems: a list of 10,000 wrong items
+# deserves one clear message, not 10,000.
+MAX_PROBLEMS = 10
+
 
 @dataclass(frozen=True)
 class Field:
-    """One declared input field: its type, an optional default and lower bound."""
+    """One declared input field: its type (see types.py for the supported ones), an
+    optional default and, for a number, a lower bound. Checked when the workflow is
+    declared: an unsupported type, a default that does not fit the type, or `min` on
+    anything but a number is refused then."""
 
-    type: type
+    type: Any
     default: Any = _MISSING
     min: float | None = None
 
@@ -179,6 +189,36 @@ class Workflow:
         self.fields: dict[str, Field] = {
             k: v if isinstance(v, Field) else Field(v) for k, v in self.input.items()
         }
+        self.types: dict[str, types.InputType] = {}
+        self.defaults: dict[str, Any] = {}
+        for key, spec in self.fields.items():
+            self._check_field(key, spec)
+
+    def _check_field(self, key: str, spec: Field) -> None:
+        where = f"workflow {self.name!r} v{self.version}, input field {key!r}"
+        try:
+            tp = types.parse(spec.type)
+        except types.UnsupportedType as exc:
+            raise WorkflowDefinitionError(f"{where}: {exc}") from None
+        if spec.min is not None:
+            if not tp.numeric:
+                raise WorkflowDefinitionError(
+                    f"{where}: min= needs a number type (int, float, int | None, "
+                    f"float | None), not {tp.name}"
+                )
+            if isinstance(spec.min, bool) or not isinstance(spec.min, int | float):
+                raise WorkflowDefinitionError(f"{where}: min= must be a number")
+        if not spec.required:
+            problems: list[str] = []
+            default = tp.check(spec.default, "default", problems)
+            if problems:
+                raise WorkflowDefinitionError(f"{where}: {problems[0]}")
+            if spec.min is not None and default is not None and default < spec.min:
+                raise WorkflowDefinitionError(
+                    f"{where}: default {spec.default!r} is below min={spec.min!r}"
+                )
+            self.defaults[key] = default
+        self.types[key] = tp
 
     # -- declaring steps --------------------------------------------------------
     def step(
@@ -300,7 +340,8 @@ class Workflow:
 
     def validate_input(self, data: Any) -> dict[str, Any]:
         """Return the input with defaults filled in, or raise InvalidInput naming every
-        problem. Unknown fields are refused: a typo must not be silently ignored."""
+        problem (the first MAX_PROBLEMS of them) by its path. Unknown fields are
+        refused: a typo must not be silently ignored."""
         from runs.engine.errors import InvalidInput
 
         if not isinstance(data, dict):
@@ -310,29 +351,48 @@ class Workflow:
         for key in sorted(set(data) - set(self.fields)):
             problems.append(f"unknown field {key!r}")
         for key, spec in self.fields.items():
+            tp = self.types[key]
             if key not in data:
                 if spec.required:
-                    problems.append(f"missing field {key!r} ({spec.type.__name__})")
-                else:
-                    clean[key] = spec.default
+                    problems.append(f"missing field {key!r} ({tp.name})")
+                else:  # a copy: a run must never share a mutable default with the next
+                    clean[key] = copy.deepcopy(self.defaults[key])
                 continue
-            value = data[key]
-            ok = isinstance(value, spec.type) and not (
-                isinstance(value, bool) and spec.type is not bool
-            )
-            if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
-                ok, value = True, float(value)
-            if not ok:
-                problems.append(
-                    f"field {key!r} must be {spec.type.__name__}, got {type(value).__name__}"
-                )
-            elif spec.min is not None and value < spec.min:
-                problems.append(f"field {key!r} must be at least {spec.min:g}, got {value!r}")
+            before = len(problems)
+            value = tp.check(data[key], f"field {key!r}", problems)
+            if len(problems) > before:
+                continue
+            if spec.min is not None and value is not None and value < spec.min:
+                problems.append(f"field {key!r} must be at least {spec.min:g}, got {data[key]!r}")
             else:
                 clean[key] = value
+        if len(problems) > MAX_PROBLEMS:
+            more = len(problems) - MAX_PROBLEMS
+            problems = [*problems[:MAX_PROBLEMS], f"and {more} more problems"]
         if problems:
             raise InvalidInput(problems)
         return clean
+
+    def input_schema(self) -> dict[str, Any]:
+        """The input as a JSON Schema (draft 2020-12) object: what validate_input
+        accepts, for clients and the API's documentation."""
+        properties: dict[str, Any] = {}
+        for key, spec in self.fields.items():
+            fragment = self.types[key].schema()
+            if not spec.required:
+                fragment["default"] = self.defaults[key]
+            if spec.min is not None:
+                fragment["minimum"] = spec.min
+            properties[key] = fragment
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": f"{self.name} v{self.version} input",
+            **({"description": self.description} if self.description else {}),
+            "type": "object",
+            "properties": properties,
+            "required": [k for k, spec in self.fields.items() if spec.required],
+            "additionalProperties": False,
+        }
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -340,8 +400,9 @@ class Workflow:
             "version": self.version,
             "description": self.description,
             "input": {
-                k: {"type": f.type.__name__, "required": f.required}
-                | ({} if f.required else {"default": f.default})
+                k: {"type": self.types[k].name, "required": f.required}
+                | ({} if f.required else {"default": self.defaults[k]})
+                | ({} if f.min is None else {"min": f.min})
                 for k, f in self.fields.items()
             },
             "steps": [
