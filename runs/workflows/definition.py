@@ -111,6 +111,10 @@ class Retry:
 
 _MISSING: Any = object()
 
+# Step.name is varchar(100), and runs/engine/keys.py bounds map item keys so that a
+# claim key built from a name this long still fits Claim.key.
+STEP_NAME_MAX = 100
+
 # validate_input lists at most this many problems: a list of 10,000 wrong items
 # deserves one clear message, not 10,000.
 MAX_PROBLEMS = 10
@@ -144,7 +148,8 @@ class StepDef:
     # or the name of an input field that holds it).
     over: str | None = None
     batch_size: int | str | None = None
-    item_key: Callable[[Any], str] | None = None
+    # Map steps: names each item (its claim key); None for the item's canonical JSON.
+    key: Callable[[Any], Any] | None = None
     # Include a digest of the step's input in its idempotency key (DESIGN.md §3).
     key_includes_input: bool = False
     probe: Callable[..., Any] | None = None
@@ -159,13 +164,6 @@ class StepDef:
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"step {self.name!r}: batch size must be a positive integer")
         return size
-
-    def key_of(self, item: Any, index: int) -> str:
-        if self.item_key is not None:
-            return str(self.item_key(item))
-        if isinstance(item, (str, int)) and not isinstance(item, bool):
-            return str(item)
-        return str(index)
 
 
 @dataclass
@@ -265,12 +263,17 @@ class Workflow:
         retry: Retry | None = None,
         name: str | None = None,
         lease_seconds: float | None = None,
-        item_key: Callable[[Any], str] | None = None,
+        key: Callable[[Any], Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declare a map step: `fn(ctx, item)` is called once per item of the list that
         step `over` returned, in batches of `batch_size`. Each item is its own logical
         invocation with its own claim, so a crash loses at most the item in flight.
-        `kind` is required (transactional or idempotent)."""
+        `kind` is required (transactional or idempotent).
+
+        Each item needs a key of its own, unique in its list: by default the item's
+        canonical JSON (so `1` and `"1"` differ), or `key(item)` as a string, e.g.
+        `key=lambda record: record["id"]`; a key past 128 characters is replaced by its
+        digest. A list in which two items share a key fails the map step."""
         if over not in self.steps:
             raise WorkflowDefinitionError(f"map step over unknown step {over!r}")
 
@@ -294,7 +297,7 @@ class Workflow:
                     lease_seconds=lease_seconds,
                     over=over,
                     batch_size=batch_size,
-                    item_key=item_key,
+                    key=key,
                 )
             )
             return fn
@@ -327,6 +330,11 @@ class Workflow:
     def _add(self, step: StepDef) -> None:
         if step.name in self.steps:
             raise WorkflowDefinitionError(f"{self.name}: duplicate step name {step.name!r}")
+        if len(step.name) > STEP_NAME_MAX:
+            raise WorkflowDefinitionError(
+                f"{self.name}: step name {step.name!r} is {len(step.name)} characters long; "
+                f"at most {STEP_NAME_MAX} fit its claim keys"
+            )
         if isinstance(step.batch_size, str) and step.batch_size not in self.fields:
             raise WorkflowDefinitionError(
                 f"{self.name}: batch_size names input field {step.batch_size!r}, "
