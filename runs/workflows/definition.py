@@ -173,7 +173,8 @@ class Workflow:
 
     name: str
     version: int = 1
-    input: Mapping[str, type | Field] = field(default_factory=dict)
+    # field name -> a type (types.py says which) or a Field
+    input: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     # Optional, for `manage.py crashcheck`: count the external effects a run made
     # (effects(run_id) -> int) and how many a correct run makes (expected_effects(input)).
