@@ -59,6 +59,49 @@ def assert_nothing_written() -> None:
             "unknown field 'amuont'",
         ),
         ("migrate-records", 1, [500], engine.InvalidInput, "input must be a JSON object"),
+        ("typed-input", 1, {}, engine.InvalidInput, "missing field 'ids' (list[int])"),
+        (
+            "typed-input",
+            1,
+            {"ids": [1, 2, "3"]},
+            engine.InvalidInput,
+            "field 'ids'[2] must be int, got str",
+        ),
+        (
+            "typed-input",
+            1,
+            {"ids": None},
+            engine.InvalidInput,
+            "field 'ids' must be list[int], got None",
+        ),
+        (
+            "typed-input",
+            1,
+            {"ids": [], "weights": {"a": 1, "b": True}},
+            engine.InvalidInput,
+            "field 'weights'['b'] must be float, got bool",
+        ),
+        (
+            "typed-input",
+            1,
+            {"ids": [], "groups": [{"x": [1]}, {"y": [2, None]}]},
+            engine.InvalidInput,
+            "field 'groups'[1]['y'][1] must be int, got None",
+        ),
+        (
+            "typed-input",
+            1,
+            {"ids": [], "note": 5},
+            engine.InvalidInput,
+            "field 'note' must be str | None, got int",
+        ),
+        (
+            "typed-input",
+            1,
+            {"ids": [], "ratio": -1},
+            engine.InvalidInput,
+            "field 'ratio' must be at least 0, got -1",
+        ),
     ],
 )
 def test_submit_run_refuses_bad_input_and_writes_nothing(
@@ -68,6 +111,35 @@ def test_submit_run_refuses_bad_input_and_writes_nothing(
         engine.submit_run(workflow=workflow, version=version, input=data)
     assert message in str(excinfo.value)
     assert_nothing_written()
+
+
+def test_submit_run_reports_every_problem_of_parameterised_input(db):
+    with pytest.raises(engine.InvalidInput) as excinfo:
+        engine.submit_run(
+            workflow="typed-input", input={"ids": ["a", 2, "c"], "weights": [], "extra": 1}
+        )
+    assert excinfo.value.problems == [
+        "unknown field 'extra'",
+        "field 'ids'[0] must be int, got str",
+        "field 'ids'[2] must be int, got str",
+        "field 'weights' must be dict[str, float], got list",
+    ]
+    assert_nothing_written()
+
+
+def test_submit_run_accepts_parameterised_input_and_fills_defaults(db):
+    run = engine.submit_run(
+        workflow="typed-input",
+        input={"ids": [3, 1], "weights": {"a": 1, "b": 0.5}, "groups": [{"x": []}], "note": None},
+    )
+    assert run.input == {
+        "ids": [3, 1],
+        "weights": {"a": 1.0, "b": 0.5},
+        "groups": [{"x": []}],
+        "note": None,
+        "ratio": 0.5,
+    }
+    assert isinstance(run.input["weights"]["a"], float)
 
 
 def test_submit_run_lists_known_workflows_for_unknown_name(db):

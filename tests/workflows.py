@@ -4,6 +4,7 @@ that raises on demand, steps that pause inside their effect, a second version.""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from runs.workflows import (
     PURE,
     TRANSACTIONAL,
     Context,
+    Field,
     NotApplied,
     ProbeResult,
     Retry,
@@ -177,3 +179,60 @@ def explode(ctx: Context) -> str:
 @doomed.step(kind=PURE, after=["deploy_now"])
 def after_deploy(ctx: Context) -> str:
     return "announced"
+
+
+# --- input with parameterised types ----------------------------------------------------
+typed_input = workflow(
+    "typed-input",
+    version=1,
+    input={
+        "ids": list[int],
+        "weights": Field(dict[str, float], default={}),
+        "groups": Field(list[dict[str, list[int]]], default=[]),
+        "note": Field(str | None, default=None),
+        "ratio": Field(float, default=0.5, min=0),
+    },
+)
+
+
+@typed_input.step(kind=PURE)
+def echo(ctx: Context) -> dict[str, Any]:
+    return ctx.input
+
+
+# --- map steps over any JSON items, by their own key or by a key function ---------------
+def _record_item(ctx: Context, item: Any) -> None:
+    """One target row per processed item, its payload the item's JSON (truncated)."""
+    TargetRecord.objects.create(record_id=0, run_id=ctx.run_id, payload=json.dumps(item)[:100])
+
+
+map_items = workflow(
+    "map-items",
+    version=1,
+    input={"items": list, "batch_size": Field(int, default=10, min=1)},
+)
+
+
+@map_items.step(kind=PURE)
+def list_items(ctx: Context) -> list[Any]:
+    return ctx.input["items"]
+
+
+@map_items.map_step(over="list_items", batch_size="batch_size", kind=TRANSACTIONAL)
+def record(ctx: Context, item: Any) -> None:
+    _record_item(ctx, item)
+
+
+map_items_by_id = workflow("map-items-by-id", version=1, input={"items": list})
+
+
+@map_items_by_id.step(kind=PURE)
+def list_items_by_id(ctx: Context) -> list[Any]:
+    return ctx.input["items"]
+
+
+@map_items_by_id.map_step(
+    over="list_items_by_id", batch_size=2, kind=TRANSACTIONAL, key=lambda item: item["id"]
+)
+def record_by_id(ctx: Context, item: Any) -> None:
+    _record_item(ctx, item)

@@ -18,7 +18,7 @@ from django.db.models.functions import Now
 from runs import events
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, EffectKind, StepStatus
-from runs.workflows.definition import Context, Workflow
+from runs.workflows.definition import Context, StepDef, Workflow
 
 from . import faults, keys
 from .claims import insert_claim
@@ -28,31 +28,29 @@ from .start import Started
 
 def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int]:
     """Turn a ready map step into batch steps under a new plan revision; return the
-    ids of the queued batches (none, and the parent succeeds, for an empty list)."""
+    ids of the queued batches (none, and the parent succeeds, for an empty list).
+
+    A collection the step cannot map (not a list, an item its key function cannot name,
+    two items with one key) fails the map step and the run, before any batch exists:
+    two items sharing a key would share a claim, and the second would be skipped as
+    already done."""
     stepdef = workflow.steps[parent.name]
     assert stepdef.over is not None
     source = Step.objects.get(run_id=run_id, name=stepdef.over, parent__isnull=True)
     collection = source.result
     run = Run.objects.get(pk=run_id)
     if not isinstance(collection, list):
-        error = (
+        return _refuse(
+            run_id,
+            parent,
             f"map step {parent.name!r} needs a list from {stepdef.over!r}, "
-            f"got {type(collection).__name__}"
+            f"got {type(collection).__name__}",
         )
-        Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
-            status=StepStatus.FAILED, error=error, finished_at=Now()
-        )
-        events.append_event(
-            run_id, events.STEP_FAILED, step_id=parent.id, step=parent.key, error=error
-        )
-        from .complete import fail_run
-
-        fail_run(run_id, error)
-        return []
+    try:
+        pairs = _keyed_items(stepdef, collection)
+    except _Unmappable as exc:
+        return _refuse(run_id, parent, str(exc))
     size = stepdef.batch_size_for(run.input)
-    pairs = [
-        {"key": stepdef.key_of(item, index), "item": item} for index, item in enumerate(collection)
-    ]
     batches = [pairs[i : i + size] for i in range(0, len(pairs), size)]
     revision = _bump_revision(run_id)
     n = Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
@@ -94,6 +92,55 @@ def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int]:
         events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
         return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
     return ids
+
+
+class _Unmappable(Exception):
+    """Why a map step's collection cannot be expanded (its message fails the step)."""
+
+
+def _keyed_items(stepdef: StepDef, collection: list[Any]) -> list[dict[str, Any]]:
+    """Each item with its key (keys.key_of_item), unique in the collection."""
+    where = f"of the list from {stepdef.over!r}"
+    first_at: dict[str, int] = {}
+    pairs: list[dict[str, Any]] = []
+    for index, item in enumerate(collection):
+        try:
+            key = keys.key_of_item(item, stepdef.key)
+        except Exception as exc:  # the workflow's own code, run by the engine
+            raise _Unmappable(
+                f"map step {stepdef.name!r}: its key function raised {exc!r} on item "
+                f"[{index}] {where}"
+            ) from exc
+        first = first_at.setdefault(key, index)
+        if first != index:
+            if stepdef.key is not None:
+                raise _Unmappable(
+                    f"map step {stepdef.name!r}: its key function gives items [{first}] and "
+                    f"[{index}] {where} the same key {key!r}; each item needs a key of its "
+                    "own (its claim)"
+                )
+            raise _Unmappable(
+                f"map step {stepdef.name!r}: items [{first}] and [{index}] {where} have the "
+                f"same key {key!r}; each item needs a key of its own (its claim): pass "
+                "map_step(..., key=fn) to name items by what identifies them, or remove "
+                "the duplicate"
+            )
+        pairs.append({"key": key, "item": item})
+    return pairs
+
+
+def _refuse(run_id: uuid.UUID, parent: Step, error: str) -> list[int]:
+    """Fail a map step that cannot expand, and its run; nothing to queue."""
+    n = Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
+        status=StepStatus.FAILED, error=error, finished_at=Now()
+    )
+    if n != 1:
+        raise RuntimeError(f"map step {parent.key} was not pending")
+    events.append_event(run_id, events.STEP_FAILED, step_id=parent.id, step=parent.key, error=error)
+    from .complete import fail_run
+
+    fail_run(run_id, error)
+    return []
 
 
 def _bump_revision(run_id: uuid.UUID) -> int:

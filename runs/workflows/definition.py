@@ -13,6 +13,7 @@ workflow fails at import time, not in the middle of a run.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,10 +21,36 @@ from typing import Any, NamedTuple
 
 from runs.states import EffectKind
 
+from . import types
+
 PURE = EffectKind.PURE
 TRANSACTIONAL = EffectKind.TRANSACTIONAL
 IDEMPOTENT = EffectKind.IDEMPOTENT
 GUARDED = EffectKind.GUARDED
+
+# When to use each kind, for the refusal of a step that names no kind or a wrong one.
+# There is deliberately no default: a forgotten kind= used to make a step `pure`, which
+# the engine retries freely, so an effect that must not repeat could repeat silently.
+KINDS_HELP = "\n".join(
+    f"  {kind.value:<13}  {when}"
+    for kind, when in (
+        (PURE, "no external effect (compute, read): retried freely"),
+        (
+            TRANSACTIONAL,
+            "writes only to this database: effect and claim commit in one transaction, "
+            "exactly once",
+        ),
+        (
+            IDEMPOTENT,
+            "calls a system that dedupes by ctx.idempotency_key: retried with the same key",
+        ),
+        (
+            GUARDED,
+            "an irreversible external effect with no idempotency: never repeated blindly, "
+            "an unknown outcome goes to an operator",
+        ),
+    )
+)
 
 
 class WorkflowDefinitionError(Exception):
@@ -84,12 +111,23 @@ class Retry:
 
 _MISSING: Any = object()
 
+# Step.name is varchar(100), and runs/engine/keys.py bounds map item keys so that a
+# claim key built from a name this long still fits Claim.key.
+STEP_NAME_MAX = 100
+
+# validate_input lists at most this many problems: a list of 10,000 wrong items
+# deserves one clear message, not 10,000.
+MAX_PROBLEMS = 10
+
 
 @dataclass(frozen=True)
 class Field:
-    """One declared input field: its type, an optional default and lower bound."""
+    """One declared input field: its type (see types.py for the supported ones), an
+    optional default and, for a number, a lower bound. Checked when the workflow is
+    declared: an unsupported type, a default that does not fit the type, or `min` on
+    anything but a number is refused then."""
 
-    type: type
+    type: Any
     default: Any = _MISSING
     min: float | None = None
 
@@ -110,7 +148,8 @@ class StepDef:
     # or the name of an input field that holds it).
     over: str | None = None
     batch_size: int | str | None = None
-    item_key: Callable[[Any], str] | None = None
+    # Map steps: names each item (its claim key); None for the item's canonical JSON.
+    key: Callable[[Any], Any] | None = None
     # Include a digest of the step's input in its idempotency key (DESIGN.md §3).
     key_includes_input: bool = False
     probe: Callable[..., Any] | None = None
@@ -126,13 +165,6 @@ class StepDef:
             raise ValueError(f"step {self.name!r}: batch size must be a positive integer")
         return size
 
-    def key_of(self, item: Any, index: int) -> str:
-        if self.item_key is not None:
-            return str(self.item_key(item))
-        if isinstance(item, (str, int)) and not isinstance(item, bool):
-            return str(item)
-        return str(index)
-
 
 @dataclass
 class Workflow:
@@ -141,7 +173,8 @@ class Workflow:
 
     name: str
     version: int = 1
-    input: Mapping[str, type | Field] = field(default_factory=dict)
+    # field name -> a type (types.py says which) or a Field
+    input: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     # Optional, for `manage.py crashcheck`: count the external effects a run made
     # (effects(run_id) -> int) and how many a correct run makes (expected_effects(input)).
@@ -155,12 +188,42 @@ class Workflow:
         self.fields: dict[str, Field] = {
             k: v if isinstance(v, Field) else Field(v) for k, v in self.input.items()
         }
+        self.types: dict[str, types.InputType] = {}
+        self.defaults: dict[str, Any] = {}
+        for key, spec in self.fields.items():
+            self._check_field(key, spec)
+
+    def _check_field(self, key: str, spec: Field) -> None:
+        where = f"workflow {self.name!r} v{self.version}, input field {key!r}"
+        try:
+            tp = types.parse(spec.type)
+        except types.UnsupportedType as exc:
+            raise WorkflowDefinitionError(f"{where}: {exc}") from None
+        if spec.min is not None:
+            if not tp.numeric:
+                raise WorkflowDefinitionError(
+                    f"{where}: min= needs a number type (int, float, int | None, "
+                    f"float | None), not {tp.name}"
+                )
+            if isinstance(spec.min, bool) or not isinstance(spec.min, int | float):
+                raise WorkflowDefinitionError(f"{where}: min= must be a number")
+        if not spec.required:
+            problems: list[str] = []
+            default = tp.check(spec.default, "default", problems)
+            if problems:
+                raise WorkflowDefinitionError(f"{where}: {problems[0]}")
+            if spec.min is not None and default is not None and default < spec.min:
+                raise WorkflowDefinitionError(
+                    f"{where}: default {spec.default!r} is below min={spec.min!r}"
+                )
+            self.defaults[key] = default
+        self.types[key] = tp
 
     # -- declaring steps --------------------------------------------------------
     def step(
         self,
         *,
-        kind: EffectKind | str = PURE,
+        kind: EffectKind | str | None = None,
         after: list[str] | tuple[str, ...] | None = None,
         retry: Retry | None = None,
         name: str | None = None,
@@ -169,14 +232,16 @@ class Workflow:
         probe: Callable[..., Any] | None = None,
         verify: Callable[[Any], bool] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Declare a step: `fn(ctx) -> result` (the result must be JSON-serializable)."""
+        """Declare a step: `fn(ctx) -> result` (the result must be JSON-serializable).
+        `kind` is required: it decides what the engine may do on retry and on crash."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            step_name = name or fn.__name__
             self._add(
                 StepDef(
-                    name=name or fn.__name__,
+                    name=step_name,
                     fn=fn,
-                    kind=EffectKind(kind),
+                    kind=self._kind(kind, step_name),
                     after=self._deps(after),
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
@@ -194,44 +259,64 @@ class Workflow:
         *,
         over: str,
         batch_size: int | str,
-        kind: EffectKind | str = TRANSACTIONAL,
+        kind: EffectKind | str | None = None,
         after: list[str] | tuple[str, ...] | None = None,
         retry: Retry | None = None,
         name: str | None = None,
         lease_seconds: float | None = None,
-        item_key: Callable[[Any], str] | None = None,
+        key: Callable[[Any], Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declare a map step: `fn(ctx, item)` is called once per item of the list that
         step `over` returned, in batches of `batch_size`. Each item is its own logical
-        invocation with its own claim, so a crash loses at most the item in flight."""
-        kind = EffectKind(kind)
-        if kind == GUARDED:
-            raise WorkflowDefinitionError(
-                "guarded map steps are not supported: declare one guarded step per effect"
-            )
+        invocation with its own claim, so a crash loses at most the item in flight.
+        `kind` is required (transactional or idempotent).
+
+        Each item needs a key of its own, unique in its list: by default the item's
+        canonical JSON (so `1` and `"1"` differ), or `key(item)` as a string, e.g.
+        `key=lambda record: record["id"]`; a key past 128 characters is replaced by its
+        digest. A list in which two items share a key fails the map step."""
         if over not in self.steps:
             raise WorkflowDefinitionError(f"map step over unknown step {over!r}")
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            step_name = name or fn.__name__
+            effect_kind = self._kind(kind, step_name)
+            if effect_kind == GUARDED:
+                raise WorkflowDefinitionError(
+                    "guarded map steps are not supported: declare one guarded step per effect"
+                )
             deps = self._deps(after)
             if over not in deps:
                 deps = (*deps, over)
             self._add(
                 StepDef(
-                    name=name or fn.__name__,
+                    name=step_name,
                     fn=fn,
-                    kind=kind,
+                    kind=effect_kind,
                     after=deps,
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
                     over=over,
                     batch_size=batch_size,
-                    item_key=item_key,
+                    key=key,
                 )
             )
             return fn
 
         return register
+
+    def _kind(self, kind: EffectKind | str | None, step_name: str) -> EffectKind:
+        where = f"workflow {self.name!r} v{self.version}, step {step_name!r}"
+        if kind is None:
+            raise WorkflowDefinitionError(
+                f"{where}: kind= is required; say what the step does outside itself:\n" + KINDS_HELP
+            )
+        try:
+            return EffectKind(kind)
+        except ValueError:
+            raise WorkflowDefinitionError(
+                f"{where}: unknown kind {kind!r}; the kinds are:\n{KINDS_HELP}"
+            ) from None
 
     def _deps(self, after: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
         if after is None:  # linear by default: after the previously declared step
@@ -246,6 +331,11 @@ class Workflow:
     def _add(self, step: StepDef) -> None:
         if step.name in self.steps:
             raise WorkflowDefinitionError(f"{self.name}: duplicate step name {step.name!r}")
+        if len(step.name) > STEP_NAME_MAX:
+            raise WorkflowDefinitionError(
+                f"{self.name}: step name {step.name!r} is {len(step.name)} characters long; "
+                f"at most {STEP_NAME_MAX} fit its claim keys"
+            )
         if isinstance(step.batch_size, str) and step.batch_size not in self.fields:
             raise WorkflowDefinitionError(
                 f"{self.name}: batch_size names input field {step.batch_size!r}, "
@@ -259,7 +349,8 @@ class Workflow:
 
     def validate_input(self, data: Any) -> dict[str, Any]:
         """Return the input with defaults filled in, or raise InvalidInput naming every
-        problem. Unknown fields are refused: a typo must not be silently ignored."""
+        problem (the first MAX_PROBLEMS of them) by its path. Unknown fields are
+        refused: a typo must not be silently ignored."""
         from runs.engine.errors import InvalidInput
 
         if not isinstance(data, dict):
@@ -269,29 +360,48 @@ class Workflow:
         for key in sorted(set(data) - set(self.fields)):
             problems.append(f"unknown field {key!r}")
         for key, spec in self.fields.items():
+            tp = self.types[key]
             if key not in data:
                 if spec.required:
-                    problems.append(f"missing field {key!r} ({spec.type.__name__})")
-                else:
-                    clean[key] = spec.default
+                    problems.append(f"missing field {key!r} ({tp.name})")
+                else:  # a copy: a run must never share a mutable default with the next
+                    clean[key] = copy.deepcopy(self.defaults[key])
                 continue
-            value = data[key]
-            ok = isinstance(value, spec.type) and not (
-                isinstance(value, bool) and spec.type is not bool
-            )
-            if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
-                ok, value = True, float(value)
-            if not ok:
-                problems.append(
-                    f"field {key!r} must be {spec.type.__name__}, got {type(value).__name__}"
-                )
-            elif spec.min is not None and value < spec.min:
-                problems.append(f"field {key!r} must be at least {spec.min:g}, got {value!r}")
+            before = len(problems)
+            value = tp.check(data[key], f"field {key!r}", problems)
+            if len(problems) > before:
+                continue
+            if spec.min is not None and value is not None and value < spec.min:
+                problems.append(f"field {key!r} must be at least {spec.min:g}, got {data[key]!r}")
             else:
                 clean[key] = value
+        if len(problems) > MAX_PROBLEMS:
+            more = len(problems) - MAX_PROBLEMS
+            problems = [*problems[:MAX_PROBLEMS], f"and {more} more problems"]
         if problems:
             raise InvalidInput(problems)
         return clean
+
+    def input_schema(self) -> dict[str, Any]:
+        """The input as a JSON Schema (draft 2020-12) object: what validate_input
+        accepts, for clients and the API's documentation."""
+        properties: dict[str, Any] = {}
+        for key, spec in self.fields.items():
+            fragment = self.types[key].schema()
+            if not spec.required:
+                fragment["default"] = self.defaults[key]
+            if spec.min is not None:
+                fragment["minimum"] = spec.min
+            properties[key] = fragment
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": f"{self.name} v{self.version} input",
+            **({"description": self.description} if self.description else {}),
+            "type": "object",
+            "properties": properties,
+            "required": [k for k, spec in self.fields.items() if spec.required],
+            "additionalProperties": False,
+        }
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -299,8 +409,9 @@ class Workflow:
             "version": self.version,
             "description": self.description,
             "input": {
-                k: {"type": f.type.__name__, "required": f.required}
-                | ({} if f.required else {"default": f.default})
+                k: {"type": self.types[k].name, "required": f.required}
+                | ({} if f.required else {"default": self.defaults[k]})
+                | ({} if f.min is None else {"min": f.min})
                 for k, f in self.fields.items()
             },
             "steps": [
