@@ -1,7 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
+
+from runs.accounts import LoginView, LogoutView
 
 urlpatterns = [
+    # One login page for the whole product: the admin's sends people to ours.
+    path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
     path("admin/", admin.site.urls),
+    path("login/", LoginView.as_view(), name="login"),
+    path("logout/", LogoutView.as_view(), name="logout"),
+    path("reconciliation/", include("reconciliation.urls")),
     path("", include("runs.urls")),
 ]

@@ -6,4 +6,6 @@ app_name = "runs"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("runs/", views.run_list, name="list"),
+    path("runs/<str:run_id>/", views.run_detail, name="detail"),
 ]

@@ -1,0 +1,73 @@
+"""Roles (DESIGN.md §9), as Django groups created by a data migration.
+
+- operators: view everything, take and resolve claims, cancel and retry runs;
+- viewers: read only.
+
+Deny by default: a page needs a login AND a role; every POST checks the role on the
+server, whatever the page showed. Superusers count as operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+
+OPERATORS = "operators"
+VIEWERS = "viewers"
+ROLES = (OPERATORS, VIEWERS)
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def _groups(user: Any) -> set[str]:
+    if not user.is_authenticated:
+        return set()
+    cached = getattr(user, "_role_names", None)
+    if cached is None:
+        cached = set(user.groups.values_list("name", flat=True))
+        user._role_names = cached
+    return cached
+
+
+def can_operate(user: Any) -> bool:
+    return bool(user.is_authenticated and (user.is_superuser or OPERATORS in _groups(user)))
+
+
+def can_view(user: Any) -> bool:
+    return can_operate(user) or VIEWERS in _groups(user)
+
+
+def role_of(user: Any) -> str | None:
+    if can_operate(user):
+        return OPERATORS
+    if can_view(user):
+        return VIEWERS
+    return None
+
+
+View = Callable[..., HttpResponse]
+
+
+def _requires(check: Callable[[Any], bool], what: str) -> Callable[[View], View]:
+    def decorator(view: View) -> View:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not check(request.user):
+                raise PermissionDenied(f"this needs the {what} role")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+viewer_required = _requires(can_view, "viewer or operator")
+operator_required = _requires(can_operate, "operator")

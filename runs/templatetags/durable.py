@@ -1,0 +1,100 @@
+"""Template helpers for the page conventions (../shared/STYLE.md § Pages): a status is a
+word and a colour, ids are shortened with the full value in `title` and a copy button,
+times are relative with the absolute time in `title`, JSON is pretty-printed. Every
+value is escaped (format_html), so a payload can never inject markup."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+@register.simple_tag
+def status(value: Any) -> str:
+    word = str(value or "")
+    return format_html('<span class="status status-{}">{}</span>', word, word.replace("_", " "))
+
+
+@register.simple_tag
+def short_id(value: Any, length: int = 8, copy: bool = True) -> str:
+    full = str(value)
+    short = full if len(full) <= length + 1 else f"{full[:length]}…"
+    if not copy:
+        return format_html('<span class="id" title="{}">{}</span>', full, short)
+    return format_html(
+        '<span class="id" title="{}">{}</span><button type="button" class="copy" '
+        'data-copy="{}" aria-label="copy {}">copy</button>',
+        full,
+        short,
+        full,
+        full,
+    )
+
+
+def humanize_delta(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    future = seconds < 0
+    seconds = abs(seconds)
+    if seconds < 60:
+        text = f"{seconds} s"
+    elif seconds < 3600:
+        text = f"{seconds // 60} min"
+    elif seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        text = f"{hours} h {minutes} min" if minutes and hours < 10 else f"{hours} h"
+    else:
+        days, hours = divmod(seconds // 3600, 24)
+        text = f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
+    return f"in {text}" if future else f"{text} ago"
+
+
+@register.simple_tag
+def ago(value: datetime | None, now: datetime | None = None) -> str:
+    if value is None:
+        return format_html('<span class="muted">—</span>')
+    now = now or timezone.now()
+    absolute = timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        absolute,
+        humanize_delta(now - value),
+    )
+
+
+@register.simple_tag
+def duration(start: datetime | None, end: datetime | None = None) -> str:
+    if start is None:
+        return "—"
+    seconds = ((end or timezone.now()) - start).total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return humanize_delta(timedelta(seconds=seconds)).removesuffix(" ago")
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """Indented JSON text (autoescaped by the template like any other string)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.simple_tag(takes_context=True)
+def url_with(context: Any, **changes: Any) -> str:
+    """The current query string with some parameters changed (None or "" removes one)."""
+    params = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value in (None, ""):
+            params.pop(key, None)
+        else:
+            params[key] = value
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"
