@@ -1,6 +1,7 @@
 """Process supervisor behind `make up` and `make test`.
 
-Usage (paths are relative to the repo root, whatever the current directory):
+Usage (paths are relative to the repo root, whatever the current directory; var/ is
+$DURABLE_RUNS_VAR when that is set):
 
     stack.py up [--host 127.0.0.1] [--port 8000]
         Services for var/, `manage.py migrate`, operator login (var/operator.json), then
@@ -12,11 +13,16 @@ Usage (paths are relative to the repo root, whatever the current directory):
         Services for var/bench/, then COMMAND with DATABASE_URL / CELERY_BROKER_URL set
         (used by `make bench`).
     stack.py env
-        Services for var/, then prints `export DATABASE_URL=...` and
-        `export CELERY_BROKER_URL=...` (use with `eval "$(scripts/stack.py env)"`). Leaves them
+        Services for var/, then prints `export DATABASE_URL=...`, `export CELERY_BROKER_URL=...`
+        and `export SECRET_KEY=...` (use with `eval "$(scripts/stack.py env)"`). Leaves them
         running for debugging: `stack.py stop` stops them.
     stack.py stop
         Stops embedded servers left running under var/ and var/test/. Idempotent.
+
+Secret key: SECRET_KEY is used as is when set. Otherwise `up`, `env` and `run` use a random
+development key generated once in <var>/secret_key (mode 0600) and pass it to the children;
+`up` also writes it to var/services.env for manage.py in other shells. `test` leaves it to
+tests/session_env.py.
 
 Services: DATABASE_URL and CELERY_BROKER_URL are used as is when set. Otherwise this starts
 an embedded PostgreSQL (pgserver; data in <var>/pg, unix socket only, database
@@ -49,9 +55,11 @@ from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_VAR = ROOT / "var"
-TEST_VAR = ROOT / "var" / "test"
-BENCH_VAR = ROOT / "var" / "bench"
+# DURABLE_RUNS_VAR moves all local state (a test does, so as never to touch a developer's
+# var/); children inherit it, and config/settings.py reads services.env from the same place.
+DEV_VAR = ROOT / (os.environ.get("DURABLE_RUNS_VAR") or "var")
+TEST_VAR = DEV_VAR / "test"
+BENCH_VAR = DEV_VAR / "bench"
 SERVICES_ENV = DEV_VAR / "services.env"
 DB_NAME = "durable_runs"
 STOP_GRACE_SECONDS = 15.0
@@ -483,6 +491,33 @@ def _stop_children(procs: dict[str, subprocess.Popen[bytes]]) -> None:
         proc.wait()
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds a password or a key)."""
+    path.unlink(missing_ok=True)  # O_CREAT's mode applies only to a new file
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def _secret_key(var: Path) -> str:
+    """The development SECRET_KEY of a var dir: generated once, then reused, so that
+    logins and signed links survive a restart of the stack."""
+    path = var / "secret_key"
+    try:
+        key = path.read_text().strip()
+    except FileNotFoundError:
+        key = ""
+    if not key:
+        key = secrets.token_urlsafe(50)
+        _write_private(path, key + "\n")
+    return key
+
+
+def _use_development_key(svc: Services, var: Path) -> None:
+    if not os.environ.get("SECRET_KEY"):
+        svc.env["SECRET_KEY"] = _secret_key(var)
+
+
 def _operator_login(var: Path) -> tuple[str, str]:
     path = var / "operator.json"
     if path.exists():
@@ -494,10 +529,7 @@ def _operator_login(var: Path) -> tuple[str, str]:
                 f"{_rel(path)} is unreadable ({exc}); delete it to regenerate"
             ) from exc
     username, password = "operator", secrets.token_urlsafe(12)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"username": username, "password": password}, f, indent=2)
-        f.write("\n")
+    _write_private(path, json.dumps({"username": username, "password": password}, indent=2) + "\n")
     return username, password
 
 
@@ -525,6 +557,7 @@ def cmd_up(host: str, port: int) -> int:
     svc = ensure_services(DEV_VAR)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
+        _use_development_key(svc, DEV_VAR)
         _write_services_env(svc)
         _manage(svc, "migrate", "--noinput")
         _manage(svc, "collectstatic", "--noinput", "--verbosity", "0")
@@ -579,18 +612,21 @@ def _write_services_env(svc: Services) -> None:
     config/settings.py reads it when DATABASE_URL / CELERY_BROKER_URL are unset, so
     `manage.py submit_run …` in a second terminal talks to the running stack."""
     lines = [f"{key}={value}" for key, value in sorted(svc.env.items())]
-    SERVICES_ENV.write_text("".join(line + "\n" for line in lines))
+    _write_private(SERVICES_ENV, "".join(line + "\n" for line in lines))
 
 
 def cmd_test(pytest_args: Sequence[str]) -> int:
-    return cmd_run(TEST_VAR, [sys.executable, "-m", "pytest", *pytest_args])
+    # No development key: tests/session_env.py sets a test key (also for plain `pytest`).
+    return cmd_run(TEST_VAR, [sys.executable, "-m", "pytest", *pytest_args], secret_key=False)
 
 
-def cmd_run(var: Path, command: Sequence[str]) -> int:
+def cmd_run(var: Path, command: Sequence[str], *, secret_key: bool = True) -> int:
     """Services for `var`, then `command` in the foreground; stop them after."""
     _lock_var(var)
     svc = ensure_services(var)
     try:
+        if secret_key:
+            _use_development_key(svc, var)
         return _run_foreground(command, svc.child_env())
     finally:
         svc.stop()
@@ -604,8 +640,9 @@ def cmd_env() -> int:
         return 0
     lock = _lock_var(DEV_VAR)
     svc = ensure_services(DEV_VAR)
+    _use_development_key(svc, DEV_VAR)
     os.close(lock)
-    for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
+    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"):
         value = svc.env.get(key) or os.environ[key]
         print(f"export {key}={shlex.quote(value)}")
     if svc.pgdata or svc.redis_sock:
