@@ -533,8 +533,8 @@ def _operator_login(var: Path) -> tuple[str, str]:
     return username, password
 
 
-def _manage(svc: Services, *args: str) -> None:
-    rc = _run_foreground([sys.executable, "manage.py", *args], svc.child_env())
+def _manage(svc: Services, *args: str, env: dict[str, str] | None = None) -> None:
+    rc = _run_foreground([sys.executable, "manage.py", *args], {**svc.child_env(), **(env or {})})
     _check_interrupted()
     if rc != 0:
         raise StackError(f"`manage.py {' '.join(args[:1])}` failed with exit code {rc}")
@@ -562,7 +562,8 @@ def cmd_up(host: str, port: int) -> int:
         _manage(svc, "migrate", "--noinput")
         _manage(svc, "collectstatic", "--noinput", "--verbosity", "0")
         username, password = _operator_login(DEV_VAR)
-        _manage(svc, "createoperator", username, "--password", password)
+        # In the environment, not on the command line, where `ps` would show it.
+        _manage(svc, "createoperator", username, env={"OPERATOR_PASSWORD": password})
 
         url = f"http://{host}:{port}/"
         rule = "=" * 64

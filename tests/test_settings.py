@@ -78,3 +78,14 @@ def test_settings_read_secret_key_from_services_env(tmp_path):
     )  # fmt: skip
 
     assert (result.returncode, result.stdout) == (0, "from-the-running-stack\n"), result.stderr
+
+
+def test_settings_password_validators_are_django_defaults():
+    from django.conf import settings
+
+    assert [v["NAME"] for v in settings.AUTH_PASSWORD_VALIDATORS] == [
+        "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+        "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "django.contrib.auth.password_validation.CommonPasswordValidator",
+        "django.contrib.auth.password_validation.NumericPasswordValidator",
+    ]
