@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 ## up: embedded PostgreSQL + Redis (unless DATABASE_URL / CELERY_BROKER_URL are set),
-##     migrations, an operator login, then web + worker + beat. Ctrl-C stops everything.
+##     migrations, an operator login, then web + worker + beat; a worker or beat that
+##     dies is restarted. Ctrl-C stops everything.
 up: install
 	$(PY) scripts/stack.py up
 
