@@ -59,8 +59,7 @@ def createoperator(*args: str, stdin: io.StringIO | None = None) -> tuple[str, s
 
 
 def existing_operator(password: str = OLD) -> User:
-    user = User.objects.create_user("alice", password=password, is_staff=True)
-    return user
+    return User.objects.create_user("alice", password=password, is_staff=True)
 
 
 def test_createoperator_sets_password_from_environment(db, monkeypatch):
