@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 ## up: embedded PostgreSQL + Redis (unless DATABASE_URL / CELERY_BROKER_URL are set),
-##     migrations, an operator login, then web + worker + beat. Ctrl-C stops everything.
+##     migrations, an operator login, then web + worker + beat; a worker or beat that
+##     dies is restarted. Ctrl-C stops everything.
 up: install
 	$(PY) scripts/stack.py up
 
@@ -28,7 +29,8 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy runs/engine
+	@# django-stubs loads the settings, which refuse to load without a SECRET_KEY.
+	SECRET_KEY=type-checking-only $(VENV)/bin/mypy runs/engine
 
 bench: install
 	$(PY) scripts/stack.py run $(PY) bench/engine.py

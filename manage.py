@@ -1,15 +1,62 @@
 #!/usr/bin/env python
 """Django's command-line utility for durable-runs."""
 
+from __future__ import annotations
+
 import os
 import sys
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
+    from django.db import OperationalError
 
-    execute_from_command_line(sys.argv)
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 (loads config/settings.py)
+    except ImproperlyConfigured as exc:
+        # The settings refuse bad configuration with a message that says what to set;
+        # a traceback would only bury it.
+        sys.exit(str(exc))
+    try:
+        execute_from_command_line(sys.argv)
+    except OperationalError as exc:
+        message = connection_failure(exc)
+        if message is None:  # a statement failed: a bug, whose traceback is worth reading
+            raise
+        sys.exit(message)
+
+
+def connection_failure(exc: BaseException) -> str | None:
+    """One line for an error raised while opening a database connection (None for any
+    other error): where it tried, why it failed, how to start it. Read from the failing
+    connection's settings, so the password never appears."""
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        wrapper = frame.f_locals.get("self")
+        if frame.f_code.co_name == "get_new_connection" and isinstance(
+            wrapper, BaseDatabaseWrapper
+        ):
+            break
+        tb = tb.tb_next
+    else:
+        return None
+    params = wrapper.settings_dict
+    host = str(params.get("HOST") or "")
+    where = f"socket {host}" if host.startswith("/") else host or "the default socket"
+    # libpq: 'connection to server at "h", port p failed: Connection refused\n\tIs the …'
+    first_line = (str(exc).splitlines() or [""])[0]
+    reason = first_line.rpartition(" failed: ")[2].removeprefix("FATAL:")
+    return (
+        f"cannot reach PostgreSQL at {where} port {params.get('PORT') or 5432}, "
+        f"database {params.get('NAME')} ({' '.join(reason.split())}): "
+        "start it with `make up`, or set DATABASE_URL to a server that is running"
+    )
 
 
 if __name__ == "__main__":

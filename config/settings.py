@@ -9,16 +9,21 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue  # type: ignore[attr-defined]
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Local state of `make up` (embedded servers, services.env, static files); a test or a
+# second checkout may move it. A relative path is relative to the repository root.
+VAR_DIR = BASE_DIR / (os.environ.get("DURABLE_RUNS_VAR") or "var")
 
 
 def _services_env() -> dict[str, str]:
-    """Addresses of the embedded servers while `make up` runs (scripts/stack.py writes
-    var/services.env and removes it on exit), so that management commands in a second
-    shell reach the running stack without exporting anything."""
-    path = BASE_DIR / "var" / "services.env"
+    """Addresses of the embedded servers and the development SECRET_KEY while `make up`
+    runs (scripts/stack.py writes var/services.env and removes it on exit), so that
+    management commands in a second shell reach the running stack without exporting
+    anything."""
+    path = VAR_DIR / "services.env"
     if not path.exists():
         return {}
     pairs = (line.partition("=") for line in path.read_text().splitlines() if "=" in line)
@@ -43,8 +48,16 @@ def env_float(name: str, default: float) -> float:
 
 
 DEBUG = env_bool("DEBUG", False)
-# The fallback keeps `make up` / `make test` zero-configuration; docker/ sets a real one.
-SECRET_KEY = os.environ.get("SECRET_KEY") or "insecure-development-key-set-SECRET_KEY-in-production"
+# No public fallback: sessions, CSRF tokens and password resets are signed with it.
+# `make up` generates one (var/secret_key), `make test` sets a test key, docker/ requires it.
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set and DEBUG is off: "
+            "set SECRET_KEY to a long random string, or DEBUG=1 for development"
+        )
+    SECRET_KEY = "django-insecure-development-only"  # `check --deploy` flags this prefix
 ALLOWED_HOSTS = [
     h.strip()
     for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
@@ -142,14 +155,22 @@ if os.environ.get("RUNS_TEST_DATABASE"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["RUNS_TEST_DATABASE"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
+]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Serve straight from the app folders too, so `make up` needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True

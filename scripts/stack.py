@@ -1,10 +1,14 @@
 """Process supervisor behind `make up` and `make test`.
 
-Usage (paths are relative to the repo root, whatever the current directory):
+Usage (paths are relative to the repo root, whatever the current directory; var/ is
+$DURABLE_RUNS_VAR when that is set):
 
     stack.py up [--host 127.0.0.1] [--port 8000]
         Services for var/, `manage.py migrate`, operator login (var/operator.json), then
-        web (runserver), Celery worker and Celery beat. Ctrl-C or SIGTERM stops everything.
+        web (runserver), Celery worker and Celery beat. A worker or beat that exits is
+        restarted (after 1 s, 2 s, 4 s ... up to 30 s while it keeps exiting). Ctrl-C or
+        SIGTERM stops everything (exit 0); so does the death of web or of an embedded server
+        (exit 1).
     stack.py test [PYTEST ARGS...]
         Services for var/test/ (dev data stays untouched), then `pytest ARGS...`; exits with
         pytest's exit code.
@@ -12,11 +16,16 @@ Usage (paths are relative to the repo root, whatever the current directory):
         Services for var/bench/, then COMMAND with DATABASE_URL / CELERY_BROKER_URL set
         (used by `make bench`).
     stack.py env
-        Services for var/, then prints `export DATABASE_URL=...` and
-        `export CELERY_BROKER_URL=...` (use with `eval "$(scripts/stack.py env)"`). Leaves them
+        Services for var/, then prints `export DATABASE_URL=...`, `export CELERY_BROKER_URL=...`
+        and `export SECRET_KEY=...` (use with `eval "$(scripts/stack.py env)"`). Leaves them
         running for debugging: `stack.py stop` stops them.
     stack.py stop
         Stops embedded servers left running under var/ and var/test/. Idempotent.
+
+Secret key: SECRET_KEY is used as is when set. Otherwise `up`, `env` and `run` use a random
+development key generated once in <var>/secret_key (mode 0600) and pass it to the children;
+`up` also writes it to var/services.env for manage.py in other shells. `test` leaves it to
+tests/session_env.py.
 
 Services: DATABASE_URL and CELERY_BROKER_URL are used as is when set. Otherwise this starts
 an embedded PostgreSQL (pgserver; data in <var>/pg, unix socket only, database
@@ -49,13 +58,17 @@ from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV_VAR = ROOT / "var"
-TEST_VAR = ROOT / "var" / "test"
-BENCH_VAR = ROOT / "var" / "bench"
+# DURABLE_RUNS_VAR moves all local state (a test does, so as never to touch a developer's
+# var/); children inherit it, and config/settings.py reads services.env from the same place.
+DEV_VAR = ROOT / (os.environ.get("DURABLE_RUNS_VAR") or "var")
+TEST_VAR = DEV_VAR / "test"
+BENCH_VAR = DEV_VAR / "bench"
 SERVICES_ENV = DEV_VAR / "services.env"
 DB_NAME = "durable_runs"
 STOP_GRACE_SECONDS = 15.0
 REDIS_START_TIMEOUT = 20.0
+RESTART_MAX_DELAY = 30.0
+RESTART_RESET_AFTER = 60.0  # up at least this long: the next restart waits 1 s again
 
 
 class StackError(Exception):
@@ -234,6 +247,7 @@ def _start_postgres(pgdata: Path, svc: Services) -> str:
         raise StackError(f"embedded postgres in {_rel(pgdata)} has no unix socket")
     # Not always pgdata: pgserver falls back to a runtime dir when that path is too long.
     sock_dir, port = str(info.socket_dir), int(info.port)
+    svc.pg_pid = _postmaster_pid(pgdata)
     _ensure_database(sock_dir, port)
     how = "reused a running server, socket" if adopted else "socket"
     _say(f"postgres: embedded in {_rel(pgdata)} ({how} {sock_dir})")
@@ -398,11 +412,21 @@ class Services:
 
     env: dict[str, str] = field(default_factory=dict)
     pgdata: Path | None = None
+    pg_pid: int | None = None  # the postmaster, watched by `up`
     redis_sock: Path | None = None
     redis_proc: subprocess.Popen[bytes] | None = None
 
     def child_env(self) -> dict[str, str]:
         return {**os.environ, **self.env}
+
+    def died(self) -> str | None:
+        """Why an embedded server is gone, if one is (a server from the environment is
+        not ours to watch)."""
+        if self.redis_proc is not None and self.redis_proc.poll() is not None:
+            return f"embedded redis exited with {_exit_status(self.redis_proc.returncode)}"
+        if self.pg_pid is not None and not _alive(self.pg_pid):
+            return "embedded postgres exited"
+        return None
 
     def stop(self) -> None:
         # Reverse start order; each step is attempted even if an earlier one failed.
@@ -417,7 +441,7 @@ class Services:
                 _stop_postgres(self.pgdata)
             except Exception as exc:
                 _say(f"postgres: error while stopping: {exc!r}")
-            self.pgdata = None
+            self.pgdata = self.pg_pid = None
 
 
 def ensure_services(var: Path) -> Services:
@@ -483,6 +507,33 @@ def _stop_children(procs: dict[str, subprocess.Popen[bytes]]) -> None:
         proc.wait()
 
 
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds a password or a key)."""
+    path.unlink(missing_ok=True)  # O_CREAT's mode applies only to a new file
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def _secret_key(var: Path) -> str:
+    """The development SECRET_KEY of a var dir: generated once, then reused, so that
+    logins and signed links survive a restart of the stack."""
+    path = var / "secret_key"
+    try:
+        key = path.read_text().strip()
+    except FileNotFoundError:
+        key = ""
+    if not key:
+        key = secrets.token_urlsafe(50)
+        _write_private(path, key + "\n")
+    return key
+
+
+def _use_development_key(svc: Services, var: Path) -> None:
+    if not os.environ.get("SECRET_KEY"):
+        svc.env["SECRET_KEY"] = _secret_key(var)
+
+
 def _operator_login(var: Path) -> tuple[str, str]:
     path = var / "operator.json"
     if path.exists():
@@ -494,15 +545,12 @@ def _operator_login(var: Path) -> tuple[str, str]:
                 f"{_rel(path)} is unreadable ({exc}); delete it to regenerate"
             ) from exc
     username, password = "operator", secrets.token_urlsafe(12)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"username": username, "password": password}, f, indent=2)
-        f.write("\n")
+    _write_private(path, json.dumps({"username": username, "password": password}, indent=2) + "\n")
     return username, password
 
 
-def _manage(svc: Services, *args: str) -> None:
-    rc = _run_foreground([sys.executable, "manage.py", *args], svc.child_env())
+def _manage(svc: Services, *args: str, env: dict[str, str] | None = None) -> None:
+    rc = _run_foreground([sys.executable, "manage.py", *args], {**svc.child_env(), **(env or {})})
     _check_interrupted()
     if rc != 0:
         raise StackError(f"`manage.py {' '.join(args[:1])}` failed with exit code {rc}")
@@ -511,25 +559,108 @@ def _manage(svc: Services, *args: str) -> None:
 # --- Commands ---------------------------------------------------------------------------------
 
 
-def _exited_on_its_own(procs: dict[str, subprocess.Popen[bytes]], svc: Services) -> str | None:
-    for name, proc in procs.items():
-        if proc.poll() is not None:
-            return f"{name} exited on its own (code {proc.returncode})"
-    if svc.redis_proc is not None and svc.redis_proc.poll() is not None:
-        return f"embedded redis exited on its own (code {svc.redis_proc.returncode})"
+def _exit_status(rc: int) -> str:
+    """`code 3`, or `code -9 (SIGKILL)` for a process killed by a signal."""
+    if rc < 0:
+        try:
+            return f"code {rc} ({signal.Signals(-rc).name})"
+        except ValueError:
+            pass
+    return f"code {rc}"
+
+
+@dataclass
+class Backoff:
+    """Delays before restarting a process that keeps exiting: 1 s, 2 s, 4 s ... capped at
+    RESTART_MAX_DELAY, and 1 s again once it has stayed up RESTART_RESET_AFTER seconds, so
+    a crash loop does not spin while a rare crash is repaired at once."""
+
+    failures: int = 0
+
+    def next_delay(self, uptime: float) -> float:
+        if uptime >= RESTART_RESET_AFTER:
+            self.failures = 0
+        delay = min(RESTART_MAX_DELAY, 2.0**self.failures)
+        self.failures += 1
+        return delay
+
+
+@dataclass
+class Child:
+    """One process of `up`, in its own process group (so Ctrl-C reaches only us, and the
+    group takes its pool processes with it). `restart`: restarted when it exits (worker,
+    beat); otherwise its exit stops the stack (web)."""
+
+    name: str
+    cmd: list[str]
+    env: dict[str, str]
+    restart: bool
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    restart_at: float | None = None  # set while waiting out the backoff
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, start_new_session=True)
+        self.started, self.restart_at = time.monotonic(), None
+
+    def exit_status(self) -> str | None:
+        """`code N` once the process has exited, with what was left of its group killed
+        (a worker's pool processes outlive a SIGKILLed leader); None while it runs or
+        while it waits to be restarted."""
+        if self.proc is None or self.restart_at is not None:
+            return None
+        rc = self.proc.poll()
+        if rc is None:
+            return None
+        _signal_group(self.proc, signal.SIGKILL)
+        return _exit_status(rc)
+
+    def schedule_restart(self) -> float:
+        now = time.monotonic()
+        delay = self.backoff.next_delay(uptime=now - self.started)
+        self.restart_at = now + delay
+        return delay
+
+    def due(self) -> bool:
+        return self.restart_at is not None and time.monotonic() >= self.restart_at
+
+
+def _supervise(children: list[Child], svc: Services) -> str | None:
+    """Keep worker and beat running until a stop signal (None) or until web or an embedded
+    server dies (why, as one phrase)."""
+    while not _signals:
+        for child in children:
+            if child.due():
+                child.start()
+                continue
+            status = child.exit_status()
+            if status is None:
+                continue
+            if not child.restart:
+                return f"{child.name} exited with {status}"
+            delay = child.schedule_restart()
+            _say(f"stack: {child.name} exited with {status}; restarting it in {delay:g}s")
+        died = svc.died()
+        if died:
+            return died
+        time.sleep(0.2)
     return None
 
 
 def cmd_up(host: str, port: int) -> int:
     _lock_var(DEV_VAR)
     svc = ensure_services(DEV_VAR)
-    procs: dict[str, subprocess.Popen[bytes]] = {}
+    children: list[Child] = []
+    died: str | None = None
     try:
+        _use_development_key(svc, DEV_VAR)
         _write_services_env(svc)
         _manage(svc, "migrate", "--noinput")
         _manage(svc, "collectstatic", "--noinput", "--verbosity", "0")
         username, password = _operator_login(DEV_VAR)
-        _manage(svc, "createoperator", username, "--password", password)
+        # In the environment, not on the command line, where `ps` would show it.
+        _manage(svc, "createoperator", username, env={"OPERATOR_PASSWORD": password})
 
         url = f"http://{host}:{port}/"
         rule = "=" * 64
@@ -550,21 +681,20 @@ def cmd_up(host: str, port: int) -> int:
             "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"],
             "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", schedule],
         }
-        for name, cmd in commands.items():
+        # A dead worker or beat is restarted: killing the worker and watching its runs
+        # recover is the first thing to try. Without web there is nothing left to watch.
+        children = [Child(name, cmd, env, restart=name != "web") for name, cmd in commands.items()]
+        for child in children:
             _check_interrupted()
-            # Own process group: Ctrl-C reaches only us, and we stop the children in order.
-            procs[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+            child.start()
 
-        died: str | None = None
-        while not _signals and died is None:
-            died = _exited_on_its_own(procs, svc)
-            time.sleep(0.2)
+        died = _supervise(children, svc)
         if died:
             _say(f"stack: {died}; stopping everything")
         else:
             _say(f"stack: {signal.Signals(_signals[0]).name} received, stopping")
     finally:
-        _stop_children(procs)
+        _stop_children({c.name: c.proc for c in children if c.proc is not None})
         SERVICES_ENV.unlink(missing_ok=True)
         svc.stop()
     if died:
@@ -579,18 +709,21 @@ def _write_services_env(svc: Services) -> None:
     config/settings.py reads it when DATABASE_URL / CELERY_BROKER_URL are unset, so
     `manage.py submit_run …` in a second terminal talks to the running stack."""
     lines = [f"{key}={value}" for key, value in sorted(svc.env.items())]
-    SERVICES_ENV.write_text("".join(line + "\n" for line in lines))
+    _write_private(SERVICES_ENV, "".join(line + "\n" for line in lines))
 
 
 def cmd_test(pytest_args: Sequence[str]) -> int:
-    return cmd_run(TEST_VAR, [sys.executable, "-m", "pytest", *pytest_args])
+    # No development key: tests/session_env.py sets a test key (also for plain `pytest`).
+    return cmd_run(TEST_VAR, [sys.executable, "-m", "pytest", *pytest_args], secret_key=False)
 
 
-def cmd_run(var: Path, command: Sequence[str]) -> int:
+def cmd_run(var: Path, command: Sequence[str], *, secret_key: bool = True) -> int:
     """Services for `var`, then `command` in the foreground; stop them after."""
     _lock_var(var)
     svc = ensure_services(var)
     try:
+        if secret_key:
+            _use_development_key(svc, var)
         return _run_foreground(command, svc.child_env())
     finally:
         svc.stop()
@@ -604,8 +737,9 @@ def cmd_env() -> int:
         return 0
     lock = _lock_var(DEV_VAR)
     svc = ensure_services(DEV_VAR)
+    _use_development_key(svc, DEV_VAR)
     os.close(lock)
-    for key in ("DATABASE_URL", "CELERY_BROKER_URL"):
+    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"):
         value = svc.env.get(key) or os.environ[key]
         print(f"export {key}={shlex.quote(value)}")
     if svc.pgdata or svc.redis_sock:

@@ -1,37 +1,102 @@
+"""`createoperator NAME [--token]`: create or update an operator account.
+
+The password comes from OPERATOR_PASSWORD or from a prompt (asked twice), never from the
+command line, where `ps` shows it to every user of the machine. It must pass
+AUTH_PASSWORD_VALIDATORS; a refused password changes nothing. With neither a variable nor
+a terminal, an existing account keeps its password and a new one gets none (it can still
+use an API token).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from typing import Any, TextIO
+
+from django.contrib.auth import password_validation
 from django.contrib.auth.models import Group, User
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from rest_framework.authtoken.models import Token
 
 OPERATORS = "operators"
+PASSWORD_VARIABLE = "OPERATOR_PASSWORD"
 
 
 class Command(BaseCommand):
     help = (
-        "Create (or update) an operator: a staff user in the operators group. "
-        "Prints an API token with --token."
+        "Create (or update) an operator: a staff user in the operators group. The password "
+        f"comes from {PASSWORD_VARIABLE} or a prompt. Prints an API token with --token."
     )
+    # Tests hand in a stand-in for the terminal, as with Django's createsuperuser.
+    stealth_options = ("stdin",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
-        parser.add_argument("--password", default=None, help="set this password")
         parser.add_argument("--token", action="store_true", help="print the user's API token")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
         name = str(options["name"]).strip()
         if not name:
             raise CommandError("the operator needs a name")
-        user, created = User.objects.get_or_create(username=name)
-        user.is_staff = True
-        user.is_superuser = True  # operators manage retention policies in the admin
-        password = options["password"]
+        stdin: TextIO = options.get("stdin") or sys.stdin
+
+        user = User.objects.filter(username=name).first()
+        created = user is None
+        if user is None:
+            user = User(username=name)
+        password = self.read_password(name, stdin)
         if password is not None:
-            user.set_password(str(password))
-        elif created:
-            user.set_unusable_password()
-        user.save()
-        group, _ = Group.objects.get_or_create(name=OPERATORS)
-        user.groups.add(group)
-        self.stderr.write(f"{'created' if created else 'updated'} operator {name}")
+            check_password(password, user)  # before anything is written
+
+        with transaction.atomic():
+            if password is not None:
+                user.set_password(password)
+            elif created:
+                user.set_unusable_password()
+            grant_operator(user)
+
+        if created:
+            self.stderr.write(f"created operator {name}")
+        else:
+            unchanged = " (password unchanged)" if password is None else ""
+            self.stderr.write(f"updated operator {name}{unchanged}")
+        if not user.has_usable_password():
+            self.stderr.write(
+                f"{name} has no password: run `python manage.py createoperator {name}` "
+                f"in a terminal to be asked for one, or set {PASSWORD_VARIABLE}"
+            )
         if options["token"]:
             token, _ = Token.objects.get_or_create(user=user)
             self.stdout.write(token.key)
+
+    def read_password(self, name: str, stdin: TextIO) -> str | None:
+        """The new password, or None when there is nobody to ask."""
+        if PASSWORD_VARIABLE in os.environ:
+            return os.environ[PASSWORD_VARIABLE]
+        if not stdin.isatty():
+            return None
+        password = getpass.getpass(f"Password for {name}: ")
+        if getpass.getpass(f"Password for {name} (again): ") != password:
+            raise CommandError("the two passwords differ; nothing changed")
+        return password
+
+
+def check_password(password: str, user: User) -> None:
+    """AUTH_PASSWORD_VALIDATORS' verdict, one line per problem."""
+    try:
+        password_validation.validate_password(password, user)
+    except ValidationError as exc:
+        raise CommandError("\n".join(f"password refused: {m}" for m in exc.messages)) from exc
+
+
+def grant_operator(user: User) -> None:
+    """Staff, superuser (operators manage retention policies in the admin) and the
+    operators group; saves the user."""
+    user.is_staff = True
+    user.is_superuser = True
+    user.save()
+    group, _ = Group.objects.get_or_create(name=OPERATORS)
+    user.groups.add(group)

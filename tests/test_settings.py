@@ -1,0 +1,91 @@
+"""Settings refuse to start without a SECRET_KEY unless DEBUG is on (no silent public
+fallback). Each case runs in a subprocess with a controlled environment: this session's
+own SECRET_KEY (tests/session_env.py) and a developer's var/services.env must not leak in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REFUSAL = (
+    "SECRET_KEY is not set and DEBUG is off: "
+    "set SECRET_KEY to a long random string, or DEBUG=1 for development"
+)
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """Only what a Python process needs, and a var dir with no services.env in it."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DURABLE_RUNS_VAR": str(tmp_path),
+        **extra,
+    }
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize("debug", [{"DEBUG": "0"}, {}], ids=["DEBUG=0", "DEBUG unset"])
+def test_settings_refuse_to_load_without_secret_key(tmp_path, debug):
+    result = run(["-c", "import django; django.setup()"], clean_env(tmp_path, **debug))
+
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == f"django.core.exceptions.ImproperlyConfigured: {REFUSAL}"
+
+
+def test_settings_refusal_is_one_line_from_manage_py(tmp_path):
+    result = run(["manage.py", "check"], clean_env(tmp_path, DEBUG="0"))
+
+    assert (result.returncode, result.stderr, result.stdout) == (1, REFUSAL + "\n", "")
+
+
+def test_settings_load_with_debug_and_no_secret_key(tmp_path):
+    result = run(["manage.py", "check"], clean_env(tmp_path, DEBUG="1"))
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "System check identified no issues (0 silenced).\n"
+
+
+def test_settings_load_with_secret_key_and_debug_off(tmp_path):
+    env = clean_env(tmp_path, DEBUG="0", SECRET_KEY="k" * 50)
+    result = run(
+        ["-c", "import django; django.setup(); from django.conf import settings; "
+         "print(settings.SECRET_KEY == 'k' * 50, settings.DEBUG)"],
+        env,
+    )  # fmt: skip
+
+    assert (result.returncode, result.stdout) == (0, "True False\n"), result.stderr
+
+
+def test_settings_read_secret_key_from_services_env(tmp_path):
+    """While `make up` runs, a second shell's manage.py finds the key in services.env."""
+    (tmp_path / "services.env").write_text("SECRET_KEY=from-the-running-stack\n")
+    env = clean_env(tmp_path, DEBUG="0")
+    result = run(
+        ["-c", "import django; django.setup(); from django.conf import settings; "
+         "print(settings.SECRET_KEY)"],
+        env,
+    )  # fmt: skip
+
+    assert (result.returncode, result.stdout) == (0, "from-the-running-stack\n"), result.stderr
+
+
+def test_settings_password_validators_are_django_defaults():
+    from django.conf import settings
+
+    assert [v["NAME"] for v in settings.AUTH_PASSWORD_VALIDATORS] == [
+        "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+        "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "django.contrib.auth.password_validation.CommonPasswordValidator",
+        "django.contrib.auth.password_validation.NumericPasswordValidator",
+    ]
