@@ -47,3 +47,46 @@ def _history_reproduces_rows(request):
 
     problems = {str(run.id): verify_run(run) for run in Run.objects.all()}
     assert not {k: v for k, v in problems.items() if v}, problems
+
+
+# --- accounts with roles (runs/roles.py) ---------------------------------------------
+PASSWORD = "a long test passphrase 42"
+
+
+def make_user(name: str, role: str | None) -> object:
+    from django.contrib.auth.models import User
+
+    from runs.management.commands.createoperator import grant_role
+
+    user = User.objects.create_user(name, password=PASSWORD)
+    if role is not None:
+        grant_role(user, role)
+    return user
+
+
+@pytest.fixture
+def operator(db):
+    return make_user("olivia", "operators")
+
+
+@pytest.fixture
+def viewer(db):
+    return make_user("victor", "viewers")
+
+
+@pytest.fixture
+def nobody(db):
+    """Logged in, but with no role: sees nothing (deny by default)."""
+    return make_user("nadia", None)
+
+
+@pytest.fixture
+def operator_client(client, operator):
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def viewer_client(client, viewer):
+    client.force_login(viewer)
+    return client

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.authtoken.models import Token
 
-from tests.integration import harness  # not its test_database_url: pytest would collect it
+from tests.integration import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = "correct horse battery"
@@ -107,7 +107,7 @@ def test_createoperator_short_password_exits_1_with_one_line(transactional_db, t
     """The whole command line, as an operator runs it."""
     env = {
         **os.environ,
-        "DATABASE_URL": harness.test_database_url(),
+        "DATABASE_URL": harness.database_url_for_tests(),
         "DURABLE_RUNS_VAR": str(tmp_path),
         "OPERATOR_PASSWORD": "x7Kq",
     }

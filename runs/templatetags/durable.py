@@ -12,6 +12,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -58,7 +59,7 @@ def humanize_delta(delta: timedelta) -> str:
 @register.simple_tag
 def ago(value: datetime | None, now: datetime | None = None) -> str:
     if value is None:
-        return format_html('<span class="muted">—</span>')
+        return mark_safe('<span class="muted">—</span>')  # a constant
     now = now or timezone.now()
     absolute = timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
     return format_html(

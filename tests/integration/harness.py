@@ -37,7 +37,7 @@ FAST_TIMINGS = {
 }
 
 
-def test_database_url() -> str:
+def database_url_for_tests() -> str:
     """A DATABASE_URL naming the test database pytest-django created."""
     return database_url(connection.settings_dict)
 
@@ -76,7 +76,7 @@ class Cluster:
         env = dict(os.environ)
         env.update(FAST_TIMINGS)
         env.update(
-            DATABASE_URL=test_database_url(),
+            DATABASE_URL=database_url_for_tests(),
             CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
             RUNS_QUEUE=settings.CELERY_TASK_DEFAULT_QUEUE,
             PYTHONUNBUFFERED="1",

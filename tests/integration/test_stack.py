@@ -192,7 +192,7 @@ def stack(transactional_db, tmp_path) -> Iterator[Stack]:
     var, port = tmp_path / "var", free_port()
     env = stack_env(
         var,
-        DATABASE_URL=harness.test_database_url(),
+        DATABASE_URL=harness.database_url_for_tests(),
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         RUNS_QUEUE=queue,
         PYTHONUNBUFFERED="1",

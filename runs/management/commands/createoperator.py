@@ -1,4 +1,5 @@
-"""`createoperator NAME [--token]`: create or update an operator account.
+"""`createoperator NAME [--viewer] [--token]`: create or update an account with a role
+(runs/roles.py): an operator by default, a read-only viewer with --viewer.
 
 The password comes from OPERATOR_PASSWORD or from a prompt (asked twice), never from the
 command line, where `ps` shows it to every user of the machine. It must pass
@@ -21,20 +22,25 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-OPERATORS = "operators"
+from runs.roles import OPERATORS, ROLES, VIEWERS
+
 PASSWORD_VARIABLE = "OPERATOR_PASSWORD"
 
 
 class Command(BaseCommand):
     help = (
-        "Create (or update) an operator: a staff user in the operators group. The password "
-        f"comes from {PASSWORD_VARIABLE} or a prompt. Prints an API token with --token."
+        "Create (or update) an operator (a staff user in the operators group), or with "
+        "--viewer a read-only viewer. The password comes from "
+        f"{PASSWORD_VARIABLE} or a prompt. Prints an API token with --token."
     )
     # Tests hand in a stand-in for the terminal, as with Django's createsuperuser.
     stealth_options = ("stdin",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
+        parser.add_argument(
+            "--viewer", action="store_true", help="a read-only viewer instead of an operator"
+        )
         parser.add_argument("--token", action="store_true", help="print the user's API token")
 
     def handle(self, *args: object, **options: Any) -> None:
@@ -56,13 +62,15 @@ class Command(BaseCommand):
                 user.set_password(password)
             elif created:
                 user.set_unusable_password()
-            grant_operator(user)
+            role = VIEWERS if options["viewer"] else OPERATORS
+            grant_role(user, role)
 
+        what = role.removesuffix("s")
         if created:
-            self.stderr.write(f"created operator {name}")
+            self.stderr.write(f"created {what} {name}")
         else:
             unchanged = " (password unchanged)" if password is None else ""
-            self.stderr.write(f"updated operator {name}{unchanged}")
+            self.stderr.write(f"updated {what} {name}{unchanged}")
         if not user.has_usable_password():
             self.stderr.write(
                 f"{name} has no password: run `python manage.py createoperator {name}` "
@@ -92,11 +100,13 @@ def check_password(password: str, user: User) -> None:
         raise CommandError("\n".join(f"password refused: {m}" for m in exc.messages)) from exc
 
 
-def grant_operator(user: User) -> None:
-    """Staff, superuser (operators manage retention policies in the admin) and the
-    operators group; saves the user."""
-    user.is_staff = True
-    user.is_superuser = True
+def grant_role(user: User, role: str) -> None:
+    """Give the user exactly one role and save it. Operators are staff and superusers
+    (they manage retention policies in the admin); viewers are neither."""
+    operator = role == OPERATORS
+    user.is_staff = operator
+    user.is_superuser = operator
     user.save()
-    group, _ = Group.objects.get_or_create(name=OPERATORS)
-    user.groups.add(group)
+    groups = [Group.objects.get_or_create(name=name)[0] for name in ROLES]
+    user.groups.remove(*[g for g in groups if g.name != role])
+    user.groups.add(next(g for g in groups if g.name == role))

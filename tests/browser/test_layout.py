@@ -1,0 +1,40 @@
+"""The layout in a real browser: login, navigation, logout, small screens."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs import engine
+from tests.conftest import PASSWORD, make_user
+
+pytestmark = pytest.mark.browser
+
+
+def test_login_navigation_and_logout(browser, transactional_db):
+    make_user("olivia", "operators")
+    run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
+
+    browser.login("olivia", PASSWORD)
+    page = browser.page
+    assert page.locator("nav").get_by_role("link", name="Reconciliation").is_visible()
+    assert page.locator(".who").inner_text().startswith("olivia")
+
+    page.locator("nav").get_by_role("link", name="Runs", exact=True).click()
+    page.get_by_role("link", name=str(run.id)[:8] + "…").click()
+    assert page.locator("h1").inner_text().startswith("merge-change@1")
+    browser.screenshot("run-page-pending")
+
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url(f"{browser.base_url}/login/")
+    browser.goto("/runs/")
+    assert page.url.startswith(f"{browser.base_url}/login/?next=")
+
+
+def test_wrong_password_shows_an_error_next_to_the_form(browser, transactional_db):
+    make_user("olivia", "operators")
+    page = browser.goto("/login/")
+    page.fill("#id_username", "olivia")
+    page.fill("#id_password", "not it")
+    page.click("button[type=submit]")
+    assert "Please enter a correct username and password" in page.locator("[role=alert]").inner_text()
+    browser.screenshot("login-error", width=390)
