@@ -20,7 +20,9 @@ class LogoutView(auth_views.LogoutView):
     pass
 
 
-def locked_out(request: HttpRequest, credentials: Any = None, *args: Any, **kwargs: Any) -> HttpResponse:
+def locked_out(
+    request: HttpRequest, credentials: Any = None, *args: Any, **kwargs: Any
+) -> HttpResponse:
     return render(
         request,
         "accounts/locked_out.html",

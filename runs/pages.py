@@ -43,7 +43,9 @@ def run_page(run_id: uuid.UUID, *, events_page: int = 1, event_type: str = "") -
         .order_by("id")
     )
     claims = list(
-        Claim.objects.filter(run=run, item_key__isnull=True).select_related("attempt").order_by("id")
+        Claim.objects.filter(run=run, item_key__isnull=True)
+        .select_related("attempt")
+        .order_by("id")
     )
     by_step: dict[int, list[Claim]] = {}
     for claim in claims:

@@ -38,8 +38,7 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 def chromium() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         message = (
-            f"Chromium not found at {CHROMIUM}: `apt-get install chromium` to run the "
-            "browser tests"
+            f"Chromium not found at {CHROMIUM}: `apt-get install chromium` to run the browser tests"
         )
         if os.environ.get("CI"):
             pytest.fail(message)
@@ -67,9 +66,11 @@ class Browser:
         page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
         page.on(
             "console",
-            lambda msg: self.errors.append(f"console {msg.type}: {msg.text}")
-            if msg.type == "error"
-            else None,
+            lambda msg: (
+                self.errors.append(f"console {msg.type}: {msg.text}")
+                if msg.type == "error"
+                else None
+            ),
         )
         return page
 

@@ -36,5 +36,7 @@ def test_wrong_password_shows_an_error_next_to_the_form(browser, transactional_d
     page.fill("#id_username", "olivia")
     page.fill("#id_password", "not it")
     page.click("button[type=submit]")
-    assert "Please enter a correct username and password" in page.locator("[role=alert]").inner_text()
+    assert (
+        "Please enter a correct username and password" in page.locator("[role=alert]").inner_text()
+    )
     browser.screenshot("login-error", width=390)
