@@ -101,6 +101,7 @@ def test_reprobe_claim_unknown_leaves_it_unresolved_and_records_the_answer(db):
     assert outcome.summary == "the probe could not tell: code host audit log unavailable"
     claim.refresh_from_db()
     assert claim.status == ClaimStatus.UNRESOLVED
+    assert claim.evidence == {"probe": {"reason": "code host audit log unavailable"}}
     answers = Event.objects.filter(run=run, type=events.PROBE_INCONCLUSIVE).order_by("seq")
     assert [e.payload for e in answers] == [
         {"key": claim.key, "evidence": {"reason": "code host audit log unavailable"}},

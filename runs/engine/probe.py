@@ -37,6 +37,7 @@ from runs.states import ClaimStatus
 from runs.workflows import registry
 from runs.workflows.definition import Context, ProbeResult, StepDef
 
+from .complete import ensure_json
 from .errors import EngineError
 from .execute import dependency_results
 from .resolve import (
@@ -274,12 +275,31 @@ def ask_probe(claim: Claim, stepdef: StepDef, *, requested_by: str = "") -> Prob
             log.info("probe of claim %s not applied: %s", claim.id, exc)
             return ProbeOutcome(claim.id, found.outcome, dict(found.evidence), superseded=str(exc))
         return ProbeOutcome(claim.id, found.outcome, dict(found.evidence), resolution)
-    payload: dict[str, Any] = {"key": claim.key, "evidence": found.evidence}
+    evidence = _json_or_repr(found.evidence)
+    payload: dict[str, Any] = {"key": claim.key, "evidence": evidence}
     if requested_by:
         payload["requested_by"] = requested_by
     with transaction.atomic():
+        # The latest inconclusive answer stays on the claim, under "probe", for the
+        # operator's queue (a late result may be adding evidence too: lock, merge).
+        row = (
+            Claim.objects.select_for_update()
+            .filter(pk=claim.id, status=ClaimStatus.UNRESOLVED)
+            .values("evidence")
+            .first()
+        )
+        if row is not None:
+            merged = {**(row["evidence"] or {}), "probe": evidence}
+            Claim.objects.filter(pk=claim.id).update(evidence=merged)
         events.append_event(run.id, events.PROBE_INCONCLUSIVE, step_id=step.id, **payload)
-    return ProbeOutcome(claim.id, "unknown", dict(found.evidence))
+    return ProbeOutcome(claim.id, "unknown", evidence)
+
+
+def _json_or_repr(evidence: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return dict(ensure_json(evidence, "probe evidence"))
+    except TypeError:
+        return {key: repr(value) for key, value in evidence.items()}
 
 
 __all__ = [
