@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
@@ -496,3 +498,22 @@ def test_reprobe_that_resolves_the_claim_releases_its_take(db):
     assert (outcome.answer, outcome.resolution.claim.status) == ("not_applied", "failed")
     assert not ClaimTake.objects.exists()
     assert Run.objects.get(pk=claim.run_id).status == RunStatus.RUNNING
+
+
+def test_engine_never_imports_reconciliation():
+    """The engine owns the rules; the operator side calls it, never the other way."""
+    root = Path(__file__).resolve().parent.parent / "runs"
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(root.parent)}:{node.lineno}"
+                for name in names
+                if name.split(".")[0] == "reconciliation"
+            ]
+    assert offenders == []
