@@ -92,18 +92,22 @@ class Take:
 # serialize: a take waiting behind a resolution re-reads the claim's status (READ
 # COMMITTED re-check) and inserts nothing, and a resolution that comes second deletes
 # the take in its own transaction.
+# Times are statement_timestamp(), like Django's Now() on PostgreSQL (the queue's
+# "is this take live?"), so a retry within one transaction sees the clock move.
 TAKE_SQL = """
 INSERT INTO reconciliation_claimtake AS t (claim_id, taken_by_id, taken_at, expires_at)
-SELECT c.id, %(user)s, now(), now() + make_interval(secs => %(seconds)s)
+SELECT c.id, %(user)s, statement_timestamp(),
+       statement_timestamp() + make_interval(secs => %(seconds)s)
 FROM runs_claim AS c
 WHERE c.id = %(claim)s AND c.status = %(unresolved)s
 FOR SHARE OF c
 ON CONFLICT (claim_id) DO UPDATE SET
     taken_by_id = EXCLUDED.taken_by_id,
-    taken_at = CASE WHEN t.taken_by_id = EXCLUDED.taken_by_id AND t.expires_at > now()
+    taken_at = CASE WHEN t.taken_by_id = EXCLUDED.taken_by_id
+                         AND t.expires_at > statement_timestamp()
                     THEN t.taken_at ELSE EXCLUDED.taken_at END,
     expires_at = EXCLUDED.expires_at
-WHERE t.expires_at <= now() OR t.taken_by_id = EXCLUDED.taken_by_id
+WHERE t.expires_at <= statement_timestamp() OR t.taken_by_id = EXCLUDED.taken_by_id
 RETURNING t.taken_at, t.expires_at
 """
 
@@ -112,25 +116,28 @@ def take_claim(*, claim_id: int, user: User) -> Take:
     """Take an unresolved claim ("on it") for settings.RECONCILIATION_TAKE_MINUTES, or
     renew one's own take. Refuses: ClaimTakenByOther (a live take by someone else),
     ClaimNotUnresolved, ClaimNotFound."""
-    seconds = float(settings.RECONCILIATION_TAKE_MINUTES) * 60
+    params = {
+        "user": user.pk,
+        "seconds": float(settings.RECONCILIATION_TAKE_MINUTES) * 60,
+        "claim": claim_id,
+        "unresolved": ClaimStatus.UNRESOLVED,
+    }
     with transaction.atomic(durable=True):
-        with connection.cursor() as cursor:
-            cursor.execute(
-                TAKE_SQL,
-                {
-                    "user": user.pk,
-                    "seconds": seconds,
-                    "claim": claim_id,
-                    "unresolved": ClaimStatus.UNRESOLVED,
-                },
-            )
-            row = cursor.fetchone()
-        if row is not None:
-            return Take(claim_id, user.get_username(), user.pk, row[0], row[1])
-        claim = _claim(claim_id)
-        if claim.status != ClaimStatus.UNRESOLVED:
-            raise ClaimNotUnresolved(claim, doing="taken")
-        raise _taken_by_other(claim)
+        for _ in range(3):
+            with connection.cursor() as cursor:
+                cursor.execute(TAKE_SQL, params)
+                row = cursor.fetchone()
+            if row is not None:
+                return Take(claim_id, user.get_username(), user.pk, row[0], row[1])
+            # Refused: say why. (The reads below only explain the database's decision;
+            # a take released or expired in between is simply tried again.)
+            claim = _claim(claim_id)
+            if claim.status != ClaimStatus.UNRESOLVED:
+                raise ClaimNotUnresolved(claim, doing="taken")
+            other = _taken_by_other(claim)
+            if other is not None:
+                raise other
+    raise ResolutionError(f"claim {claim_id} is being taken and released by others; try again")
 
 
 def release_claim(*, claim_id: int, user: User) -> bool:
@@ -140,8 +147,9 @@ def release_claim(*, claim_id: int, user: User) -> bool:
         deleted, _ = ClaimTake.objects.filter(claim_id=claim_id, taken_by_id=user.pk).delete()
         if deleted:
             return True
-        if ClaimTake.objects.filter(claim_id=claim_id, expires_at__gt=Now()).exists():
-            raise _taken_by_other(_claim(claim_id))
+        other = _taken_by_other(_claim(claim_id))
+        if other is not None:
+            raise other
         return False
 
 
@@ -152,8 +160,16 @@ def _claim(claim_id: int) -> Claim:
     return claim
 
 
-def _taken_by_other(claim: Claim) -> ClaimTakenByOther:
-    take = ClaimTake.objects.select_related("taken_by").get(claim_id=claim.pk)
+def _taken_by_other(claim: Claim) -> ClaimTakenByOther | None:
+    """The refusal for the claim's live take, if it has one (by anyone: the callers
+    have just failed to take or delete it as theirs)."""
+    take = (
+        ClaimTake.objects.select_related("taken_by")
+        .filter(claim_id=claim.pk, expires_at__gt=Now())
+        .first()
+    )
+    if take is None:
+        return None
     return ClaimTakenByOther(
         claim_key=claim.key,
         taken_by=take.taken_by.get_username(),
