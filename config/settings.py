@@ -258,6 +258,14 @@ RUNS_WORKFLOW_MODULES = [
     if m.strip()
 ]
 
+# --- Reconciliation (operator side) ----------------------------------------
+# An operator's take of a claim ("on it") expires after this many minutes unless renewed;
+# queue rows unresolved for longer than RECONCILIATION_STALE_MINUTES are flagged stale;
+# a bulk decision covers at most RECONCILIATION_BULK_MAX claims.
+RECONCILIATION_TAKE_MINUTES = env_float("RECONCILIATION_TAKE_MINUTES", 30.0)
+RECONCILIATION_STALE_MINUTES = env_float("RECONCILIATION_STALE_MINUTES", 60.0)
+RECONCILIATION_BULK_MAX = int(env_float("RECONCILIATION_BULK_MAX", 500))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,26 +1,415 @@
-"""The operator side of reconciliation. The rule that applies an outcome to a claim,
-its step and its run is the engine's (runs/engine/resolve.py); this module is where
-operators' use of it lives, and re-exports it under the names the pages and the API
-use."""
+"""The operator side of reconciliation: the services the pages and the REST API call.
+
+The rule that applies an outcome to a claim, its step and its run is the engine's
+(runs/engine/resolve.py); so is what a decision would do (preview_resolution) and the
+probe ("check again", runs/engine/probe.py). This module adds what operators need
+around them:
+
+- taking a claim ("on it"): take_claim / release_claim, decided by the database;
+- resolving from a form or the API: resolve() parses the text a person typed, names
+  the field at fault, releases the take in the same transaction, and answers a double
+  submit with the first resolution (replayed) instead of an error;
+- bulk decisions: bulk_preview / bulk_resolve, each claim in its own transaction;
+- check again: reprobe().
+
+Every public service here is keyword-only and runs in its own transaction
+(`atomic(durable=True)`): call it from a view or a viewset, never from inside another
+transaction (ATOMIC_REQUESTS included).
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import DatabaseError, connection, transaction
+from django.db.models.functions import Now
+
+from runs.engine.probe import NoProbe, ProbeError, ProbeNotDue, ProbeOutcome, reprobe_claim
 from runs.engine.resolve import (
     ClaimAlreadyResolved,
     ClaimNotFound,
     ClaimNotUnresolved,
     InvalidResolution,
+    Preview,
     Resolution,
     ResolutionError,
+    actor_name,
+    preview_resolutions,
     resolve_claim,
+    validate_outcome,
+    validate_resolution,
 )
+from runs.models import Claim, Run, Step
+from runs.states import ClaimStatus
+
+from .models import ClaimTake
+
+log = logging.getLogger(__name__)
+
+# A reference (a URL, a ticket) is a pointer to evidence, not the evidence itself.
+REFERENCE_MAX = 2000
+
+User = AbstractBaseUser
+
+
+# --- taking a claim --------------------------------------------------------------------
+class ClaimTakenByOther(ResolutionError):
+    """Another operator holds a live take of the claim: who, since and until when."""
+
+    def __init__(
+        self, *, claim_key: str, taken_by: str, taken_at: datetime, expires_at: datetime
+    ) -> None:
+        super().__init__(
+            f"claim {claim_key} is taken by {taken_by} since "
+            f"{taken_at.isoformat(timespec='seconds')} "
+            f"(until {expires_at.isoformat(timespec='seconds')})"
+        )
+        self.claim_key = claim_key
+        self.taken_by, self.taken_at, self.expires_at = taken_by, taken_at, expires_at
+
+
+@dataclass(frozen=True)
+class Take:
+    """A live take: `taken_by` (a username) is on the claim until `expires_at`."""
+
+    claim_id: int
+    taken_by: str
+    taken_by_id: int
+    taken_at: datetime
+    expires_at: datetime
+
+
+# One statement decides: a new take is inserted; an existing one is overwritten only if
+# it expired or is the same user's (a renewal: taken_at stays, expires_at moves on).
+# The claim row is read FOR SHARE, so a take and a resolution of the same claim
+# serialize: a take waiting behind a resolution re-reads the claim's status (READ
+# COMMITTED re-check) and inserts nothing, and a resolution that comes second deletes
+# the take in its own transaction.
+# Times are statement_timestamp(), like Django's Now() on PostgreSQL (the queue's
+# "is this take live?"), so a retry within one transaction sees the clock move.
+TAKE_SQL = """
+INSERT INTO reconciliation_claimtake AS t (claim_id, taken_by_id, taken_at, expires_at)
+SELECT c.id, %(user)s, statement_timestamp(),
+       statement_timestamp() + make_interval(secs => %(seconds)s)
+FROM runs_claim AS c
+WHERE c.id = %(claim)s AND c.status = %(unresolved)s
+FOR SHARE OF c
+ON CONFLICT (claim_id) DO UPDATE SET
+    taken_by_id = EXCLUDED.taken_by_id,
+    taken_at = CASE WHEN t.taken_by_id = EXCLUDED.taken_by_id
+                         AND t.expires_at > statement_timestamp()
+                    THEN t.taken_at ELSE EXCLUDED.taken_at END,
+    expires_at = EXCLUDED.expires_at
+WHERE t.expires_at <= statement_timestamp() OR t.taken_by_id = EXCLUDED.taken_by_id
+RETURNING t.taken_at, t.expires_at
+"""
+
+
+def take_claim(*, claim_id: int, user: User) -> Take:
+    """Take an unresolved claim ("on it") for settings.RECONCILIATION_TAKE_MINUTES, or
+    renew one's own take. Refuses: ClaimTakenByOther (a live take by someone else),
+    ClaimNotUnresolved, ClaimNotFound."""
+    params = {
+        "user": user.pk,
+        "seconds": float(settings.RECONCILIATION_TAKE_MINUTES) * 60,
+        "claim": claim_id,
+        "unresolved": ClaimStatus.UNRESOLVED,
+    }
+    with transaction.atomic(durable=True):
+        for _ in range(3):
+            with connection.cursor() as cursor:
+                cursor.execute(TAKE_SQL, params)
+                row = cursor.fetchone()
+            if row is not None:
+                return Take(claim_id, user.get_username(), user.pk, row[0], row[1])
+            # Refused: say why. (The reads below only explain the database's decision;
+            # a take released or expired in between is simply tried again.)
+            claim = _claim(claim_id)
+            if claim.status != ClaimStatus.UNRESOLVED:
+                raise ClaimNotUnresolved(claim, doing="taken")
+            other = _taken_by_other(claim)
+            if other is not None:
+                raise other
+    raise ResolutionError(f"claim {claim_id} is being taken and released by others; try again")
+
+
+def release_claim(*, claim_id: int, user: User) -> bool:
+    """Release one's own take of a claim; True if there was one. Without a take it is
+    a no-op (False); another operator's live take is refused (ClaimTakenByOther)."""
+    with transaction.atomic(durable=True):
+        deleted, _ = ClaimTake.objects.filter(claim_id=claim_id, taken_by_id=user.pk).delete()
+        if deleted:
+            return True
+        other = _taken_by_other(_claim(claim_id))
+        if other is not None:
+            raise other
+        return False
+
+
+def _claim(claim_id: int) -> Claim:
+    claim = Claim.objects.filter(pk=claim_id).first()
+    if claim is None:
+        raise ClaimNotFound(f"no claim with id {claim_id}")
+    return claim
+
+
+def _taken_by_other(claim: Claim) -> ClaimTakenByOther | None:
+    """The refusal for the claim's live take, if it has one (by anyone: the callers
+    have just failed to take or delete it as theirs)."""
+    take = (
+        ClaimTake.objects.select_related("taken_by")
+        .filter(claim_id=claim.pk, expires_at__gt=Now())
+        .first()
+    )
+    if take is None:
+        return None
+    return ClaimTakenByOther(
+        claim_key=claim.key,
+        taken_by=take.taken_by.get_username(),
+        taken_at=take.taken_at,
+        expires_at=take.expires_at,
+    )
+
+
+# --- resolving as an operator ----------------------------------------------------------
+def parse_result(text: str | None) -> Any:
+    """A result typed as JSON text: empty means no result; invalid JSON is refused with
+    where the error is. NaN and Infinity are not JSON (PostgreSQL refuses them too)."""
+    if text is None or not text.strip():
+        return None
+
+    def not_json(constant: str) -> Any:
+        raise ValueError(f"{constant} is not a JSON value")
+
+    try:
+        return json.loads(text, parse_constant=not_json)
+    except json.JSONDecodeError as exc:
+        raise InvalidResolution(
+            f"result is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+            field="result",
+        ) from exc
+    except ValueError as exc:
+        raise InvalidResolution(f"result is not valid JSON: {exc}", field="result") from exc
+
+
+def clean_reference(reference: str | None) -> str | None:
+    reference = (reference or "").strip()
+    if not reference:
+        return None
+    if len(reference) > REFERENCE_MAX:
+        raise InvalidResolution(
+            f"reference is {len(reference)} characters long; at most {REFERENCE_MAX} "
+            "(link to long evidence instead of pasting it)",
+            field="reference",
+        )
+    return reference
+
+
+def resolve(
+    *,
+    claim_id: int,
+    user: User,
+    outcome: str,
+    note: str,
+    result_json: str | None = None,
+    reference: str | None = None,
+) -> Resolution:
+    """Resolve an unresolved claim as an operator, from a form or the API: `outcome`
+    succeeded (the effect happened; `result_json` optional) or failed (it did not),
+    a required `note`, an optional `reference` (kept as evidence {"reference": …}).
+    Releases the claim's take in the same transaction.
+
+    A double submit resolves once: if the claim is already resolved by this user with
+    this outcome and note, the existing resolution comes back with replayed=True.
+    Refuses (nothing written): InvalidResolution (its `field` says which input),
+    ClaimAlreadyResolved (someone else decided first: who, when, what),
+    ClaimNotUnresolved, ClaimNotFound, ResolutionError."""
+    # Field by field, in the form's order: outcome, note, result, reference.
+    validate_resolution(outcome, note, None)
+    result = parse_result(result_json)
+    note = validate_resolution(outcome, note, result)
+    evidence = _evidence(clean_reference(reference))
+    who = actor_name(user)
+    with transaction.atomic(durable=True):
+        try:
+            resolution = resolve_claim(
+                claim_id, outcome, actor=user, note=note, result=result, evidence=evidence
+            )
+        except ClaimAlreadyResolved as exc:
+            if (exc.claim.resolved_by, exc.claim.status, exc.claim.resolution_note) != (
+                who,
+                outcome,
+                note,
+            ):
+                raise
+            return _replayed(exc.claim)
+        ClaimTake.objects.filter(claim_id=claim_id).delete()
+    return resolution
+
+
+def _evidence(reference: str | None) -> dict[str, Any] | None:
+    return {"reference": reference} if reference else None
+
+
+def _replayed(claim: Claim) -> Resolution:
+    step_status = Step.objects.values_list("status", flat=True).get(pk=claim.step_id)
+    run_status = Run.objects.values_list("status", flat=True).get(pk=claim.run_id)
+    return Resolution(claim, step_status, run_status, replayed=True)
+
+
+# --- bulk decisions --------------------------------------------------------------------
+@dataclass(frozen=True)
+class BulkSuccess:
+    claim_id: int
+    claim_key: str
+    run_id: Any
+    step_status: str
+    run_status: str
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class BulkRefusal:
+    """A claim the bulk decision did not resolve, and why (`error`: the exception's
+    class name, e.g. ClaimAlreadyResolved, for the API)."""
+
+    claim_id: int
+    message: str
+    error: str
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    outcome: str
+    successes: tuple[BulkSuccess, ...]
+    refusals: tuple[BulkRefusal, ...]
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"{len(self.successes)} claim(s) resolved as {self.outcome}, "
+            f"{len(self.refusals)} refused"
+        )
+
+
+def check_claim_ids(claim_ids: Iterable[Any]) -> list[int]:
+    """The claims of a bulk decision: ids, none twice, at most RECONCILIATION_BULK_MAX."""
+    limit = int(settings.RECONCILIATION_BULK_MAX)
+    ids: list[int] = []
+    seen: set[int] = set()
+    for value in claim_ids:
+        try:
+            claim_id = int(value)
+        except (TypeError, ValueError):
+            raise InvalidResolution(f"{value!r} is not a claim id", field="claims") from None
+        if claim_id in seen:
+            raise InvalidResolution(f"claim {claim_id} is listed twice", field="claims")
+        seen.add(claim_id)
+        ids.append(claim_id)
+    if not ids:
+        raise InvalidResolution("select at least one claim", field="claims")
+    if len(ids) > limit:
+        raise InvalidResolution(
+            f"at most {limit} claims per bulk decision, got {len(ids)}", field="claims"
+        )
+    return ids
+
+
+def bulk_preview(*, claim_ids: Iterable[Any], outcome: str) -> list[Preview]:
+    """What resolving each claim with `outcome` would do, in order (each as the ones
+    before it would leave its run), without writing."""
+    ids = check_claim_ids(claim_ids)
+    validate_outcome(outcome)
+    return preview_resolutions(claim_ids=ids, outcome=outcome)
+
+
+def bulk_resolve(
+    *,
+    claim_ids: Iterable[Any],
+    user: User,
+    outcome: str,
+    note: str,
+    reference: str | None = None,
+) -> BulkResult:
+    """Resolve each claim with the same outcome and note, each in its own transaction:
+    a refusal (resolved meanwhile by someone else, not unresolved, gone) is reported
+    and never undoes or stops the others. The whole request is refused up front, with
+    nothing written, if the ids or the decision are invalid. A succeeded decision
+    carries no result."""
+    ids = check_claim_ids(claim_ids)
+    note = validate_resolution(outcome, note, None)
+    reference = clean_reference(reference)
+    actor_name(user)
+    successes: list[BulkSuccess] = []
+    refusals: list[BulkRefusal] = []
+    for claim_id in ids:
+        try:
+            resolution = resolve(
+                claim_id=claim_id, user=user, outcome=outcome, note=note, reference=reference
+            )
+        except ResolutionError as exc:
+            refusals.append(BulkRefusal(claim_id, str(exc), type(exc).__name__))
+            continue
+        except DatabaseError as exc:  # one claim's trouble is not the others'
+            log.exception("bulk resolution of claim %s failed", claim_id)
+            refusals.append(BulkRefusal(claim_id, f"database error: {exc}", type(exc).__name__))
+            continue
+        claim = resolution.claim
+        successes.append(
+            BulkSuccess(
+                claim.pk,
+                claim.key,
+                claim.run_id,
+                resolution.step_status,
+                resolution.run_status,
+                resolution.replayed,
+            )
+        )
+    return BulkResult(outcome, tuple(successes), tuple(refusals))
+
+
+# --- check again -----------------------------------------------------------------------
+def reprobe(*, claim_id: int, user: User) -> ProbeOutcome:
+    """Run the claim's probe now (runs.engine.probe.reprobe_claim); if its answer
+    resolved the claim, the take is released. Refuses: NoProbe, ProbeNotDue,
+    ClaimAlreadyResolved, ClaimNotUnresolved, ClaimNotFound."""
+    outcome = reprobe_claim(claim_id=claim_id, actor=user)
+    if outcome.resolution is not None:
+        ClaimTake.objects.filter(claim_id=claim_id).delete()
+    return outcome
+
 
 __all__ = [
+    "BulkRefusal",
+    "BulkResult",
+    "BulkSuccess",
     "ClaimAlreadyResolved",
     "ClaimNotFound",
     "ClaimNotUnresolved",
+    "ClaimTakenByOther",
     "InvalidResolution",
+    "NoProbe",
+    "Preview",
+    "ProbeError",
+    "ProbeNotDue",
+    "ProbeOutcome",
     "Resolution",
     "ResolutionError",
+    "Take",
+    "bulk_preview",
+    "bulk_resolve",
+    "check_claim_ids",
+    "parse_result",
+    "release_claim",
+    "reprobe",
+    "resolve",
     "resolve_claim",
+    "take_claim",
 ]

@@ -228,16 +228,26 @@ class Claim(models.Model):
     probe_after = models.DateTimeField(null=True, blank=True)
     probed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
+    # When the claim became unresolved (database clock): how long it has waited for a
+    # decision, which the operator queue orders by. Kept after the resolution.
+    unresolved_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
         indexes = [
             models.Index(fields=["step", "status"], name="claim_step_status_idx"),
+            # the operator queue, oldest first, and its size
             models.Index(
-                fields=["created_at"],
+                fields=["unresolved_at", "id"],
                 name="claim_unresolved_idx",
                 condition=Q(status=ClaimStatus.UNRESOLVED),
+            ),
+            # the history of resolutions, newest first
+            models.Index(
+                fields=["-resolved_at", "-id"],
+                name="claim_resolved_idx",
+                condition=Q(resolved_at__isnull=False),
             ),
         ]
         constraints = [
@@ -254,6 +264,10 @@ class Claim(models.Model):
                 )
                 & ~Q(resolved_by=""),
                 name="claim_resolution_iff_resolved",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=ClaimStatus.UNRESOLVED) | Q(unresolved_at__isnull=False),
+                name="claim_unresolved_since_known",
             ),
         ]
 

@@ -51,6 +51,7 @@ def test_claim_resolution_fields_iff_resolved(run):
             step=step,
             kind="guarded",
             status="unresolved",
+            unresolved_at=Now(),
             resolved_by="ann",
             resolved_at=Now(),
         )
@@ -64,6 +65,12 @@ def test_claim_resolution_fields_iff_resolved(run):
             resolved_by="",
             resolved_at=Now(),
         )
+
+
+def test_unresolved_claim_knows_since_when(run):
+    step = Step.objects.get(run=run)
+    with violated("claim_unresolved_since_known"):
+        Claim.objects.create(key="a", run=run, step=step, kind="guarded", status="unresolved")
 
 
 def test_one_attempt_number_per_step_and_one_running(run):

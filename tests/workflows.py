@@ -236,3 +236,45 @@ def list_items_by_id(ctx: Context) -> list[Any]:
 )
 def record_by_id(ctx: Context, item: Any) -> None:
     _record_item(ctx, item)
+
+
+# --- reconciliation: a guarded step whose postcondition always fails -------------------
+verified = workflow("verified-merge", version=1, input={})
+
+
+@verified.step(kind=GUARDED, verify=lambda result: False)
+def merge_verified(ctx: Context) -> dict[str, Any]:
+    return {"merged": False}
+
+
+# --- reconciliation: a guarded step whose result a map step maps over ------------------
+listed = workflow("list-then-map", version=1, input={})
+
+
+@listed.step(kind=GUARDED)
+def fetch_changes(ctx: Context) -> list[int]:
+    raise TimeoutError("change list API timed out")
+
+
+@listed.map_step(over="fetch_changes", batch_size=2, kind=TRANSACTIONAL)
+def record_change(ctx: Context, item: Any) -> None:
+    _record_item(ctx, item)
+
+
+# --- reconciliation: two guarded steps one step waits for ------------------------------
+twins = workflow("twin-deploys", version=1, input={})
+
+
+@twins.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
+def deploy_east(ctx: Context) -> str:
+    raise TimeoutError("east deploy API timed out")
+
+
+@twins.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
+def deploy_west(ctx: Context) -> str:
+    raise TimeoutError("west deploy API timed out")
+
+
+@twins.step(kind=PURE, after=["deploy_east", "deploy_west"])
+def report(ctx: Context) -> str:
+    return "both deployed"

@@ -257,7 +257,9 @@ def _close_in_flight_claims(
     """Move the step's in-flight claims to `status` (failed: done; unresolved: waiting
     for a resolution), with one event each."""
     fields: dict[str, Any] = {"status": status, "error": error}
-    if status != ClaimStatus.UNRESOLVED:
+    if status == ClaimStatus.UNRESOLVED:
+        fields["unresolved_at"] = Now()
+    else:
         fields["completed_at"] = Now()
     claims = list(
         Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT).values_list("id", "key")

@@ -42,6 +42,13 @@ def step_key(
     return key if generation == 1 else f"{key}/retry-{generation}"
 
 
+def retry_key(key: str, generation: int) -> str:
+    """The key the step's next claim takes after its claim `key`, of `generation`, was
+    resolved as failed (what step_key gives at generation + 1)."""
+    base = key.removesuffix(f"/retry-{generation}") if generation > 1 else key
+    return f"{base}/retry-{generation + 1}"
+
+
 def item_key(run_id: uuid.UUID | str, step_name: str, plan_revision: int, item: str) -> str:
     """The claim key of a map item, from its item key (key_of_item)."""
     return f"{run_id}/{step_name}@{plan_revision}/{item}"

@@ -13,6 +13,9 @@ What the outcome does to the step and the run is the engine's rule, here:
 - A run that already finished (failed or cancelled) schedules nothing: the outcome is
   recorded on the claim and the step, and no successor is queued or map expanded.
 
+preview_resolution() says what a decision would do, without writing: it reads the
+same rows this rule reads, which is why it lives beside it (change one, change both).
+
 The operator side (taking claims, bulk decisions, pages) lives in `reconciliation/`
 and calls this; the engine never imports it.
 """
@@ -20,19 +23,22 @@ and calls this; the engine never imports it.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Count, Exists, F, OuterRef
 from django.db.models.functions import Now
 
 from runs import events
+from runs.history import snapshot
 from runs.models import Claim, Run, Step
 from runs.states import RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
+from . import keys
 from .complete import ensure_json, fail_run, step_succeeded
 from .dispatch import publish_on_commit
 from .errors import EngineError
@@ -48,27 +54,39 @@ class ClaimNotFound(ResolutionError):
     pass
 
 
+def _resolved_as(claim: Claim) -> str:
+    when = claim.resolved_at.isoformat(timespec="seconds") if claim.resolved_at else "?"
+    return f"resolved as {claim.status} by {claim.resolved_by} at {when}"
+
+
 class ClaimAlreadyResolved(ResolutionError):
+    """Someone resolved the claim first: who, when and what are in the message and on
+    `claim` (resolved_by, resolved_at, status, resolution_note)."""
+
     def __init__(self, claim: Claim) -> None:
-        when = claim.resolved_at.isoformat(timespec="seconds") if claim.resolved_at else "?"
-        super().__init__(
-            f"claim {claim.key} was already resolved as {claim.status} "
-            f"by {claim.resolved_by} at {when}"
-        )
+        super().__init__(f"claim {claim.key} was already {_resolved_as(claim)}")
         self.claim = claim
 
 
 class ClaimNotUnresolved(ResolutionError):
-    def __init__(self, claim: Claim) -> None:
+    """Only an unresolved claim can be resolved (or taken, or probed: `doing`)."""
+
+    def __init__(self, claim: Claim, *, doing: str = "resolved") -> None:
+        state = _resolved_as(claim) if claim.resolved_at else claim.status
         super().__init__(
-            f"claim {claim.key} is {claim.status}, not unresolved: only unresolved claims "
-            "can be resolved"
+            f"claim {claim.key} is {state}, not unresolved: only unresolved claims can be {doing}"
         )
         self.claim = claim
 
 
 class InvalidResolution(ResolutionError):
-    pass
+    """A decision that cannot be applied as given. `field` names the input at fault
+    ("outcome", "note", "result", "evidence", or on the operator side "reference",
+    "claims"), so a form can show the message next to it; None if no one field is."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -76,6 +94,9 @@ class Resolution:
     claim: Claim
     step_status: str
     run_status: str
+    # The claim was already resolved by this very decision (a double submit): nothing
+    # was written this time; the statuses are the current ones.
+    replayed: bool = False
 
 
 def actor_name(actor: AbstractBaseUser | str) -> str:
@@ -90,18 +111,26 @@ def _json(value: Any, what: str) -> Any:
     try:
         return ensure_json(value, what)
     except TypeError as exc:
-        raise InvalidResolution(str(exc)) from exc
+        raise InvalidResolution(str(exc), field=what) from exc
+
+
+def validate_outcome(outcome: str) -> None:
+    if outcome not in OUTCOMES:
+        raise InvalidResolution(
+            f"outcome must be 'succeeded' or 'failed', not {outcome!r}", field="outcome"
+        )
 
 
 def validate_resolution(outcome: str, note: str, result: Any) -> str:
     """Check a decision before anything is written; return the cleaned note."""
-    if outcome not in OUTCOMES:
-        raise InvalidResolution(f"outcome must be 'succeeded' or 'failed', not {outcome!r}")
+    validate_outcome(outcome)
     note = (note or "").strip()
     if not note:
-        raise InvalidResolution("a resolution needs a note saying why")
+        raise InvalidResolution("a resolution needs a note saying why", field="note")
     if outcome == ClaimStatus.FAILED and result is not None:
-        raise InvalidResolution("a failed outcome has no result (the effect did not happen)")
+        raise InvalidResolution(
+            "a failed outcome has no result (the effect did not happen)", field="result"
+        )
     return note
 
 
@@ -232,12 +261,305 @@ def _resume_if_reconciled(run_id: uuid.UUID) -> None:
         events.append_event(run_id, events.RUN_RESUMED)
 
 
+# --- previews -------------------------------------------------------------------------
+# Preview.action: what resolving would do, for machines (the pages style each one).
+RESUMES = "resumes"  # succeeded: the step succeeds and the run goes on
+FINISHES_RUN = "finishes_run"  # succeeded: it was the run's last unfinished step
+RETRIES = "retries"  # failed: the step is retried under a new claim
+FAILS_RUN = "fails_run"  # failed: no attempts remain, the step and the run fail
+RECORDED_ONLY = "recorded_only"  # the run already finished: the outcome is only recorded
+NOT_UNRESOLVED = "not_unresolved"  # the claim is no longer (or never was) unresolved
+REFUSED = "refused"  # the resolution would be refused (no such claim, workflow unknown)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What resolving one claim with `outcome` would do, computed without writing:
+    `action` for machines, `summary` (one sentence) for people, and the details."""
+
+    claim_id: int
+    outcome: str
+    action: str
+    summary: str
+    claim_key: str = ""
+    run_id: uuid.UUID | None = None
+    workflow: str = ""
+    step: str = ""
+    # The step's and the run's statuses once the resolution is applied.
+    step_status: str = ""
+    run_status: str = ""
+    # resumes: steps that would be queued, and map steps that would expand into batches.
+    ready: tuple[str, ...] = ()
+    expands: tuple[str, ...] = ()
+    # retries: the next attempt (counted against max_attempts) and its new claim.
+    attempt: int | None = None
+    max_attempts: int | None = None
+    next_claim_key: str = ""
+
+
+@dataclass
+class _RunState:
+    """A run as the previewed decisions leave it (several of them, in a bulk preview)."""
+
+    status: str
+    steps_remaining: int
+    unresolved: int
+
+
+@dataclass
+class _Waiting:
+    """A dependent step: its key, status and dependencies not yet succeeded."""
+
+    key: str
+    status: str
+    pending_deps: int
+    is_map: bool = False
+
+
+@dataclass
+class _PreviewState:
+    runs: dict[uuid.UUID, _RunState] = field(default_factory=dict)
+    dependents: dict[tuple[uuid.UUID, str], _Waiting] = field(default_factory=dict)
+    decided: set[int] = field(default_factory=set)
+
+
+def preview_resolution(*, claim_id: int, outcome: str) -> Preview:
+    """What `resolve_claim(claim_id, outcome, ...)` would do now. Raises ClaimNotFound
+    for an unknown id, InvalidResolution for an unknown outcome; writes nothing."""
+    preview = preview_resolutions(claim_ids=[claim_id], outcome=outcome)[0]
+    if preview.run_id is None:
+        raise ClaimNotFound(f"no claim with id {claim_id}")
+    return preview
+
+
+def preview_resolutions(*, claim_ids: Sequence[int], outcome: str) -> list[Preview]:
+    """Previews of resolving each claim, in order, with `outcome`: each as it would be
+    after the decisions before it in the list (two claims of one run: the second sees
+    the first applied), as a bulk decision applies them. Writes nothing, and reads
+    from one snapshot in a constant number of queries."""
+    validate_outcome(outcome)
+    with snapshot():
+        claims = Claim.objects.select_related("run", "step").in_bulk(list(claim_ids))
+        state = _preview_state(list(claims.values()))
+        return [
+            _preview(claims[pk], outcome, state)
+            if pk in claims
+            else Preview(pk, outcome, REFUSED, f"no claim with id {pk}")
+            for pk in claim_ids
+        ]
+
+
+def _preview_state(claims: list[Claim]) -> _PreviewState:
+    state = _PreviewState()
+    run_ids = {c.run_id for c in claims}
+    unresolved = dict(
+        Claim.objects.filter(run_id__in=run_ids, status=ClaimStatus.UNRESOLVED)
+        .values("run_id")
+        .annotate(n=Count("id"))
+        .values_list("run_id", "n")
+        .order_by()
+    )
+    for claim in claims:
+        state.runs[claim.run_id] = _RunState(
+            claim.run.status, claim.run.steps_remaining, unresolved.get(claim.run_id, 0)
+        )
+    wanted: dict[uuid.UUID, set[str]] = {}
+    maps: set[tuple[uuid.UUID, str]] = set()
+    for claim in claims:
+        wf = registry.get(claim.run.workflow, claim.run.version)
+        if wf is None or claim.step.parent_id is not None:
+            continue
+        for name in wf.dependents(claim.step.name):
+            wanted.setdefault(claim.run_id, set()).add(name)
+            if wf.steps[name].is_map:
+                maps.add((claim.run_id, name))
+    if wanted:
+        rows = Step.objects.filter(
+            run_id__in=list(wanted),
+            name__in={name for names in wanted.values() for name in names},
+            parent__isnull=True,
+        ).values_list("run_id", "name", "key", "status", "pending_deps")
+        for run_id, name, key, status, pending in rows:
+            if name in wanted.get(run_id, ()):
+                state.dependents[(run_id, name)] = _Waiting(
+                    key, status, pending, (run_id, name) in maps
+                )
+    return state
+
+
+def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
+    run, step = claim.run, claim.step
+    base = Preview(
+        claim.id,
+        outcome,
+        action="",
+        summary="",
+        claim_key=claim.key,
+        run_id=run.id,
+        workflow=run.workflow,
+        step=step.key,
+    )
+    current = state.runs[run.id]
+    if claim.id in state.decided:
+        return replace(
+            base,
+            action=NOT_UNRESOLVED,
+            summary="already decided by an earlier entry of this list",
+            step_status=step.status,
+            run_status=current.status,
+        )
+    if claim.status != ClaimStatus.UNRESOLVED:
+        said = _resolved_as(claim) if claim.resolved_at else f"{claim.status}, not unresolved"
+        return replace(
+            base,
+            action=NOT_UNRESOLVED,
+            summary=f"already {said}" if claim.resolved_at else f"the claim is {said}",
+            step_status=step.status,
+            run_status=current.status,
+        )
+    wf = registry.get(run.workflow, run.version)
+    finished = current.status in RUN_FINISHED
+    if outcome == ClaimStatus.SUCCEEDED and wf is None and not finished:
+        return replace(
+            base,
+            action=REFUSED,
+            summary=f"refused: this process does not know workflow {run.workflow} "
+            f"v{run.version}, so it cannot queue the steps that follow",
+            step_status=step.status,
+            run_status=current.status,
+        )
+    state.decided.add(claim.id)
+    current.unresolved -= 1
+    if step.status != StepStatus.UNRESOLVED:
+        return replace(
+            base,
+            action=RECORDED_ONLY,
+            summary=f"recorded only: step {step.key} is {step.status} and goes on by itself",
+            step_status=step.status,
+            run_status=current.status,
+        )
+    if finished:
+        return replace(
+            base,
+            action=RECORDED_ONLY,
+            summary=f"recorded only: the run already {current.status}; nothing is scheduled",
+            step_status=outcome,
+            run_status=current.status,
+        )
+    if outcome == ClaimStatus.SUCCEEDED:
+        assert wf is not None
+        return _preview_succeeded(base, claim, wf.dependents(step.name), state)
+    return _preview_failed(base, claim, state)
+
+
+def _resumed(current: _RunState) -> str:
+    """needs_reconciliation → running once the decisions leave no unresolved claim."""
+    if current.status == RunStatus.NEEDS_RECONCILIATION and current.unresolved == 0:
+        current.status = RunStatus.RUNNING
+        return "; the run resumes"
+    if current.unresolved > 0:
+        return f"; the run still waits on {current.unresolved} other unresolved claim(s)"
+    return ""
+
+
+def _preview_succeeded(
+    base: Preview, claim: Claim, dependents: list[str], state: _PreviewState
+) -> Preview:
+    step, current = claim.step, state.runs[claim.run_id]
+    if step.parent_id is None:
+        current.steps_remaining -= 1
+    if step.parent_id is None and current.steps_remaining == 0:
+        current.status = RunStatus.SUCCEEDED
+        return replace(
+            base,
+            action=FINISHES_RUN,
+            summary=f"step {step.key} succeeds, and so does the run: it was its last step",
+            step_status=StepStatus.SUCCEEDED,
+            run_status=RunStatus.SUCCEEDED,
+        )
+    ready: list[str] = []
+    expands: list[str] = []
+    waiting: list[str] = []
+    for name in dependents:
+        dependent = state.dependents.get((claim.run_id, name))
+        if dependent is None:
+            continue
+        dependent.pending_deps -= 1
+        if dependent.pending_deps > 0:
+            waiting.append(dependent.key)
+        elif dependent.status == StepStatus.PENDING:
+            (expands if dependent.is_map else ready).append(dependent.key)
+    parts = [f"step {step.key} succeeds"]
+    if ready:
+        parts.append(f"{', '.join(ready)} {'becomes' if len(ready) == 1 else 'become'} ready")
+    if expands:
+        parts.append(f"{', '.join(expands)} would expand into batches")
+    if waiting:
+        parts.append(f"{', '.join(waiting)} still {'waits' if len(waiting) == 1 else 'wait'}")
+        parts[-1] += " on other steps"
+    if not (ready or expands or waiting):
+        parts.append("no step waits on it")
+    summary = "; ".join(parts) + _resumed(current)
+    return replace(
+        base,
+        action=RESUMES,
+        summary=summary,
+        step_status=StepStatus.SUCCEEDED,
+        run_status=current.status,
+        ready=tuple(ready),
+        expands=tuple(expands),
+    )
+
+
+def _preview_failed(base: Preview, claim: Claim, state: _PreviewState) -> Preview:
+    step, current = claim.step, state.runs[claim.run_id]
+    if step.has_attempts_left:
+        attempt = step.counted_attempts + 1
+        next_key = keys.retry_key(claim.key, step.claim_generation)
+        summary = (
+            f"step {step.key} retried: attempt {attempt} of {step.max_attempts}, "
+            f"new claim {next_key}"
+        ) + _resumed(current)
+        return replace(
+            base,
+            action=RETRIES,
+            summary=summary,
+            step_status=StepStatus.QUEUED,
+            run_status=current.status,
+            attempt=attempt,
+            max_attempts=step.max_attempts,
+            next_claim_key=next_key,
+        )
+    current.status = RunStatus.FAILED
+    return replace(
+        base,
+        action=FAILS_RUN,
+        summary=f"step {step.key} fails and the run fails: no attempts remain "
+        f"({step.counted_attempts} of {step.max_attempts} used)",
+        step_status=StepStatus.FAILED,
+        run_status=RunStatus.FAILED,
+        max_attempts=step.max_attempts,
+    )
+
+
 __all__ = [
+    "FAILS_RUN",
+    "FINISHES_RUN",
+    "NOT_UNRESOLVED",
+    "RECORDED_ONLY",
+    "REFUSED",
+    "RESUMES",
+    "RETRIES",
     "ClaimAlreadyResolved",
     "ClaimNotFound",
     "ClaimNotUnresolved",
     "InvalidResolution",
+    "Preview",
     "Resolution",
     "ResolutionError",
+    "preview_resolution",
+    "preview_resolutions",
     "resolve_claim",
+    "validate_outcome",
+    "validate_resolution",
 ]

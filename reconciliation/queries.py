@@ -1,0 +1,470 @@
+"""Read side of the operator pages: the queue of unresolved claims, one claim with
+everything needed to decide it, the history of resolutions, and the counts for the
+navigation badge.
+
+Every list is a `Rows` object: lazy and sliceable, so `Paginator(rows, 200)` costs one
+COUNT and one SELECT per page, whatever the page size (the run, step, attempt and take
+come in the same SELECT; whether a step has a probe is a registry lookup, no query).
+Times (ages, staleness, whether a take is live) are computed by PostgreSQL, on the
+database's clock.
+
+How long a claim has waited is counted from `Claim.unresolved_at`, set by the engine
+in the statement that made the claim unresolved (its `created_at` is when its attempt
+started, up to a lease earlier).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar, overload
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import (
+    BooleanField,
+    Count,
+    DurationField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Now
+
+from runs import events
+from runs.engine.execute import PostconditionFailed
+from runs.engine.probe import probe_of
+from runs.engine.resolve import Preview, preview_resolutions
+from runs.engine.timing import db_now_plus
+from runs.history import snapshot
+from runs.models import Attempt, Claim, Event
+from runs.states import ClaimStatus
+
+from .services import Take
+
+T = TypeVar("T")
+
+# claim_detail shows at most this many events around a claim (the latest ones).
+EVENTS_AROUND_CLAIM = 100
+
+# What made a claim unresolved (QueueRow.cause).
+WORKER_DIED = "worker_died"  # its attempt's lease expired: the worker died or hung
+EXCEPTION = "exception"  # the step raised something other than NotApplied
+POSTCONDITION = "postcondition"  # the step's verify() rejected its result
+
+_POSTCONDITION_PREFIX = f"{PostconditionFailed.__module__}.{PostconditionFailed.__qualname__}: "
+
+
+def classify(reason: str) -> tuple[str, str]:
+    """(cause, message) from a claim's error, as the engine writes it: the sweeper's
+    "worker <name> died (lease expired)", or the exception the attempt raised
+    ("<type>: <message>"), PostconditionFailed meaning a failed verify()."""
+    if not reason:
+        return "", ""
+    if reason.startswith("worker ") and reason.endswith(" died (lease expired)"):
+        return WORKER_DIED, reason
+    if reason.startswith(_POSTCONDITION_PREFIX):
+        return POSTCONDITION, reason.removeprefix(_POSTCONDITION_PREFIX)
+    return EXCEPTION, reason
+
+
+class Rows(Generic[T]):
+    """A lazy, sliceable list over a queryset, each object turned into a row: what
+    Django's Paginator needs (count() and slicing), one query per page."""
+
+    def __init__(
+        self,
+        queryset: QuerySet[Any],
+        make: Callable[[Any], T],
+        *,
+        counted: QuerySet[Any] | None = None,
+    ) -> None:
+        self.queryset = queryset
+        self.make = make
+        # The same rows without the joins that only feed the display, for COUNT(*).
+        self.counted = queryset if counted is None else counted
+
+    def count(self) -> int:
+        return self.counted.count()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return [self.make(obj) for obj in self.queryset[index]]
+        return self.make(self.queryset[index])
+
+    def __iter__(self) -> Iterator[T]:
+        return (self.make(obj) for obj in self.queryset)
+
+
+# --- the queue -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QueueRow:
+    claim_id: int
+    key: str  # the idempotency key
+    status: str
+    run_id: uuid.UUID
+    run_status: str
+    workflow: str
+    version: int
+    step: str  # the step's key ("merge", "migrate[3]")
+    step_name: str
+    kind: str  # effect kind
+    attempt: int | None  # the number of the attempt that held the claim
+    attempts: int  # attempts started so far, and at most
+    max_attempts: int
+    cause: str  # WORKER_DIED | EXCEPTION | POSTCONDITION ("" for a claim never unresolved)
+    reason: str  # the message that goes with the cause
+    # Everything known about the effect: "probe" (the last inconclusive answer),
+    # "late_result" / "late_error" / "effect_called" (what a fenced-off attempt knew),
+    # "resolution" (the resolver's, once resolved).
+    evidence: dict[str, Any] | None
+    probe_evidence: dict[str, Any] | None  # evidence["probe"]
+    late_result: bool  # evidence holds a late result (or error) of a fenced attempt
+    has_probe: bool
+    probe_after: datetime | None
+    probed_at: datetime | None
+    unresolved_at: datetime | None
+    age: timedelta | None  # since unresolved_at, on the database's clock
+    stale: bool  # unresolved for longer than RECONCILIATION_STALE_MINUTES
+    take: Take | None  # a live take ("on it"), if any
+
+
+def _with_row(claims: QuerySet[Claim]) -> QuerySet[Claim]:
+    """Claims with what a row shows, in one SELECT (large JSON of runs and steps left
+    out: claim_detail reads the run's input)."""
+    stale_after = float(settings.RECONCILIATION_STALE_MINUTES) * 60
+    username = f"take__taken_by__{get_user_model().USERNAME_FIELD}"
+    return (
+        claims.select_related("run", "step")
+        .defer("run__input", "run__result", "step__items", "step__result", "result")
+        .annotate(
+            attempt_number=F("attempt__number"),
+            age=ExpressionWrapper(Now() - F("unresolved_at"), output_field=DurationField()),
+            stale=ExpressionWrapper(
+                Q(unresolved_at__lt=db_now_plus(-stale_after)), output_field=BooleanField()
+            ),
+            take_live=ExpressionWrapper(Q(take__expires_at__gt=Now()), output_field=BooleanField()),
+            take_user=F(username),
+            take_user_id=F("take__taken_by_id"),
+            take_at=F("take__taken_at"),
+            take_until=F("take__expires_at"),
+        )
+    )
+
+
+def _queue_row(claim: Any) -> QueueRow:
+    run, step = claim.run, claim.step
+    cause, reason = classify(claim.error)
+    evidence = claim.evidence
+    take = None
+    if claim.take_live and claim.status == ClaimStatus.UNRESOLVED:
+        take = Take(claim.pk, claim.take_user, claim.take_user_id, claim.take_at, claim.take_until)
+    return QueueRow(
+        claim_id=claim.pk,
+        key=claim.key,
+        status=claim.status,
+        run_id=run.id,
+        run_status=run.status,
+        workflow=run.workflow,
+        version=run.version,
+        step=step.key,
+        step_name=step.name,
+        kind=claim.kind,
+        attempt=claim.attempt_number,
+        attempts=step.attempts,
+        max_attempts=step.max_attempts,
+        cause=cause,
+        reason=reason,
+        evidence=evidence,
+        probe_evidence=evidence.get("probe") if isinstance(evidence, dict) else None,
+        late_result=isinstance(evidence, dict)
+        and ("late_result" in evidence or "late_error" in evidence),
+        has_probe=probe_of(run, step) is not None,
+        probe_after=claim.probe_after,
+        probed_at=claim.probed_at,
+        unresolved_at=claim.unresolved_at,
+        age=claim.age,
+        stale=bool(claim.stale) and claim.status == ClaimStatus.UNRESOLVED,
+        take=take,
+    )
+
+
+def unresolved_queue(
+    *, workflow: str | None = None, older_than: timedelta | None = None
+) -> Rows[QueueRow]:
+    """Unresolved claims, the longest waiting first; optionally of one workflow (by
+    name), or only those unresolved for at least `older_than`."""
+    claims = Claim.objects.filter(status=ClaimStatus.UNRESOLVED)
+    if workflow:
+        claims = claims.filter(run__workflow=workflow)
+    if older_than is not None:
+        claims = claims.filter(unresolved_at__lte=db_now_plus(-older_than.total_seconds()))
+    return Rows(_with_row(claims).order_by("unresolved_at", "id"), _queue_row, counted=claims)
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    size: int
+    oldest_age: timedelta | None
+    stale: int  # how many are older than RECONCILIATION_STALE_MINUTES
+
+
+def queue_summary() -> QueueSummary:
+    """The badge: size, oldest age and stale count, in one indexed query
+    (claim_unresolved_idx)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), now() - min(unresolved_at), "
+            "count(*) FILTER (WHERE unresolved_at < now() - make_interval(secs => %s)) "
+            "FROM runs_claim WHERE status = %s",
+            [float(settings.RECONCILIATION_STALE_MINUTES) * 60, ClaimStatus.UNRESOLVED],
+        )
+        size, oldest, stale = cursor.fetchone()
+    return QueueSummary(int(size), oldest, int(stale))
+
+
+def queue_size() -> int:
+    return Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count()
+
+
+def oldest_unresolved_age() -> timedelta | None:
+    """How long the longest-waiting claim has waited (None: the queue is empty)."""
+    return queue_summary().oldest_age
+
+
+def workflows_in_queue() -> list[tuple[str, int]]:
+    """(workflow name, unresolved claims) for the queue's workflow filter, by name."""
+    return list(
+        Claim.objects.filter(status=ClaimStatus.UNRESOLVED)
+        .values_list("run__workflow")
+        .annotate(n=Count("id"))
+        .order_by("run__workflow")
+    )
+
+
+# --- one claim -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AttemptRow:
+    number: int
+    worker: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None
+    lease_expires_at: datetime
+    error: str
+
+
+@dataclass(frozen=True)
+class EventRow:
+    seq: int
+    type: str
+    created_at: datetime
+    step: str | None  # the step's key, for step events
+    attempt_number: int | None
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClaimDetail:
+    """Everything to decide a claim without leaving the page."""
+
+    row: QueueRow
+    claim: Claim  # resolution fields: resolved_by, resolved_at, resolution_note, result
+    run_input: dict[str, Any]
+    attempts: list[AttemptRow]  # the step's attempts, in order
+    events: list[EventRow]  # the step's events and the run's own within the claim's span
+    events_truncated: bool  # older events than these exist (EVENTS_AROUND_CLAIM)
+    late_results: list[EventRow]  # late results that arrived after the resolution
+    probe_due: bool  # "check again" would be accepted now (if the step has a probe)
+    previews: dict[str, Preview]  # what resolving as succeeded / failed would do
+
+
+def claim_detail(claim_id: int) -> ClaimDetail | None:
+    """The claim with its run's input, its step's attempts, the events around it, its
+    evidence, its take and the preview of both outcomes; None if there is no such
+    claim. Read from one snapshot (a run moving on meanwhile is not shown half before,
+    half after), in a constant number of queries."""
+    with snapshot():
+        return _claim_detail(claim_id)
+
+
+def _claim_detail(claim_id: int) -> ClaimDetail | None:
+    claim = (
+        _with_row(Claim.objects.all())
+        .defer(None)
+        .annotate(
+            probe_due=ExpressionWrapper(
+                Q(probe_after__isnull=True) | Q(probe_after__lte=Now()),
+                output_field=BooleanField(),
+            )
+        )
+        .filter(pk=claim_id)
+        .first()
+    )
+    if claim is None:
+        return None
+    attempts = [
+        AttemptRow(*values)
+        for values in Attempt.objects.filter(step_id=claim.step_id)
+        .order_by("number")
+        .values_list(
+            "number", "worker", "status", "started_at", "finished_at", "lease_expires_at", "error"
+        )
+    ]
+    around = Q(step_id=claim.step_id) | Q(step__isnull=True, created_at__gte=claim.created_at)
+    if claim.completed_at is not None:
+        around &= Q(created_at__lte=claim.completed_at) | Q(step_id=claim.step_id)
+    rows = list(
+        Event.objects.filter(around, run_id=claim.run_id)
+        .order_by("-seq")
+        .values_list("seq", "type", "created_at", "step__key", "attempt_number", "payload")[
+            : EVENTS_AROUND_CLAIM + 1
+        ]
+    )
+    truncated = len(rows) > EVENTS_AROUND_CLAIM
+    around_events = [EventRow(*values) for values in reversed(rows[:EVENTS_AROUND_CLAIM])]
+    late = [
+        e
+        for e in around_events
+        if e.type == events.LATE_RESULT_AFTER_RESOLUTION and e.payload.get("key") == claim.key
+    ]
+    previews = {
+        str(outcome): preview_resolutions(claim_ids=[claim.pk], outcome=outcome)[0]
+        for outcome in (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
+    }
+    return ClaimDetail(
+        row=_queue_row(claim),
+        claim=claim,
+        run_input=claim.run.input,
+        attempts=attempts,
+        events=around_events,
+        events_truncated=truncated,
+        late_results=late,
+        probe_due=bool(claim.probe_due),
+        previews=previews,
+    )
+
+
+# --- the history of resolutions --------------------------------------------------------
+@dataclass(frozen=True)
+class HistoryRow:
+    claim_id: int
+    key: str
+    run_id: uuid.UUID
+    workflow: str
+    version: int
+    step: str
+    kind: str
+    outcome: str  # succeeded | failed
+    resolved_by: str  # a username, or "probe"
+    resolved_at: datetime
+    note: str
+    evidence: dict[str, Any] | None
+    result: Any
+    unresolved_at: datetime | None
+    # A fenced-off attempt's result or error arrived after the resolution (it stands;
+    # the disagreement deserves a look).
+    late_result_after_resolution: bool
+
+
+def _history_row(claim: Any) -> HistoryRow:
+    return HistoryRow(
+        claim_id=claim.pk,
+        key=claim.key,
+        run_id=claim.run_id,
+        workflow=claim.workflow,
+        version=claim.version,
+        step=claim.step_key,
+        kind=claim.kind,
+        outcome=claim.status,
+        resolved_by=claim.resolved_by,
+        resolved_at=claim.resolved_at,
+        note=claim.resolution_note,
+        evidence=claim.evidence,
+        result=claim.result,
+        unresolved_at=claim.unresolved_at,
+        late_result_after_resolution=claim.late,
+    )
+
+
+def resolution_history(
+    *,
+    operator: str | None = None,
+    outcome: str | None = None,
+    workflow: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Rows[HistoryRow]:
+    """Resolved claims, the latest resolution first (claim_resolved_idx); filters: who
+    resolved (a username, or "probe"), the outcome, the workflow (by name), and
+    resolved_at in [since, until)."""
+    late = Event.objects.annotate(claim_key=KT("payload__key")).filter(
+        run_id=OuterRef("run_id"),
+        type=events.LATE_RESULT_AFTER_RESOLUTION,
+        claim_key=OuterRef("key"),
+    )
+    claims = Claim.objects.filter(resolved_at__isnull=False)
+    if operator:
+        claims = claims.filter(resolved_by=operator)
+    if outcome:
+        claims = claims.filter(status=outcome)
+    if workflow:
+        claims = claims.filter(run__workflow=workflow)
+    if since is not None:
+        claims = claims.filter(resolved_at__gte=since)
+    if until is not None:
+        claims = claims.filter(resolved_at__lt=until)
+    rows = claims.annotate(
+        workflow=F("run__workflow"),
+        version=F("run__version"),
+        step_key=F("step__key"),
+        late=Exists(late),
+    ).order_by("-resolved_at", "-id")
+    return Rows(rows, _history_row, counted=claims)
+
+
+def history_operators() -> list[str]:
+    """Who has resolved claims (the history's operator filter)."""
+    return list(
+        Claim.objects.filter(resolved_at__isnull=False)
+        .order_by("resolved_by")
+        .values_list("resolved_by", flat=True)
+        .distinct()
+    )
+
+
+__all__ = [
+    "EXCEPTION",
+    "POSTCONDITION",
+    "WORKER_DIED",
+    "AttemptRow",
+    "ClaimDetail",
+    "EventRow",
+    "HistoryRow",
+    "QueueRow",
+    "QueueSummary",
+    "Rows",
+    "claim_detail",
+    "classify",
+    "history_operators",
+    "oldest_unresolved_age",
+    "queue_size",
+    "queue_summary",
+    "resolution_history",
+    "unresolved_queue",
+    "workflows_in_queue",
+]

@@ -1,0 +1,63 @@
+"""Builders for reconciliation tests. Runs are made by the engine (submit, start,
+crash, fail), never by hand, so every run's history still reproduces its rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import connection
+
+from runs import engine
+from runs.engine.start import start_attempt
+from runs.models import Claim, Run, Step
+from runs.states import ClaimStatus, StepStatus
+
+
+def expire_leases() -> None:
+    """Every running attempt's lease ended a second ago (on the database's clock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "
+            "WHERE status = 'running'"
+        )
+
+
+def run_queued(run: Run) -> None:
+    while step := Step.objects.filter(run=run, status=StepStatus.QUEUED).first():
+        engine.execute_step(step_id=step.id, worker="t")
+
+
+def crashed(workflow: str = "merge-change", count: int = 1, **input: Any) -> list[Claim]:
+    """`count` runs whose worker died in the middle of their guarded step: one
+    unresolved claim each (cause worker_died), in submission order."""
+    if workflow in ("merge-change", "merge-change-probed") and not input:
+        inputs = [{"change_id": n + 1} for n in range(count)]
+    else:
+        inputs = [input] * count
+    runs = [engine.submit_run(workflow=workflow, input=data) for data in inputs]
+    for n, run in enumerate(runs):
+        step = Step.objects.filter(run=run, status=StepStatus.QUEUED).first()
+        assert step is not None
+        start_attempt(step_id=step.id, worker=f"worker-{n}")
+    expire_leases()
+    assert len(engine.sweep(limit=count).crashed) == count
+    claims = {c.run_id: c for c in Claim.objects.filter(run__in=runs)}
+    assert all(c.status == ClaimStatus.UNRESOLVED for c in claims.values())
+    return [claims[run.id] for run in runs]
+
+
+def crashed_merge(change_id: int = 1, workflow: str = "merge-change") -> Claim:
+    return crashed(workflow, change_id=change_id)[0]
+
+
+def raised(workflow: str, **input: Any) -> Run:
+    """A run executed in-process until nothing is queued (its guarded steps raised)."""
+    run = engine.submit_run(workflow=workflow, input=input)
+    run_queued(run)
+    run.refresh_from_db()
+    return run
+
+
+def operator(name: str = "ann") -> User:
+    return User.objects.get_or_create(username=name)[0]
