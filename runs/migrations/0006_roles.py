@@ -13,7 +13,7 @@ def create_groups(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0004_review_statuses_deferrals_probe_after"),
+        ("runs", "0005_claim_unresolved_at"),
         ("auth", "0012_alter_user_first_name_max_length"),
     ]
 
