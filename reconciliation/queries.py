@@ -437,6 +437,16 @@ def resolution_history(
     return Rows(rows, _history_row, counted=claims)
 
 
+def history_workflows() -> list[str]:
+    """Workflows with resolved claims (the history's workflow filter)."""
+    return list(
+        Claim.objects.filter(resolved_at__isnull=False)
+        .order_by("run__workflow")
+        .values_list("run__workflow", flat=True)
+        .distinct()
+    )
+
+
 def history_operators() -> list[str]:
     """Who has resolved claims (the history's operator filter)."""
     return list(
@@ -461,6 +471,7 @@ __all__ = [
     "claim_detail",
     "classify",
     "history_operators",
+    "history_workflows",
     "oldest_unresolved_age",
     "queue_size",
     "queue_summary",

@@ -7,4 +7,12 @@ app_name = "reconciliation"
 urlpatterns = [
     path("", views.queue, name="queue"),
     path("badge/", views.badge, name="badge"),
+    path("history/", views.history, name="history"),
+    path("claims/<int:claim_id>/", views.claim, name="claim"),
+    path("claims/<int:claim_id>/resolve/", views.resolve, name="resolve"),
+    path("claims/<int:claim_id>/take/", views.take, name="take"),
+    path("claims/<int:claim_id>/release/", views.release, name="release"),
+    path("claims/<int:claim_id>/check-again/", views.check_again, name="check_again"),
+    path("bulk/preview/", views.bulk_preview, name="bulk_preview"),
+    path("bulk/resolve/", views.bulk_resolve, name="bulk_resolve"),
 ]

@@ -1,13 +1,53 @@
-"""The operator pages (thin): parse, call one service or query, render."""
+"""The operator pages (thin): parse the request, call one service or query, render.
+
+Every claim in the queue is its own `<tbody id="claim-N">`: the row, and its detail row
+once expanded. Actions answer with the new state of that tbody (or with nothing, when
+the claim left the queue), plus out-of-band updates of the messages and the badge.
+"""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from datetime import datetime, time, timedelta
+from typing import Any
 
-from runs.roles import viewer_required
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
+from django_htmx.http import reswap, retarget
+
+from runs.roles import operator_required, viewer_required
+from runs.states import ClaimStatus
+
+from . import queries, services
+
+PAGE_SIZE = 200
+HISTORY_PAGE_SIZE = 50
+# The queue's age filter: label -> minimum time unresolved.
+AGES = {
+    "15m": ("15 min", timedelta(minutes=15)),
+    "1h": ("1 hour", timedelta(hours=1)),
+    "1d": ("1 day", timedelta(days=1)),
+}
+OUTCOMES = [
+    (ClaimStatus.SUCCEEDED, "succeeded: the effect happened"),
+    (ClaimStatus.FAILED, "failed: the effect did NOT happen"),
+]
 
 
+def _oob(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """Append the messages and the badge, out of band, to an htmx answer."""
+    extra = render(request, "reconciliation/oob.html").content
+    response.content = response.content + extra
+    return response
+
+
+# --- reading -------------------------------------------------------------------------
 @viewer_required
 def badge(request: HttpRequest) -> HttpResponse:
     """The navigation's queue-size badge, polled by htmx on every page."""
@@ -16,4 +56,316 @@ def badge(request: HttpRequest) -> HttpResponse:
 
 @viewer_required
 def queue(request: HttpRequest) -> HttpResponse:
-    return render(request, "reconciliation/queue.html", {})
+    workflow = request.GET.get("workflow", "")
+    age = request.GET.get("age", "")
+    rows = queries.unresolved_queue(
+        workflow=workflow or None, older_than=AGES[age][1] if age in AGES else None
+    )
+    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    expand = _int(request.GET.get("claim"))
+    context = {
+        "page": page,
+        "rows": list(page.object_list),
+        "workflows": queries.workflows_in_queue(),
+        "workflow": workflow,
+        "age": age,
+        "ages": [(key, label) for key, (label, _) in AGES.items()],
+        "outcomes": OUTCOMES,
+        "expand": queries.claim_detail(expand) if expand else None,
+        "stale_minutes": settings.RECONCILIATION_STALE_MINUTES,
+        "bulk_max": settings.RECONCILIATION_BULK_MAX,
+    }
+    template = "reconciliation/queue.html"
+    if request.htmx and request.htmx.target == "queue":
+        template += "#queue-table"
+    return render(request, template, context)
+
+
+@viewer_required
+def claim(request: HttpRequest, claim_id: int) -> HttpResponse:
+    """One claim with everything needed to decide it: the detail row (htmx), or a page
+    of its own (a link from a run page)."""
+    detail = queries.claim_detail(claim_id)
+    if detail is None:
+        raise Http404(f"no claim {claim_id}")
+    if request.htmx:
+        if request.GET.get("collapse"):
+            context = _detail_context(detail, expanded=False)
+            return render(request, "reconciliation/queue.html#claim-body", context)
+        return _claim_body(request, detail)
+    return render(request, "reconciliation/claim.html", _detail_context(detail))
+
+
+def _detail_context(detail: queries.ClaimDetail, **extra: Any) -> dict[str, Any]:
+    return {"detail": detail, "row": detail.row, "outcomes": OUTCOMES, **extra}
+
+
+def _claim_body(
+    request: HttpRequest,
+    detail: queries.ClaimDetail,
+    *,
+    status: int = 200,
+    **extra: Any,
+) -> HttpResponse:
+    """The claim's tbody: its row and its expanded detail."""
+    context = _detail_context(detail, expanded=True, **extra)
+    return render(request, "reconciliation/queue.html#claim-body", context, status=status)
+
+
+@viewer_required
+def history(request: HttpRequest) -> HttpResponse:
+    outcome = request.GET.get("outcome", "")
+    errors: dict[str, str] = {}
+    since = _date(request.GET.get("since"), "since", errors)
+    until = _date(request.GET.get("until"), "until", errors)
+    rows = queries.resolution_history(
+        operator=request.GET.get("operator") or None,
+        outcome=outcome if outcome in ClaimStatus.values else None,
+        workflow=request.GET.get("workflow") or None,
+        since=since,
+        until=until + timedelta(days=1) if until else None,  # "until" is a whole day
+    )
+    page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "rows": list(page.object_list),
+        "operators": queries.history_operators(),
+        "workflows": queries.history_workflows(),
+        "filters": request.GET,
+        "errors": errors,
+    }
+    template = "reconciliation/history.html"
+    if request.htmx and request.htmx.target == "history":
+        template += "#history-table"
+    return render(request, template, context)
+
+
+# --- deciding ------------------------------------------------------------------------
+@require_POST
+@operator_required
+def resolve(request: HttpRequest, claim_id: int) -> HttpResponse:
+    form = {
+        "outcome": request.POST.get("outcome", ""),
+        "note": request.POST.get("note", ""),
+        "result": request.POST.get("result", ""),
+        "reference": request.POST.get("reference", ""),
+    }
+    try:
+        resolution = services.resolve(
+            claim_id=claim_id,
+            user=request.user,
+            outcome=form["outcome"],
+            note=form["note"],
+            result_json=form["result"],
+            reference=form["reference"],
+        )
+    except services.InvalidResolution as exc:
+        detail = _detail_or_404(claim_id)
+        errors = {exc.field or "general": str(exc)}
+        response = render(
+            request,
+            "reconciliation/queue.html#resolve-form",
+            _detail_context(detail, form=form, errors=errors),
+            status=422,
+        )
+        return response
+    except services.ClaimAlreadyResolved as exc:
+        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
+    except services.ClaimNotFound as exc:
+        raise Http404(str(exc)) from exc
+    except services.ResolutionError as exc:  # not unresolved any more, workflow unknown…
+        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
+    claim = resolution.claim
+    messages.success(
+        request,
+        format_html(
+            'Claim <code>{}</code> resolved as <strong>{}</strong>{}. <a href="{}">Run {}</a> '
+            "is now {}.",
+            claim.key,
+            claim.status,
+            " (your first submit had already counted)" if resolution.replayed else "",
+            reverse("runs:detail", args=[claim.run_id]),
+            str(claim.run_id)[:8],
+            resolution.run_status.replace("_", " "),
+        ),
+    )
+    return _gone(request, claim_id)
+
+
+def _gone(request: HttpRequest, claim_id: int) -> HttpResponse:
+    """The claim left the queue: its tbody is removed, messages and badge refreshed."""
+    if not request.htmx:
+        return _back_to_queue(request)
+    response = retarget(HttpResponse(""), f"#claim-{claim_id}")
+    return _oob(request, reswap(response, "delete"))
+
+
+def _left_queue(
+    request: HttpRequest, claim_id: int, message: str, *, status: int, level: int
+) -> HttpResponse:
+    """Someone (or the probe) decided first: say who, when and what, and show the claim
+    as it is now."""
+    messages.add_message(request, level, message)
+    detail = queries.claim_detail(claim_id)
+    if detail is None or not request.htmx:
+        return _gone(request, claim_id) if request.htmx else _back_to_queue(request)
+    response = _claim_body(request, detail, status=status)
+    return _oob(request, reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML"))
+
+
+def _back_to_queue(request: HttpRequest) -> HttpResponse:
+    return redirect("reconciliation:queue")
+
+
+def _detail_or_404(claim_id: int) -> queries.ClaimDetail:
+    detail = queries.claim_detail(claim_id)
+    if detail is None:
+        raise Http404(f"no claim {claim_id}")
+    return detail
+
+
+@require_POST
+@operator_required
+def take(request: HttpRequest, claim_id: int) -> HttpResponse:
+    try:
+        taken = services.take_claim(claim_id=claim_id, user=request.user)
+        messages.success(
+            request,
+            f"You are on claim {claim_id} until "
+            f"{timezone.localtime(taken.expires_at):%H:%M}; others see it as taken.",
+        )
+    except services.ClaimTakenByOther as exc:
+        messages.warning(request, str(exc))
+    except services.ClaimNotFound as exc:
+        raise Http404(str(exc)) from exc
+    except services.ResolutionError as exc:
+        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
+    return _refreshed(request, claim_id)
+
+
+@require_POST
+@operator_required
+def release(request: HttpRequest, claim_id: int) -> HttpResponse:
+    try:
+        if services.release_claim(claim_id=claim_id, user=request.user):
+            messages.success(request, f"You released claim {claim_id}.")
+    except services.ClaimTakenByOther as exc:
+        messages.warning(request, str(exc))
+    except services.ClaimNotFound as exc:
+        raise Http404(str(exc)) from exc
+    return _refreshed(request, claim_id)
+
+
+@require_POST
+@operator_required
+def check_again(request: HttpRequest, claim_id: int) -> HttpResponse:
+    try:
+        outcome = services.reprobe(claim_id=claim_id, user=request.user)
+    except services.ClaimNotFound as exc:
+        raise Http404(str(exc)) from exc
+    except (services.ProbeError, services.ResolutionError) as exc:
+        messages.warning(request, str(exc))
+        return _refreshed(request, claim_id)
+    summary = outcome.summary[0].upper() + outcome.summary[1:]
+    if outcome.resolution is not None:
+        messages.success(request, f"{summary}.")
+        return _gone(request, claim_id)
+    messages.info(request, f"{summary}.")
+    return _refreshed(request, claim_id)
+
+
+def _refreshed(request: HttpRequest, claim_id: int) -> HttpResponse:
+    if not request.htmx:
+        return _back_to_queue(request)
+    detail = _detail_or_404(claim_id)
+    if detail.claim.status != ClaimStatus.UNRESOLVED:
+        return _gone(request, claim_id)
+    response = _claim_body(request, detail)
+    return _oob(request, reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML"))
+
+
+# --- bulk decisions ------------------------------------------------------------------
+def _bulk_form(request: HttpRequest) -> dict[str, Any]:
+    return {
+        "claims": request.POST.getlist("claims"),
+        "outcome": request.POST.get("outcome", ""),
+        "note": request.POST.get("note", ""),
+    }
+
+
+@require_POST
+@operator_required
+def bulk_preview(request: HttpRequest) -> HttpResponse:
+    form = _bulk_form(request)
+    try:
+        services.validate_resolution(form["outcome"], form["note"], None)
+        previews = services.bulk_preview(claim_ids=form["claims"], outcome=form["outcome"])
+    except services.InvalidResolution as exc:
+        return render(
+            request,
+            "reconciliation/queue.html#bulk-result",
+            {"form": form, "errors": {exc.field or "general": str(exc)}},
+            status=422,
+        )
+    return render(
+        request,
+        "reconciliation/queue.html#bulk-result",
+        {"form": form, "previews": previews},
+    )
+
+
+@require_POST
+@operator_required
+def bulk_resolve(request: HttpRequest) -> HttpResponse:
+    form = _bulk_form(request)
+    try:
+        result = services.bulk_resolve(
+            claim_ids=form["claims"], user=request.user, outcome=form["outcome"], note=form["note"]
+        )
+    except services.InvalidResolution as exc:
+        return render(
+            request,
+            "reconciliation/queue.html#bulk-result",
+            {"form": form, "errors": {exc.field or "general": str(exc)}},
+            status=422,
+        )
+    messages.success(request, result.summary[0].upper() + result.summary[1:] + ".")
+    response = render(
+        request, "reconciliation/queue.html#bulk-result", {"form": form, "result": result}
+    )
+    return _oob(request, response)
+
+
+# --- helpers -------------------------------------------------------------------------
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def _date(value: str | None, field: str, errors: dict[str, str]) -> datetime | None:
+    """A YYYY-MM-DD filter as the start of that day; a bad one is reported next to its
+    field (and ignored)."""
+    if not value:
+        return None
+    try:
+        day = datetime.strptime(value, "%Y-%m-%d").date()
+    except ValueError:
+        errors[field] = f"{value!r} is not a date (YYYY-MM-DD)"
+        return None
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+__all__ = [
+    "badge",
+    "bulk_preview",
+    "bulk_resolve",
+    "check_again",
+    "claim",
+    "history",
+    "queue",
+    "release",
+    "resolve",
+    "take",
+]

@@ -61,3 +61,22 @@ def raised(workflow: str, **input: Any) -> Run:
 
 def operator(name: str = "ann") -> User:
     return User.objects.get_or_create(username=name)[0]
+
+
+def late_result_after_resolution() -> Run:
+    """A hooked-merge run whose paused worker merged, then (while it was paused) the
+    sweeper made its claim unresolved and ann resolved it as failed; the worker's late
+    result arrives after that resolution."""
+    from reconciliation.services import resolve_claim
+    from tests import workflows as test_workflows
+
+    run = engine.submit_run(workflow="hooked-merge", input={"mode": "return"})
+
+    def operator_decided_meanwhile() -> None:
+        expire_leases()
+        engine.sweep()
+        resolve_claim(Claim.objects.get(run=run), "failed", actor="ann", note="no merge seen")
+
+    test_workflows.HOOKS[str(run.id)] = operator_decided_meanwhile
+    assert engine.execute_step(step_id=Step.objects.get(run=run).id, worker="w") == "fenced"
+    return run

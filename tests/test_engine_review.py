@@ -26,7 +26,9 @@ from runs.engine.start import start_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import FencingToken
+from tests import factories
 from tests import workflows as test_workflows
+from tests.factories import expire_leases, run_queued
 from tests.races import Background
 
 
@@ -64,21 +66,6 @@ def test_start_attempt_duplicate_blocked_behind_start_and_finish_does_nothing():
 
 
 # --- helpers ---------------------------------------------------------------------------
-def expire_leases() -> None:
-    """Make time pass for every running attempt: its lease ended a second ago (on the
-    database's clock)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "
-            "WHERE status = 'running'"
-        )
-
-
-def run_queued(run: Run) -> None:
-    while step := Step.objects.filter(run=run, status=StepStatus.QUEUED).first():
-        engine.execute_step(step_id=step.id, worker="t")
-
-
 @pytest.fixture
 def published():
     """Every Celery message this process publishes: (task name, args, eta)."""
@@ -133,16 +120,7 @@ def test_late_guarded_finish_before_sweep_crashes_its_attempt_and_keeps_evidence
 
 
 def test_late_guarded_result_after_resolution_is_an_event_and_changes_nothing(db):
-    run = engine.submit_run(workflow="hooked-merge", input={"mode": "return"})
-
-    def operator_decided_meanwhile() -> None:
-        expire_leases()
-        engine.sweep()
-        resolve_claim(Claim.objects.get(run=run), "failed", actor="ann", note="no merge seen")
-
-    test_workflows.HOOKS[str(run.id)] = operator_decided_meanwhile
-
-    assert engine.execute_step(step_id=step_of(run, "hooked_merge").id, worker="w") == "fenced"
+    run = factories.late_result_after_resolution()
 
     first = Claim.objects.filter(run=run).order_by("id").first()
     assert (first.status, first.resolved_by, first.evidence) == (ClaimStatus.FAILED, "ann", None)

@@ -13,6 +13,7 @@ from runs import engine, events
 from runs.engine.resolve import resolve_claim
 from runs.models import Claim, Step
 from runs.states import ClaimStatus
+from tests import factories
 from tests import workflows as test_workflows
 from tests.factories import crashed, crashed_merge, expire_leases, operator, raised
 
@@ -195,15 +196,7 @@ def test_claim_detail_has_everything_to_decide(django_assert_max_num_queries):
 
 
 def test_claim_detail_of_a_resolved_claim_shows_a_late_result(db):
-    run = engine.submit_run(workflow="hooked-merge", input={"mode": "return"})
-
-    def operator_decided_meanwhile() -> None:
-        expire_leases()
-        engine.sweep()
-        resolve_claim(Claim.objects.get(run=run), "failed", actor="ann", note="no merge seen")
-
-    test_workflows.HOOKS[str(run.id)] = operator_decided_meanwhile
-    engine.execute_step(step_id=Step.objects.get(run=run).id, worker="w")
+    run = factories.late_result_after_resolution()
     first = Claim.objects.filter(run=run).order_by("id").first()
 
     detail = queries.claim_detail(first.id)

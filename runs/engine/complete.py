@@ -182,23 +182,7 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
         if step.has_attempts_left:
-            delay = started.stepdef.retry.delay(step.attempts)
-            _leave_running(
-                started,
-                status=StepStatus.RETRYING,
-                error=error,
-                next_attempt_at=db_now_plus(delay),
-            )
-            events.append_event(
-                run.id,
-                events.STEP_RETRYING,
-                step_id=step.id,
-                attempt_number=attempt.number,
-                step=step.key,
-                error=error,
-                delay=round(delay, 3),
-            )
-            publish_on_commit([step.id], countdown=delay)
+            _retry_later(started, error=error, delay=started.stepdef.retry.delay(step.attempts))
             return "retrying"
         _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
         close_claims_on_give_up(run_id=run.id, step=step, error=error, maybe_applied=uncertain)
@@ -219,29 +203,41 @@ def defer_attempt(started: Started, *, reason: str) -> str:
     (claims.ClaimBusy): its transaction rolled back, nothing was applied. Retry later
     without counting it against max_attempts, so a partitioned worker cannot use up a
     step's attempts while PostgreSQL has not yet noticed that it is gone."""
-    step, run, attempt = started.step, started.run, started.attempt
-    delay = float(settings.RUNS_CLAIM_BUSY_RETRY_SECONDS)
     with transaction.atomic():
-        fence(attempt.id, AttemptStatus.DEFERRED, reason)
-        _leave_running(
+        fence(started.attempt.id, AttemptStatus.DEFERRED, reason)
+        _retry_later(
             started,
-            status=StepStatus.RETRYING,
             error=reason,
-            next_attempt_at=db_now_plus(delay),
-            deferred_attempts=F("deferred_attempts") + 1,
-        )
-        events.append_event(
-            run.id,
-            events.STEP_RETRYING,
-            step_id=step.id,
-            attempt_number=attempt.number,
-            step=step.key,
-            error=reason,
-            delay=delay,
+            delay=float(settings.RUNS_CLAIM_BUSY_RETRY_SECONDS),
             deferred=True,
         )
-        publish_on_commit([step.id], countdown=delay)
     return "deferred"
+
+
+def _retry_later(started: Started, *, error: str, delay: float, deferred: bool = False) -> None:
+    """running → retrying, due `delay` seconds from now on the database's clock, with
+    its event; the message goes out after commit with the same countdown. A deferred
+    attempt is not counted against max_attempts."""
+    step = started.step
+    extra: dict[str, Any] = {"deferred_attempts": F("deferred_attempts") + 1} if deferred else {}
+    _leave_running(
+        started,
+        status=StepStatus.RETRYING,
+        error=error,
+        next_attempt_at=db_now_plus(delay),
+        **extra,
+    )
+    events.append_event(
+        started.run.id,
+        events.STEP_RETRYING,
+        step_id=step.id,
+        attempt_number=started.attempt.number,
+        step=step.key,
+        error=error,
+        delay=round(delay, 3),
+        **({"deferred": True} if deferred else {}),
+    )
+    publish_on_commit([step.id], countdown=delay)
 
 
 def _close_in_flight_claims(

@@ -99,3 +99,16 @@ def url_with(context: Any, **changes: Any) -> str:
             params[key] = value
     encoded = params.urlencode()
     return f"?{encoded}" if encoded else "?"
+
+
+CAUSES = {
+    "worker_died": "worker died",
+    "exception": "raised an error",
+    "postcondition": "failed its postcondition",
+}
+
+
+@register.filter
+def cause_label(cause: str) -> str:
+    """What made a claim unresolved, in words (reconciliation.queries.classify)."""
+    return CAUSES.get(cause, cause or "—")

@@ -97,21 +97,21 @@ class Browser:
         self.context.close()
 
 
-@pytest.fixture
-def browser(chromium: Any, live_server: Any) -> Iterator[Browser]:
+def _person(chromium: Any, live_server: Any) -> Iterator[Browser]:
     person = Browser(chromium, live_server.url)
     try:
         yield person
     finally:
         person.close()
     assert not person.errors, person.errors
+
+
+@pytest.fixture
+def browser(chromium: Any, live_server: Any) -> Iterator[Browser]:
+    yield from _person(chromium, live_server)
 
 
 @pytest.fixture
 def second_browser(chromium: Any, live_server: Any) -> Iterator[Browser]:
-    person = Browser(chromium, live_server.url)
-    try:
-        yield person
-    finally:
-        person.close()
-    assert not person.errors, person.errors
+    """Another person at another browser (separate cookies)."""
+    yield from _person(chromium, live_server)
