@@ -27,6 +27,8 @@ test: install
 	$(PY) scripts/stack.py test $(PYTEST_ARGS)
 
 lint: install
+	@# A merge left unfinished must never land: no conflict markers in tracked files.
+	@! git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . 2>/dev/null
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	@# django-stubs loads the settings, which refuse to load without a SECRET_KEY.

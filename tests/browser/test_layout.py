@@ -40,3 +40,29 @@ def test_wrong_password_shows_an_error_next_to_the_form(browser, transactional_d
         "Please enter a correct username and password" in page.locator("[role=alert]").inner_text()
     )
     browser.screenshot("login-error", width=390)
+
+
+def test_badge_polls_only_while_the_tab_is_visible(browser, transactional_db):
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.page
+    polls: list[str] = []
+    page.on("request", lambda r: polls.append(r.url) if "/badge/" in r.url else None)
+    # The tab goes to the background: a hidden document must not poll.
+    page.evaluate(
+        """() => {
+            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }"""
+    )
+    page.wait_for_timeout(6000)  # more than one polling interval (5 s)
+    assert polls == []
+    # Back in front: it refreshes at once, without waiting for the next tick.
+    page.evaluate(
+        """() => {
+            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }"""
+    )
+    page.wait_for_timeout(500)
+    assert len(polls) == 1
