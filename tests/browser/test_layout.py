@@ -42,6 +42,12 @@ def test_wrong_password_shows_an_error_next_to_the_form(browser, transactional_d
     browser.screenshot("login-error", width=390)
 
 
+SET_VISIBILITY = """(state) => {
+    Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state});
+    document.dispatchEvent(new Event('visibilitychange'));
+}"""
+
+
 def test_badge_polls_only_while_the_tab_is_visible(browser, transactional_db):
     make_user("olivia", "operators")
     browser.login("olivia", PASSWORD)
@@ -49,20 +55,10 @@ def test_badge_polls_only_while_the_tab_is_visible(browser, transactional_db):
     polls: list[str] = []
     page.on("request", lambda r: polls.append(r.url) if "/badge/" in r.url else None)
     # The tab goes to the background: a hidden document must not poll.
-    page.evaluate(
-        """() => {
-            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'});
-            document.dispatchEvent(new Event('visibilitychange'));
-        }"""
-    )
+    page.evaluate(SET_VISIBILITY, "hidden")
     page.wait_for_timeout(6000)  # more than one polling interval (5 s)
     assert polls == []
     # Back in front: it refreshes at once, without waiting for the next tick.
-    page.evaluate(
-        """() => {
-            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'visible'});
-            document.dispatchEvent(new Event('visibilitychange'));
-        }"""
-    )
+    page.evaluate(SET_VISIBILITY, "visible")
     page.wait_for_timeout(500)
     assert len(polls) == 1
