@@ -68,6 +68,24 @@ class Run(models.Model):
         return f"{self.workflow} v{self.version} {self.id} ({self.status})"
 
 
+class SubmissionKey(models.Model):
+    """A client's idempotency key for submitting a run (`Idempotency-Key`,
+    `submit_run --key`): the same key and the same request give back the same run,
+    however often the client retries, decided by this table's primary key. The request
+    is kept as a digest, so a different request under the same key is refused."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="submission_keys")
+    request_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["run"], name="submissionkey_run_idx")]
+
+    def __str__(self) -> str:
+        return f"submission key {self.key} -> run {self.run_id}"
+
+
 class Step(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     # Unique within the run: the definition's step name, or "name[i]" for batch i of a map.

@@ -181,7 +181,8 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             )
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
-        if step.has_attempts_left:
+        active = Run.objects.filter(pk=run.id, status__in=RUN_ACTIVE).exists()
+        if step.has_attempts_left and active:
             _retry_later(started, error=error, delay=started.stepdef.retry.delay(step.attempts))
             return "retrying"
         _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
@@ -346,8 +347,21 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
         events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
         return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
 
-    if _decrement("runs_run", "steps_remaining", run_id) == 0:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET steps_remaining = steps_remaining - 1 WHERE id = %s "
+            "RETURNING steps_remaining, status",
+            [run_id],
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    remaining, run_status = int(row[0]), row[1]
+    if remaining == 0:
         _succeed_run(run_id, workflow)
+        return []
+    if run_status not in RUN_ACTIVE:
+        # Cancelled (or failed) meanwhile: an attempt that was running finishes and is
+        # recorded, but nothing after it is queued.
         return []
     dependents = workflow.dependents(step.name)
     if not dependents:

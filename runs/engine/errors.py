@@ -32,3 +32,33 @@ class InvalidInput(EngineError):
 class AttemptFenced(EngineError):
     """The attempt no longer owns its step (declared crashed, lease expired): its
     finish must change nothing (DESIGN.md §7)."""
+
+
+class InvalidSubmissionKey(EngineError):
+    pass
+
+
+class SubmissionKeyConflict(EngineError):
+    """The key was used before for a different request: the first one stands."""
+
+    def __init__(self, key: str, run_id: object) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was already used for a different request, which "
+            f"created run {run_id}; use a new key for a new request"
+        )
+        self.key, self.run_id = key, run_id
+
+
+class RunNotFound(EngineError):
+    def __init__(self, run_id: object) -> None:
+        super().__init__(f"no run with id {run_id}")
+        self.run_id = run_id
+
+
+class RunNotActive(EngineError):
+    """The run already finished (succeeded, failed or cancelled)."""
+
+    def __init__(self, run: object, doing: str = "cancelled") -> None:
+        status = getattr(run, "status", "?")
+        super().__init__(f"run {getattr(run, 'id', run)} is already {status}; it cannot be {doing}")
+        self.run = run

@@ -133,7 +133,8 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             probe_after=_probe_after(attempt),
         )
         return
-    if step.has_attempts_left:
+    active = Run.objects.filter(pk=step.run_id, status__in=RUN_ACTIVE).exists()
+    if step.has_attempts_left and active:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
         events.append_event(
             step.run_id,
@@ -144,7 +145,10 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         )
         publish_on_commit([step.id])
         return
-    error = f"attempt {attempt.number} crashed and no attempts remain"
+    if step.has_attempts_left:  # but the run was cancelled (or failed) meanwhile
+        error = f"attempt {attempt.number} crashed; the run is no longer active"
+    else:
+        error = f"attempt {attempt.number} crashed and no attempts remain"
     owned.update(status=StepStatus.FAILED, current_attempt=None, error=error, finished_at=Now())
     close_claims_on_give_up(
         run_id=step.run_id, step=step, error=error, maybe_applied=effect_started

@@ -1,21 +1,43 @@
-"""submit_run(): validate, write the run, its plan and its first events in one
-transaction, and queue the first steps after commit."""
+"""submit(): validate, write the run, its plan and its first events in one
+transaction, and queue the first steps after commit.
+
+A submission may carry the client's idempotency key. The key belongs to the engine,
+whatever the way in (API header, `submit_run --key`): the same key and the same request
+give back the run the first one created; the same key with another request is refused.
+The database decides, not a Python check: the key is inserted first, in the run's own
+transaction (`INSERT … ON CONFLICT DO NOTHING`), so of any number of concurrent
+submissions with one key exactly one creates a run, and the others, having waited for
+it to commit, find it.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import re
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Run, Step
+from runs.models import Run, Step, SubmissionKey
 from runs.states import StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
 from .dispatch import publish_on_commit
-from .errors import UnknownVersion, UnknownWorkflow
+from .errors import InvalidSubmissionKey, SubmissionKeyConflict, UnknownVersion, UnknownWorkflow
+from .keys import canonical_json
+
+KEY_PATTERN = re.compile(r"[A-Za-z0-9._~:/+=@-]{1,200}")
+
+
+@dataclass(frozen=True)
+class Submission:
+    run: Run
+    created: bool  # False: the run an earlier submission with the same key created
 
 
 def resolve_workflow(name: str, version: int | None = None) -> Workflow:
@@ -33,12 +55,52 @@ def resolve_workflow(name: str, version: int | None = None) -> Workflow:
     return wf
 
 
+def check_key(key: str) -> str:
+    if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
+        shown = key if isinstance(key, str) and len(key) <= 60 else f"{str(key)[:60]}…"
+        raise InvalidSubmissionKey(
+            f"idempotency key {shown!r} is invalid: use 1 to 200 characters among letters, "
+            "digits and . _ ~ : / + = @ -"
+        )
+    return key
+
+
+def request_digest(workflow: str, version: int | None, input: Any) -> str:
+    """What "the same request" means: the same workflow, the same requested version
+    (none: the latest) and the same input, as canonical JSON."""
+    text = canonical_json({"workflow": workflow, "version": version, "input": input})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def submit_run(*, workflow: str, version: int | None = None, input: Any) -> Run:
+    return submit(workflow=workflow, version=version, input=input).run
+
+
+def submit(
+    *, workflow: str, version: int | None = None, input: Any, key: str | None = None
+) -> Submission:
+    """Submit a run; with `key`, at most one run per key (see the module's docstring).
+    Refusals write nothing: UnknownWorkflow, UnknownVersion, InvalidInput,
+    InvalidSubmissionKey, SubmissionKeyConflict."""
+    if key is not None:
+        check_key(key)
     wf = resolve_workflow(workflow, version)
     clean = wf.validate_input(input)
     with transaction.atomic():
+        run_id = uuid.uuid4()
+        if key is not None:
+            digest = request_digest(workflow, version, input)
+            if not _claim_key(key, run_id, digest):
+                existing = SubmissionKey.objects.select_related("run").get(key=key)
+                if existing.request_digest != digest:
+                    raise SubmissionKeyConflict(key, existing.run_id)
+                return Submission(existing.run, created=False)
         run = Run.objects.create(
-            workflow=wf.name, version=wf.version, input=clean, steps_remaining=len(wf.steps)
+            id=run_id,
+            workflow=wf.name,
+            version=wf.version,
+            input=clean,
+            steps_remaining=len(wf.steps),
         )
         Step.objects.bulk_create(
             Step(
@@ -70,4 +132,18 @@ def submit_run(*, workflow: str, version: int | None = None, input: Any) -> Run:
             events.append_event(run.id, events.STEP_QUEUED, step_id=step_id, step=name)
         publish_on_commit([step_id for step_id, _ in first])
     run.refresh_from_db()
-    return run
+    return Submission(run, created=True)
+
+
+def _claim_key(key: str, run_id: uuid.UUID, digest: str) -> bool:
+    """Insert the key for the run about to be created (the foreign key is checked at
+    commit); False if the key exists. A concurrent insert of the same key makes this
+    statement wait for that transaction: then it sees the committed key, or inserts
+    its own if the other rolled back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO runs_submissionkey (key, run_id, request_digest, created_at) "
+            "VALUES (%s, %s, %s, now()) ON CONFLICT (key) DO NOTHING RETURNING key",
+            [key, run_id, digest],
+        )
+        return cursor.fetchone() is not None
