@@ -1,7 +1,9 @@
 """Roles (DESIGN.md §9), as Django groups created by a data migration.
 
 - operators: view everything, take and resolve claims, cancel and retry runs;
-- viewers: read only.
+- viewers: read only;
+- submitters: service accounts that submit runs and read runs and workflows through the
+  API (no pages, no claims queue, no decisions).
 
 Deny by default: a page needs a login AND a role; every POST checks the role on the
 server, whatever the page showed. Superusers count as operators.
@@ -20,7 +22,8 @@ from django.http import HttpRequest, HttpResponse
 
 OPERATORS = "operators"
 VIEWERS = "viewers"
-ROLES = (OPERATORS, VIEWERS)
+SUBMITTERS = "submitters"
+ROLES = (OPERATORS, VIEWERS, SUBMITTERS)
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -43,11 +46,22 @@ def can_view(user: Any) -> bool:
     return can_operate(user) or VIEWERS in _groups(user)
 
 
+def can_submit(user: Any) -> bool:
+    return can_operate(user) or SUBMITTERS in _groups(user)
+
+
+def can_read_runs(user: Any) -> bool:
+    """Runs and workflows: every role reads them (a submitter follows its own runs)."""
+    return can_view(user) or can_submit(user)
+
+
 def role_of(user: Any) -> str | None:
     if can_operate(user):
         return OPERATORS
     if can_view(user):
         return VIEWERS
+    if can_submit(user):
+        return SUBMITTERS
     return None
 
 

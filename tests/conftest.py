@@ -75,6 +75,12 @@ def viewer(db):
 
 
 @pytest.fixture
+def submitter(db):
+    """A service account: submits runs and reads them through the API."""
+    return make_user("sam", "submitters")
+
+
+@pytest.fixture
 def nobody(db):
     """Logged in, but with no role: sees nothing (deny by default)."""
     return make_user("nadia", None)

@@ -221,3 +221,31 @@ def test_createoperator_has_no_password_option(db, monkeypatch):
         createoperator("alice", "--password", GOOD)
 
     assert not User.objects.filter(username="alice").exists()
+
+
+def test_createoperator_submitter_is_a_service_account_with_a_token(db, no_password_variable):
+    out, err = createoperator("ci-bot", "--submitter", "--token")
+
+    user = User.objects.get(username="ci-bot")
+    assert (user.is_staff, user.is_superuser, user.has_usable_password()) == (False, False, False)
+    assert list(user.groups.values_list("name", flat=True)) == ["submitters"]
+    assert out == Token.objects.get(user=user).key + "\n"
+    assert err.splitlines() == [
+        "created submitter ci-bot",
+        "ci-bot has no password: a service account uses its API token",
+    ]
+
+
+def test_createoperator_role_change_keeps_exactly_one_role(db, no_password_variable):
+    createoperator("alice")
+    createoperator("alice", "--submitter")
+
+    user = User.objects.get(username="alice")
+    assert list(user.groups.values_list("name", flat=True)) == ["submitters"]
+    assert (user.is_staff, user.is_superuser) == (False, False)
+
+
+def test_createoperator_viewer_and_submitter_exclude_each_other(db):
+    with pytest.raises(CommandError, match="not allowed with argument"):
+        createoperator("alice", "--viewer", "--submitter")
+    assert not User.objects.filter(username="alice").exists()

@@ -38,6 +38,13 @@ def test_pages_user_without_a_role_is_refused(client, nobody, path):
 
 
 @pytest.mark.parametrize("path", PAGES)
+def test_pages_refuse_a_submitter_service_account(client, submitter, path):
+    """Submitters use the API (tests/test_api_permissions.py), not the pages."""
+    client.force_login(submitter)
+    assert client.get(path).status_code == 403
+
+
+@pytest.mark.parametrize("path", PAGES)
 def test_pages_viewer_and_operator_can_read(viewer_client, path, a_run):
     assert viewer_client.get(path).status_code == 200
 

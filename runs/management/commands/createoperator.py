@@ -1,5 +1,6 @@
-"""`createoperator NAME [--viewer] [--token]`: create or update an account with a role
-(runs/roles.py): an operator by default, a read-only viewer with --viewer.
+"""`createoperator NAME [--viewer | --submitter] [--token]`: create or update an account
+with a role (runs/roles.py): an operator by default, a read-only viewer with --viewer, a
+service account that submits runs through the API with --submitter.
 
 The password comes from OPERATOR_PASSWORD or from a prompt (asked twice), never from the
 command line, where `ps` shows it to every user of the machine. It must pass
@@ -22,15 +23,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from runs.roles import OPERATORS, ROLES, VIEWERS
+from runs.roles import OPERATORS, ROLES, SUBMITTERS, VIEWERS
 
 PASSWORD_VARIABLE = "OPERATOR_PASSWORD"
 
 
 class Command(BaseCommand):
     help = (
-        "Create (or update) an operator (a staff user in the operators group), or with "
-        "--viewer a read-only viewer. The password comes from "
+        "Create (or update) an operator (a staff user in the operators group), with "
+        "--viewer a read-only viewer, or with --submitter a service account that submits "
+        "runs through the API. The password comes from "
         f"{PASSWORD_VARIABLE} or a prompt. Prints an API token with --token."
     )
     # Tests hand in a stand-in for the terminal, as with Django's createsuperuser.
@@ -38,8 +40,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
-        parser.add_argument(
+        role = parser.add_mutually_exclusive_group()
+        role.add_argument(
             "--viewer", action="store_true", help="a read-only viewer instead of an operator"
+        )
+        role.add_argument(
+            "--submitter",
+            action="store_true",
+            help="a service account (not staff) that submits runs and reads runs via the API",
         )
         parser.add_argument("--token", action="store_true", help="print the user's API token")
 
@@ -62,7 +70,9 @@ class Command(BaseCommand):
                 user.set_password(password)
             elif created:
                 user.set_unusable_password()
-            role = VIEWERS if options["viewer"] else OPERATORS
+            role = (
+                VIEWERS if options["viewer"] else SUBMITTERS if options["submitter"] else OPERATORS
+            )
             grant_role(user, role)
 
         what = role.removesuffix("s")
@@ -71,7 +81,9 @@ class Command(BaseCommand):
         else:
             unchanged = " (password unchanged)" if password is None else ""
             self.stderr.write(f"updated {what} {name}{unchanged}")
-        if not user.has_usable_password():
+        if role == SUBMITTERS and not user.has_usable_password():
+            self.stderr.write(f"{name} has no password: a service account uses its API token")
+        elif not user.has_usable_password():
             self.stderr.write(
                 f"{name} has no password: run `python manage.py createoperator {name}` "
                 f"in a terminal to be asked for one, or set {PASSWORD_VARIABLE}"
@@ -102,7 +114,7 @@ def check_password(password: str, user: User) -> None:
 
 def grant_role(user: User, role: str) -> None:
     """Give the user exactly one role and save it. Operators are staff and superusers
-    (they manage retention policies in the admin); viewers are neither."""
+    (they manage retention policies in the admin); viewers and submitters are neither."""
     operator = role == OPERATORS
     user.is_staff = operator
     user.is_superuser = operator
