@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI as static files: the API docs need no CDN
     "runs",
     "reconciliation",
     "api",
@@ -86,6 +87,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Refuses an API request whose body is over API_MAX_BODY_BYTES before anything reads it.
+    "api.middleware.BodySizeLimitMiddleware",
     # Static files (htmx included) are served by the app itself: no CDN, no extra server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -195,6 +198,15 @@ AXES_LOCKOUT_CALLABLE = "runs.accounts.locked_out"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
+# --- REST API (api/) ---------------------------------------------------------
+# Token (`Authorization: Token …`, first: it names the scheme of a 401) and session
+# authentication (DRF enforces CSRF for sessions). Permissions are the roles of
+# runs/roles.py, per endpoint (api/permissions.py); deny by default.
+# Throttling per user and per anonymous address; a request body over API_MAX_BODY_BYTES
+# is refused with 413 before it is read.
+API_MAX_BODY_BYTES = int(env_float("API_MAX_BODY_BYTES", 1024 * 1024))
+API_THROTTLE_USER = os.environ.get("API_THROTTLE_USER") or "1000/min"
+API_THROTTLE_ANON = os.environ.get("API_THROTTLE_ANON") or "60/min"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -202,11 +214,72 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.JSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.UserThrottle", "api.throttling.AnonThrottle"],
+    # The rates are read from API_THROTTLE_USER / API_THROTTLE_ANON at each request
+    # (api/throttling.py); these are DRF's names for the same values.
+    "DEFAULT_THROTTLE_RATES": {"user": API_THROTTLE_USER, "anon": API_THROTTLE_ANON},
+    # The anonymous throttle counts per REMOTE_ADDR; behind N trusted reverse proxies set
+    # API_NUM_PROXIES=N so X-Forwarded-For is read (and never trusted otherwise).
+    "NUM_PROXIES": int(os.environ.get("API_NUM_PROXIES") or 0),
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "durable-runs API", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "durable-runs API",
+    "DESCRIPTION": (
+        "Submit runs, follow them, and decide the effects whose outcome is unknown. "
+        "Authenticate with `Authorization: Token <key>` (`manage.py createoperator NAME "
+        '--token`) or a session. Every 4xx answer is `{"error": {"code", "message", '
+        '"fields"?}}`.'
+    ),
+    "VERSION": "0.1.0",
+    "SCHEMA_PATH_PREFIX": "/api/",
+    "TAGS": [
+        {"name": "runs", "description": "Submit runs and follow them."},
+        {"name": "claims", "description": "Decide the effects whose outcome is unknown."},
+        {"name": "workflows", "description": "What can be submitted, with which input."},
+    ],
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["api.permissions.AnyRole"],
+    # Request and response bodies as separate components: read-only fields are not
+    # asked for, required response fields are marked required.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.states.RunStatus",
+        "StepStatusEnum": "runs.states.StepStatus",
+        "AttemptStatusEnum": "runs.states.AttemptStatus",
+        "ClaimStatusEnum": "runs.states.ClaimStatus",
+        "EffectKindEnum": "runs.states.EffectKind",
+        "ErrorCodeEnum": "api.errors.CODES",
+    },
+}
+
+
+def cache_from_broker(url: str) -> dict[str, object]:
+    """The cache every process shares (API throttle counts): the broker's Redis when it
+    is one, the embedded `redis+socket://PATH` included (`unix://PATH` to redis-py);
+    otherwise each process's memory, which throttles per process only."""
+    if url.startswith("redis+socket://"):
+        url = "unix://" + url.removeprefix("redis+socket://").split("?", 1)[0]
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": url,
+            # Never clear() this cache: it shares the broker's database (FLUSHDB).
+            "KEY_PREFIX": os.environ.get("API_CACHE_PREFIX") or "durable-runs",
+        }
+    return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+
 
 # --- Celery ---------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+CACHES = {"default": cache_from_broker(CELERY_BROKER_URL)}
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("RUNS_QUEUE", "durable-runs")
 # A message is acknowledged only after the task returns, and is requeued if the
 # worker process dies: delivery may duplicate, never lose (the engine dedupes).

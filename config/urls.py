@@ -11,5 +11,6 @@ urlpatterns = [
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", LogoutView.as_view(), name="logout"),
     path("reconciliation/", include("reconciliation.urls")),
+    path("api/", include("api.urls")),
     path("", include("runs.urls")),
 ]

@@ -141,6 +141,10 @@ class QueueRow:
     age: timedelta | None  # since unresolved_at, on the database's clock
     stale: bool  # unresolved for longer than RECONCILIATION_STALE_MINUTES
     take: Take | None  # a live take ("on it"), if any
+    # The resolution, once there is one (empty / None before).
+    resolved_by: str = ""
+    resolved_at: datetime | None = None
+    resolution_note: str = ""
 
 
 def _with_row(claims: QuerySet[Claim]) -> QuerySet[Claim]:
@@ -200,6 +204,9 @@ def _queue_row(claim: Any) -> QueueRow:
         age=claim.age,
         stale=bool(claim.stale) and claim.status == ClaimStatus.UNRESOLVED,
         take=take,
+        resolved_by=claim.resolved_by,
+        resolved_at=claim.resolved_at,
+        resolution_note=claim.resolution_note,
     )
 
 
@@ -214,6 +221,19 @@ def unresolved_queue(
     if older_than is not None:
         claims = claims.filter(unresolved_at__lte=db_now_plus(-older_than.total_seconds()))
     return Rows(_with_row(claims).order_by("unresolved_at", "id"), _queue_row, counted=claims)
+
+
+def claim_list(*, status: str | None = None, workflow: str | None = None) -> Rows[QueueRow]:
+    """Claims of any status, or of one (the REST API's claim list), optionally of one
+    workflow: unresolved ones in the queue's order (the longest waiting first), the
+    others newest first."""
+    claims = Claim.objects.all()
+    if status:
+        claims = claims.filter(status=status)
+    if workflow:
+        claims = claims.filter(run__workflow=workflow)
+    order = ("unresolved_at", "id") if status == ClaimStatus.UNRESOLVED else ("-id",)
+    return Rows(_with_row(claims).order_by(*order), _queue_row, counted=claims)
 
 
 @dataclass(frozen=True)
@@ -469,6 +489,7 @@ __all__ = [
     "QueueSummary",
     "Rows",
     "claim_detail",
+    "claim_list",
     "classify",
     "history_operators",
     "history_workflows",

@@ -65,3 +65,19 @@ def run_summary(run: Run) -> dict[str, Any]:
             for c in step_claims
         ],
     }
+
+
+def run_detail(run: Run) -> dict[str, Any]:
+    """The run as the REST API shows it: run_summary(), its claims with their ids (to
+    resolve them), when it last changed, and whether retention compacted its history
+    (not yet: the retention issue adds compaction)."""
+    data = run_summary(run)
+    data["claims"] = [
+        {"id": c.id, "key": c.key, "status": c.status, "step": c.step.name, "kind": c.kind}
+        for c in Claim.objects.filter(run=run, item_key__isnull=True)
+        .select_related("step")
+        .order_by("id")
+    ]
+    data["updated_at"] = run.updated_at.isoformat() if run.updated_at else None
+    data["compacted"] = False
+    return data

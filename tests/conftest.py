@@ -49,6 +49,33 @@ def _history_reproduces_rows(request):
     assert not {k: v for k, v in problems.items() if v}, problems
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Each test starts with no API throttle counts (they live in the shared cache)."""
+    clear_cache()
+
+
+def clear_cache() -> None:
+    """Delete this session's keys from the default cache. Never FLUSHDB: a Redis cache
+    shares its database with the broker (config/settings.py)."""
+    from django.core.cache import caches
+    from django.core.cache.backends.redis import RedisCache
+
+    cache = caches["default"]
+    if not isinstance(cache, RedisCache):
+        cache.clear()
+        return
+    from redis.exceptions import RedisError
+
+    try:
+        client = cache._cache.get_client(write=True)
+        keys = list(client.scan_iter(match=f"{cache.key_prefix}:*"))
+        if keys:
+            client.delete(*keys)
+    except (RedisError, OSError):
+        pass  # unreachable: nothing counted there either (the throttles fail open)
+
+
 # --- accounts with roles (runs/roles.py) ---------------------------------------------
 PASSWORD = "a long test passphrase 42"
 

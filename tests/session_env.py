@@ -9,6 +9,9 @@ import uuid
 _session = uuid.uuid4().hex[:8]
 os.environ.setdefault("RUNS_QUEUE", f"durable-runs-test-{_session}")
 os.environ.setdefault("RUNS_TEST_DATABASE", f"test_durable_runs_{_session}")
+# The API's throttle counts (the shared cache) are kept apart per session too, and
+# tests clear only their own (tests/conftest.py).
+os.environ.setdefault("API_CACHE_PREFIX", f"durable-runs-test-{_session}")
 os.environ.setdefault("RUNS_WORKFLOW_MODULES", "examples.workflows,tests.workflows")
 # The settings refuse to start without one (unless DEBUG); worker processes inherit it.
 os.environ.setdefault("SECRET_KEY", f"test-only-{uuid.uuid4().hex}")

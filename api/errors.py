@@ -1,0 +1,211 @@
+"""One error shape for every 4xx the API answers (DESIGN.md §9):
+
+    {"error": {"code": "...", "message": "...", "fields": {"field": ["...", ...]}}}
+
+`code` is stable (clients branch on it), `message` is for people, `fields` is present when
+the fault lies in named inputs. The domain's refusals (engine and reconciliation services)
+are mapped here by class, so views only call services and never catch: a refusal writes
+nothing (the services promise it) and becomes its status and code below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import Resolver404, resolve
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, status
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from reconciliation import services
+from runs import engine
+
+# Every code the API can answer with (the OpenAPI schema lists them as an enum).
+MALFORMED_JSON = "malformed_json"
+INVALID = "invalid"
+UNKNOWN_WORKFLOW = "unknown_workflow"
+UNKNOWN_VERSION = "unknown_version"
+INVALID_INPUT = "invalid_input"
+INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"
+NOT_AUTHENTICATED = "not_authenticated"
+AUTHENTICATION_FAILED = "authentication_failed"
+PERMISSION_DENIED = "permission_denied"
+NOT_FOUND = "not_found"
+METHOD_NOT_ALLOWED = "method_not_allowed"
+NOT_ACCEPTABLE = "not_acceptable"
+IDEMPOTENCY_KEY_CONFLICT = "idempotency_key_conflict"
+RUN_NOT_ACTIVE = "run_not_active"
+CLAIM_ALREADY_RESOLVED = "claim_already_resolved"
+CLAIM_NOT_UNRESOLVED = "claim_not_unresolved"
+CLAIM_TAKEN = "claim_taken"
+REFUSED = "refused"
+REQUEST_TOO_LARGE = "request_too_large"
+UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+THROTTLED = "throttled"
+
+CODES = (
+    MALFORMED_JSON,
+    INVALID,
+    UNKNOWN_WORKFLOW,
+    UNKNOWN_VERSION,
+    INVALID_INPUT,
+    INVALID_IDEMPOTENCY_KEY,
+    NOT_AUTHENTICATED,
+    AUTHENTICATION_FAILED,
+    PERMISSION_DENIED,
+    NOT_FOUND,
+    METHOD_NOT_ALLOWED,
+    NOT_ACCEPTABLE,
+    IDEMPOTENCY_KEY_CONFLICT,
+    RUN_NOT_ACTIVE,
+    CLAIM_ALREADY_RESOLVED,
+    CLAIM_NOT_UNRESOLVED,
+    CLAIM_TAKEN,
+    REFUSED,
+    REQUEST_TOO_LARGE,
+    UNSUPPORTED_MEDIA_TYPE,
+    THROTTLED,
+)
+
+# DRF's own codes, renamed where ours says more.
+_DRF_CODES = {"parse_error": MALFORMED_JSON, "invalid": INVALID}
+
+# The header an idempotency key travels in (named in `fields` when it is refused).
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+
+
+class ApiError(exceptions.APIException):
+    """A refusal with its status, stable code, message and (optionally) field errors."""
+
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        fields: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.fields = {k: [str(m) for m in v] for k, v in (fields or {}).items()} or None
+
+
+def from_domain(exc: Exception) -> ApiError | None:
+    """The API's answer to a refusal of the engine or the reconciliation services;
+    None for anything else. Subclasses come before their bases."""
+    message = str(exc)
+    if isinstance(exc, engine.UnknownWorkflow):
+        return ApiError(400, UNKNOWN_WORKFLOW, message, {"workflow": [message]})
+    if isinstance(exc, engine.UnknownVersion):
+        return ApiError(400, UNKNOWN_VERSION, message, {"version": [message]})
+    if isinstance(exc, engine.InvalidInput):
+        return ApiError(400, INVALID_INPUT, message, {"input": exc.problems})
+    if isinstance(exc, engine.InvalidSubmissionKey):
+        return ApiError(400, INVALID_IDEMPOTENCY_KEY, message, {IDEMPOTENCY_KEY_HEADER: [message]})
+    if isinstance(exc, engine.SubmissionKeyConflict):
+        return ApiError(409, IDEMPOTENCY_KEY_CONFLICT, message)
+    if isinstance(exc, engine.RunNotFound | services.ClaimNotFound):
+        return ApiError(404, NOT_FOUND, message)
+    if isinstance(exc, engine.RunNotActive):
+        return ApiError(409, RUN_NOT_ACTIVE, message)
+    if isinstance(exc, services.ClaimAlreadyResolved):
+        return ApiError(409, CLAIM_ALREADY_RESOLVED, message)
+    if isinstance(exc, services.ClaimNotUnresolved):
+        return ApiError(409, CLAIM_NOT_UNRESOLVED, message)
+    if isinstance(exc, services.ClaimTakenByOther):
+        return ApiError(409, CLAIM_TAKEN, message)
+    if isinstance(exc, services.InvalidResolution):
+        return ApiError(400, INVALID, message, {exc.field: [message]} if exc.field else None)
+    if isinstance(exc, engine.EngineError):
+        # Any other refusal (e.g. a resolution this process cannot apply): nothing
+        # was written, and the message says why.
+        return ApiError(409, REFUSED, message)
+    return None
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
+    """REST_FRAMEWORK["EXCEPTION_HANDLER"]: DRF's handler (status, WWW-Authenticate,
+    Retry-After, rollback), with every body in the one shape."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
+    else:
+        exc = from_domain(exc) or exc
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    assert isinstance(exc, exceptions.APIException)
+    response.data = {"error": error_body(exc)}
+    return response
+
+
+def error_body(exc: exceptions.APIException) -> dict[str, Any]:
+    if isinstance(exc, ApiError):
+        return _body(exc.code, exc.message, exc.fields)
+    if isinstance(exc, exceptions.ValidationError):
+        fields = flatten(exc.detail)
+        general = fields.pop("non_field_errors", None) or fields.pop("", None)
+        if general and not fields:
+            return _body(INVALID, " ".join(general), None)
+        summary = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in fields.items())
+        if general:
+            summary = f"{' '.join(general)}; {summary}"
+        return _body(INVALID, f"invalid request: {summary}", fields)
+    code = exc.get_codes()
+    code = code if isinstance(code, str) else exc.default_code
+    return _body(_DRF_CODES.get(code, code), str(exc.detail), None)
+
+
+def _body(code: str, message: str, fields: Mapping[str, list[str]] | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if fields:
+        body["fields"] = dict(fields)
+    return body
+
+
+def flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested validation errors as {"a.b[2]": [messages]}."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, Mapping):
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            for field, msgs in flatten(value, name).items():
+                out.setdefault(field, []).extend(msgs)
+    elif isinstance(detail, list) and any(isinstance(v, Mapping | list) for v in detail):
+        for index, value in enumerate(detail):
+            for field, msgs in flatten(value, f"{prefix}[{index}]").items():
+                out.setdefault(field, []).extend(msgs)
+    elif isinstance(detail, list):
+        out[prefix] = [str(m) for m in detail]
+    else:
+        out[prefix] = [str(detail)]
+    return out
+
+
+def error_response(status_code: int, code: str, message: str) -> JsonResponse:
+    """The shape, for answers given outside DRF (middleware, unknown paths)."""
+    return JsonResponse({"error": _body(code, message, None)}, status=status_code)
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Any /api/... path that names no endpoint: JSON, not Django's HTML page."""
+    path = request.path
+    hint = ""
+    if not path.endswith("/"):
+        try:
+            match = resolve(path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not not_found:
+            hint = f"; did you mean {path}/ ?"
+    return error_response(
+        status.HTTP_404_NOT_FOUND,
+        NOT_FOUND,
+        f"no API endpoint at {path}{hint} (the endpoints are listed at /api/docs/)",
+    )

@@ -1,0 +1,239 @@
+"""The OpenAPI description of each operation (drf-spectacular): request and response
+bodies, parameters, headers, and every 4xx it can answer, all in the error shape.
+
+Kept apart from the views so that each view reads as what it does; each decorator here
+is the whole contract of one operation.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+
+from runs.engine.submit import KEY_PATTERN
+
+from . import serializers as s
+from .errors import IDEMPOTENCY_KEY_HEADER
+
+ERRORS = {
+    400: "The request is invalid: `fields` names each input at fault (body fields, "
+    "query parameters, the Idempotency-Key header). Codes: malformed_json, invalid, "
+    "unknown_workflow, unknown_version, invalid_input, invalid_idempotency_key.",
+    401: "Not authenticated (not_authenticated) or a wrong token (authentication_failed).",
+    403: "Authenticated, without the role this needs (permission_denied), or a session "
+    "request without its CSRF token.",
+    404: "No such object, or no such page (not_found).",
+    406: "The Accept header asks for something other than JSON (not_acceptable).",
+    409: "Refused in the current state; the message says why and, where someone else "
+    "decided first, who and when.",
+    413: "The body is over the size limit, API_MAX_BODY_BYTES (request_too_large).",
+    415: "The body is not application/json (unsupported_media_type).",
+    429: "Too many requests (throttled); Retry-After says when to try again.",
+}
+CONFLICTS = {
+    "runs_create": "idempotency_key_conflict: the Idempotency-Key was used for a different "
+    "request (the message names the run it created).",
+    "runs_cancel": "run_not_active: the run already finished (succeeded, failed or cancelled).",
+    "claims_resolve": "claim_already_resolved (who, when, what), claim_not_unresolved, refused.",
+    "claims_take": "claim_taken (by whom, until when), claim_not_unresolved.",
+    "claims_release": "claim_taken: another operator holds it.",
+}
+# Every operation can answer these.
+COMMON = (401, 403, 406, 429)
+# And every one that reads a body these.
+BODY = (400, 413, 415)
+
+RESPONSE_HEADERS = [
+    OpenApiParameter(
+        "WWW-Authenticate",
+        OpenApiTypes.STR,
+        OpenApiParameter.HEADER,
+        response=[401],
+        description="The scheme to authenticate with: Token.",
+    ),
+    OpenApiParameter(
+        "Retry-After",
+        OpenApiTypes.INT,
+        OpenApiParameter.HEADER,
+        response=[429],
+        description="Seconds to wait before trying again.",
+    ),
+]
+RUN_ID = OpenApiParameter(
+    "run_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="The run's id."
+)
+CLAIM_ID = OpenApiParameter(
+    "claim_id",
+    {"type": "integer", "minimum": 1},
+    OpenApiParameter.PATH,
+    description="The claim's id (`id` in GET /api/claims/ and in a run's claims).",
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    IDEMPOTENCY_KEY_HEADER,
+    {"type": "string", "pattern": f"^{KEY_PATTERN.pattern}$", "maxLength": 200},
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Makes the submission safe to retry: the same key with the same body "
+    "answers 200 with the run the first request created (201); the same key with another "
+    "body answers 409. 1 to 200 characters among letters, digits and . _ ~ : / + = @ -.",
+)
+LOCATION = OpenApiParameter(
+    "Location",
+    OpenApiTypes.URI,
+    OpenApiParameter.HEADER,
+    response=[201],
+    description="The new run's URL.",
+)
+
+
+def _errors(operation: str, *codes: int) -> dict[int, OpenApiResponse]:
+    out = {}
+    for code in sorted({*codes, *COMMON}):
+        description = ERRORS[code]
+        if code == 409:
+            description = f"{description} {CONFLICTS[operation]}"
+        out[code] = OpenApiResponse(s.Error, description=description)
+    return out
+
+
+def _operation(
+    operation: str,
+    *,
+    tag: str,
+    summary: str,
+    description: str,
+    ok: dict[int, OpenApiResponse],
+    errors: tuple[int, ...],
+    parameters: list[object] | None = None,
+    request: object = None,
+):  # type: ignore[no-untyped-def]
+    return extend_schema(
+        operation_id=operation,
+        tags=[tag],
+        summary=summary,
+        description=description,
+        request=request,
+        parameters=[*(parameters or []), *RESPONSE_HEADERS],
+        responses={**ok, **_errors(operation, *errors)},
+    )
+
+
+runs_list = _operation(
+    "runs_list",
+    tag="runs",
+    summary="List runs",
+    description="Newest first unless `ordering` says otherwise. A bad filter value "
+    "answers 400 naming the parameter.",
+    parameters=[s.RunQuery],
+    ok={200: OpenApiResponse(s.RunSerializer(many=True), description="A page of runs.")},
+    errors=(400, 404),
+)
+runs_create = _operation(
+    "runs_create",
+    tag="runs",
+    summary="Submit a run",
+    description="Validates the workflow, version and input, then creates the run and "
+    "queues its first steps. Nothing is written when it is refused.",
+    request=s.Submission,
+    parameters=[IDEMPOTENCY_KEY, LOCATION],
+    ok={
+        201: OpenApiResponse(s.RunDetailSerializer, description="A new run."),
+        200: OpenApiResponse(
+            s.RunDetailSerializer,
+            description="The same Idempotency-Key and body as an earlier request: its run.",
+        ),
+    },
+    errors=(*BODY, 409),
+)
+runs_retrieve = _operation(
+    "runs_retrieve",
+    tag="runs",
+    summary="One run",
+    description="The run with its steps (map batches inside their step) and claims.",
+    parameters=[RUN_ID],
+    ok={200: OpenApiResponse(s.RunDetailSerializer, description="The run.")},
+    errors=(404,),
+)
+runs_cancel = _operation(
+    "runs_cancel",
+    tag="runs",
+    summary="Cancel a run",
+    description="No new step starts; attempts already running finish and are recorded; "
+    "the run ends cancelled (a run_cancelled event records who and why). Operators only.",
+    request=s.Cancellation,
+    parameters=[RUN_ID],
+    ok={200: OpenApiResponse(s.RunDetailSerializer, description="The cancelled run.")},
+    errors=(*BODY, 404, 409),
+)
+steps_list = _operation(
+    "runs_steps_list",
+    tag="runs",
+    summary="A run's steps",
+    description="Every step, map batches included, in plan order, each with its attempts.",
+    parameters=[RUN_ID],
+    ok={200: OpenApiResponse(s.StepSerializer(many=True), description="A page of steps.")},
+    errors=(400, 404),
+)
+events_list = _operation(
+    "runs_events_list",
+    tag="runs",
+    summary="A run's events",
+    description="The append-only event log by seq. To tail a run, repeat with "
+    "`after_seq` set to the previous answer's `next_after_seq`.",
+    parameters=[RUN_ID],
+    ok={200: OpenApiResponse(s.EventSerializer(many=True), description="Events, by seq.")},
+    errors=(400, 404),
+)
+claims_list = _operation(
+    "claims_list",
+    tag="claims",
+    summary="List claims",
+    description="`status=unresolved` is the reconciliation queue, the longest waiting "
+    "first; other statuses come newest first.",
+    parameters=[s.ClaimQuery],
+    ok={200: OpenApiResponse(s.ClaimSerializer(many=True), description="A page of claims.")},
+    errors=(400, 404),
+)
+claims_resolve = _operation(
+    "claims_resolve",
+    tag="claims",
+    summary="Resolve an unresolved claim",
+    description="Say what happened to the effect: succeeded (with its result, if any) or "
+    "failed (it did not happen: the step is retried under a new claim if attempts "
+    "remain), with a note. Repeating the same decision answers it again (replayed). "
+    "Operators only.",
+    request=s.Decision,
+    parameters=[CLAIM_ID],
+    ok={200: OpenApiResponse(s.ResolutionSerializer, description="The resolution.")},
+    errors=(*BODY, 404, 409),
+)
+claims_take = _operation(
+    "claims_take",
+    tag="claims",
+    summary="Take a claim",
+    description="Tell other operators you are on it, for RECONCILIATION_TAKE_MINUTES; "
+    "taking it again renews it. Operators only.",
+    request=None,
+    parameters=[CLAIM_ID],
+    ok={200: OpenApiResponse(s.TakeSerializer, description="Your take.")},
+    errors=(404, 409, 413),
+)
+claims_release = _operation(
+    "claims_release",
+    tag="claims",
+    summary="Release a claim",
+    description="Give up your take of the claim. Operators only.",
+    request=None,
+    parameters=[CLAIM_ID],
+    ok={200: OpenApiResponse(s.ReleaseSerializer, description="Whether you held it.")},
+    errors=(404, 409, 413),
+)
+workflows_list = _operation(
+    "workflows_list",
+    tag="workflows",
+    summary="List workflows",
+    description="Each registered workflow with its versions: steps (effect kind, "
+    "dependencies, map or not) and the declared input as JSON Schema.",
+    ok={200: OpenApiResponse(s.WorkflowSerializer(many=True), description="Workflows.")},
+    errors=(400, 404),
+)

@@ -1,0 +1,356 @@
+"""What the API reads and writes, and so what its OpenAPI schema says.
+
+Request serializers check shapes and types only (and refuse unknown fields, so a typo
+is not silently ignored); every rule about runs and claims is the service's, which
+refuses with a domain error that api/errors.py turns into the error shape. Response
+serializers describe read models (runs/queries.py, reconciliation/queries.py) and the
+services' results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from runs.states import AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
+
+from . import errors
+
+INT32_MAX = 2**31 - 1
+
+
+# --- reading requests ------------------------------------------------------------------
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not declare: `"verison": 2` must not mean "the latest"."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        if unknown:
+            raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return value
+
+
+class JSONValueField(serializers.JSONField):
+    """Any JSON value PostgreSQL can store: no U+0000 in a string or a key (jsonb has no
+    representation for it). The parser already refused lone surrogates and infinities."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str) and "\x00" in item:
+                raise serializers.ValidationError("strings cannot contain U+0000 (NUL)")
+            if isinstance(item, dict):
+                if any("\x00" in key for key in item):
+                    raise serializers.ValidationError("keys cannot contain U+0000 (NUL)")
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+        return value
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JSONObjectField(JSONValueField):
+    """Documented as a JSON object; whether it must be one is the service's rule (the
+    engine refuses a run input that is not an object, saying so)."""
+
+
+class Submission(StrictSerializer):
+    """A run to submit: which workflow (and version) with which input."""
+
+    workflow = serializers.CharField(max_length=100, help_text="A registered workflow's name.")
+    version = serializers.IntegerField(
+        min_value=1,
+        max_value=INT32_MAX,
+        required=False,
+        allow_null=True,
+        help_text="The workflow's version; omitted or null: the latest.",
+    )
+    input = JSONObjectField(
+        required=False,
+        default=dict,
+        help_text="The run's input, checked against the workflow's declared input "
+        "(GET /api/workflows/ gives it as JSON Schema). Omitted: {}.",
+    )
+
+
+class Cancellation(StrictSerializer):
+    """Why the run is cancelled (optional)."""
+
+    reason = serializers.CharField(
+        max_length=2000, required=False, allow_blank=True, help_text="Why, for the run's history."
+    )
+
+
+class Decision(StrictSerializer):
+    """What happened to an unresolved claim's effect, and why you say so."""
+
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.SUCCEEDED.value, ClaimStatus.FAILED.value],
+        help_text="succeeded: the effect happened; failed: it did NOT happen (the step is "
+        "retried under a new claim if attempts remain).",
+    )
+    note = serializers.CharField(
+        allow_blank=True, help_text="Why you decided so (required, not blank)."
+    )
+    result = JSONValueField(
+        required=False,
+        allow_null=True,
+        help_text="The step's result, for a succeeded outcome (a failed one has none).",
+    )
+    reference = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="A link to the evidence (a URL, a ticket), at most 2000 characters.",
+    )
+
+
+class RunQuery(serializers.Serializer):
+    """GET /api/runs/ filters. created_after is inclusive, created_before exclusive."""
+
+    ORDERINGS = [
+        f"{sign}{field}"
+        for field in ("created_at", "updated_at", "finished_at", "status", "workflow")
+        for sign in ("", "-")
+    ]
+
+    status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    workflow = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    created_after = serializers.DateTimeField(
+        required=False, help_text="ISO 8601; runs created at or after it."
+    )
+    created_before = serializers.DateTimeField(
+        required=False, help_text="ISO 8601; runs created before it."
+    )
+    ordering = serializers.ChoiceField(
+        choices=ORDERINGS, required=False, help_text="Default -created_at (newest first)."
+    )
+
+
+class ClaimQuery(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=ClaimStatus.choices,
+        required=False,
+        help_text="unresolved: the reconciliation queue, the longest waiting first.",
+    )
+    workflow = serializers.CharField(max_length=100, required=False, allow_blank=True)
+
+
+# --- errors ----------------------------------------------------------------------------
+class ErrorDetail(serializers.Serializer):
+    code = serializers.ChoiceField(choices=list(errors.CODES), help_text="Stable, for programs.")
+    message = serializers.CharField(help_text="For people.")
+    fields = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Problems by input name (a body field, a query parameter, or the "
+        "Idempotency-Key header).",
+    )
+
+
+class Error(serializers.Serializer):
+    error = ErrorDetail()
+
+
+# --- runs ------------------------------------------------------------------------------
+class RunSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    workflow = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    error = serializers.SerializerMethodField(help_text="Why it failed or was cancelled.")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_error(self, run: Any) -> str | None:
+        return run.error or None
+
+
+class BatchSummary(serializers.Serializer):
+    name = serializers.CharField()
+    key = serializers.CharField()
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+    status = serializers.ChoiceField(choices=StepStatus.choices)
+    attempts = serializers.IntegerField(help_text="Attempts started.")
+    error = serializers.CharField(allow_null=True)
+
+
+class StepSummary(BatchSummary):
+    batches = BatchSummary(many=True, required=False, help_text="A map step's batches.")
+    items = serializers.DictField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="A map step's item claims, counted by status.",
+    )
+
+
+class RunClaim(serializers.Serializer):
+    id = serializers.IntegerField()
+    key = serializers.CharField()
+    status = serializers.ChoiceField(choices=ClaimStatus.choices)
+    step = serializers.CharField()
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+
+
+class RunDetailSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    workflow = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    input = JSONObjectField()
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+    plan_revision = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    compacted = serializers.BooleanField(
+        help_text="Retention compacted the run's history (not yet: always false)."
+    )
+    steps = StepSummary(many=True, help_text="The plan's steps, map batches inside their step.")
+    claims = RunClaim(
+        many=True, help_text="The run's step claims (map items are counted in their step)."
+    )
+
+
+class AttemptSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AttemptStatus.choices)
+    worker = serializers.CharField(allow_blank=True)
+    started_at = serializers.DateTimeField()
+    lease_expires_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+
+
+class StepSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    key = serializers.CharField(help_text='Unique in the run: the name, or "name[i]" for a batch.')
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+    status = serializers.ChoiceField(choices=StepStatus.choices)
+    parent = serializers.CharField(
+        source="parent_key", allow_null=True, help_text="A batch's map step."
+    )
+    batch_index = serializers.IntegerField(allow_null=True)
+    depends_on = serializers.ListField(child=serializers.CharField())
+    plan_revision = serializers.IntegerField()
+    attempt_count = serializers.IntegerField(source="attempts_started")
+    max_attempts = serializers.IntegerField()
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    queued_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    attempts = AttemptSerializer(many=True, source="attempt_set.all")
+
+
+class EventSerializer(serializers.Serializer):
+    seq = serializers.IntegerField()
+    type = serializers.CharField()
+    step = serializers.CharField(source="step_key", allow_null=True)
+    attempt_number = serializers.IntegerField(allow_null=True)
+    schema_version = serializers.IntegerField()
+    payload = JSONObjectField()
+    created_at = serializers.DateTimeField()
+
+
+# --- claims ----------------------------------------------------------------------------
+class TakeSerializer(serializers.Serializer):
+    claim_id = serializers.IntegerField()
+    taken_by = serializers.CharField()
+    taken_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+
+
+class ClaimSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="claim_id")
+    key = serializers.CharField(help_text="The effect's idempotency key.")
+    status = serializers.ChoiceField(choices=ClaimStatus.choices)
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+    run_id = serializers.UUIDField()
+    run_status = serializers.ChoiceField(choices=RunStatus.choices)
+    workflow = serializers.CharField()
+    version = serializers.IntegerField()
+    step = serializers.CharField(help_text="The step's key.")
+    step_name = serializers.CharField()
+    attempt = serializers.IntegerField(allow_null=True, help_text="The attempt that held it.")
+    attempts = serializers.IntegerField(help_text="The step's attempts started so far.")
+    max_attempts = serializers.IntegerField()
+    cause = serializers.CharField(
+        allow_blank=True, help_text="worker_died, exception or postcondition."
+    )
+    reason = serializers.CharField(allow_blank=True)
+    evidence = serializers.JSONField(allow_null=True)
+    has_probe = serializers.BooleanField()
+    probe_after = serializers.DateTimeField(allow_null=True)
+    probed_at = serializers.DateTimeField(allow_null=True)
+    unresolved_at = serializers.DateTimeField(allow_null=True)
+    age_seconds = serializers.SerializerMethodField(
+        help_text="Seconds since it became unresolved (database clock)."
+    )
+    stale = serializers.BooleanField()
+    take = TakeSerializer(allow_null=True, help_text='A live take ("on it"), if any.')
+    resolved_by = serializers.CharField(allow_blank=True)
+    resolved_at = serializers.DateTimeField(allow_null=True)
+    resolution_note = serializers.CharField(allow_blank=True)
+
+    @extend_schema_field({"type": "number", "nullable": True})
+    def get_age_seconds(self, row: Any) -> float | None:
+        return row.age.total_seconds() if row.age is not None else None
+
+
+class ResolvedClaim(serializers.Serializer):
+    id = serializers.IntegerField()
+    key = serializers.CharField()
+    status = serializers.ChoiceField(choices=ClaimStatus.choices)
+    run_id = serializers.UUIDField()
+    resolved_by = serializers.CharField()
+    resolved_at = serializers.DateTimeField()
+    resolution_note = serializers.CharField()
+    result = serializers.JSONField(allow_null=True)
+    evidence = serializers.JSONField(allow_null=True)
+
+
+class ResolutionSerializer(serializers.Serializer):
+    claim = ResolvedClaim()
+    step_status = serializers.ChoiceField(choices=StepStatus.choices)
+    run_status = serializers.ChoiceField(choices=RunStatus.choices)
+    replayed = serializers.BooleanField(
+        help_text="This very decision had already been recorded (a retried request): "
+        "nothing was written this time."
+    )
+
+
+class ReleaseSerializer(serializers.Serializer):
+    claim_id = serializers.IntegerField()
+    released = serializers.BooleanField(help_text="False: you held no take of it.")
+
+
+# --- workflows -------------------------------------------------------------------------
+class WorkflowStep(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+    after = serializers.ListField(child=serializers.CharField(), help_text="Its dependencies.")
+    map = serializers.BooleanField(help_text="A map step (one claim per item, in batches).")
+
+
+class WorkflowVersion(serializers.Serializer):
+    version = serializers.IntegerField()
+    description = serializers.CharField(allow_blank=True)
+    steps = WorkflowStep(many=True)
+    input_schema = serializers.DictField(help_text="The declared input, as JSON Schema.")
+
+
+class WorkflowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    latest_version = serializers.IntegerField()
+    versions = WorkflowVersion(many=True)

@@ -1,0 +1,45 @@
+"""Throttles per user and per anonymous address, counted in the cache every process
+shares (settings.CACHES, the broker's Redis).
+
+The rates are read from settings.API_THROTTLE_USER / API_THROTTLE_ANON at each request
+(DRF binds its rates when the class is defined, so a changed setting would go unseen).
+A throttle protects the service; it is not a rule of the domain: if its cache cannot be
+reached the request goes through (logged), rather than every request failing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from redis.exceptions import RedisError
+from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
+
+log = logging.getLogger(__name__)
+
+
+class _FromSettings:
+    setting = ""
+
+    def get_rate(self) -> str:
+        return str(getattr(settings, self.setting))
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        try:
+            return bool(super().allow_request(request, view))  # type: ignore[misc]
+        except (RedisError, OSError) as exc:
+            log.warning("API throttle skipped: its cache is unavailable (%s)", exc)
+            return True
+
+
+class UserThrottle(_FromSettings, UserRateThrottle):
+    """Per authenticated user (per address for anonymous callers)."""
+
+    setting = "API_THROTTLE_USER"
+
+
+class AnonThrottle(_FromSettings, AnonRateThrottle):
+    """Per address, for anonymous callers and failed authentications."""
+
+    setting = "API_THROTTLE_ANON"

@@ -1,0 +1,53 @@
+"""The API's paths (DESIGN.md §9), mounted at /api/. Anything else under /api/ answers
+a JSON 404 in the error shape."""
+
+from __future__ import annotations
+
+from django.urls import path, re_path, register_converter
+
+from . import docs, errors, views
+
+
+class ClaimIdConverter:
+    """A claim id: at most 18 digits, so it always fits PostgreSQL's bigint (a larger
+    number is no claim: 404, never an out-of-range error from the database)."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(ClaimIdConverter, "claim_id")
+
+app_name = "api"
+
+runs = views.RunViewSet.as_view({"get": "list", "post": "create"})
+run = views.RunViewSet.as_view({"get": "retrieve"})
+cancel = views.RunViewSet.as_view({"post": "cancel"})
+steps = views.StepViewSet.as_view({"get": "list"})
+events = views.EventViewSet.as_view({"get": "list"})
+claims = views.ClaimViewSet.as_view({"get": "list"})
+resolve = views.ClaimViewSet.as_view({"post": "resolve"})
+take = views.ClaimViewSet.as_view({"post": "take"})
+release = views.ClaimViewSet.as_view({"post": "release"})
+workflows = views.WorkflowViewSet.as_view({"get": "list"})
+
+urlpatterns = [
+    path("runs/", runs, name="runs"),
+    path("runs/<uuid:run_id>/", run, name="run"),
+    path("runs/<uuid:run_id>/steps/", steps, name="run-steps"),
+    path("runs/<uuid:run_id>/events/", events, name="run-events"),
+    path("runs/<uuid:run_id>/cancel/", cancel, name="run-cancel"),
+    path("claims/", claims, name="claims"),
+    path("claims/<claim_id:claim_id>/resolve/", resolve, name="claim-resolve"),
+    path("claims/<claim_id:claim_id>/take/", take, name="claim-take"),
+    path("claims/<claim_id:claim_id>/release/", release, name="claim-release"),
+    path("workflows/", workflows, name="workflows"),
+    path("schema/", docs.SchemaView.as_view(), name="schema"),
+    path("docs/", docs.DocsView.as_view(url_name="api:schema"), name="docs"),
+    re_path(r"^", errors.not_found),
+]

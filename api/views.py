@@ -1,0 +1,215 @@
+"""The REST API (DESIGN.md §9), thin: each action checks the request's shape, calls one
+engine or reconciliation service (or a read query), and serializes what comes back.
+Refusals are the services' domain errors, turned into the error shape by api/errors.py;
+who may call what is api/permissions.py.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django.db.models import F, Prefetch
+from django.shortcuts import get_object_or_404
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.viewsets import GenericViewSet
+
+from reconciliation import queries as claim_queries
+from reconciliation import services
+from runs import engine
+from runs.models import Attempt, Event, Run, Step
+from runs.queries import run_detail
+from runs.workflows import registry
+
+from . import schema
+from . import serializers as s
+from .errors import IDEMPOTENCY_KEY_HEADER
+from .pagination import SeqCursorPagination
+from .permissions import OPERATE, READ_CLAIMS, READ_RUNS, SUBMIT, RolePermission
+
+
+def validated(serializer_class: type[s.serializers.Serializer], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class ApiViewSet(GenericViewSet):
+    """Throttles count every caller before the permission check, so anonymous callers
+    and failed token authentications are throttled per address too (DRF would answer
+    them 401 before counting)."""
+
+    permission_classes = [RolePermission]
+    roles: dict[str, tuple[Any, str]] = {}
+
+    def perform_authentication(self, request: Request) -> None:
+        try:
+            super().perform_authentication(request)
+        except exceptions.AuthenticationFailed:
+            self.check_throttles(request)  # now as the anonymous caller it turned out to be
+            raise
+
+    def check_permissions(self, request: Request) -> None:
+        self.check_throttles(request)
+        super().check_permissions(request)
+
+    def check_throttles(self, request: Request) -> None:
+        if getattr(request, "_api_throttle_counted", False):
+            return
+        request._api_throttle_counted = True  # type: ignore[attr-defined]
+        super().check_throttles(request)
+
+
+# --- runs ------------------------------------------------------------------------------
+class RunViewSet(ApiViewSet):
+    roles = {
+        "list": READ_RUNS,
+        "retrieve": READ_RUNS,
+        "create": SUBMIT,
+        "cancel": OPERATE,
+    }
+    ORDER_TIEBREAK = "-id"
+
+    @schema.runs_list
+    def list(self, request: Request) -> Response:
+        query = validated(s.RunQuery, request.query_params)
+        runs = Run.objects.defer("input", "result")
+        if "status" in query:
+            runs = runs.filter(status=query["status"])
+        if query.get("workflow"):
+            runs = runs.filter(workflow=query["workflow"])
+        if "created_after" in query:
+            runs = runs.filter(created_at__gte=query["created_after"])
+        if "created_before" in query:
+            runs = runs.filter(created_at__lt=query["created_before"])
+        ordering = query.get("ordering", "-created_at")
+        field = ordering.lstrip("-")
+        key = F(field).desc(nulls_last=True) if ordering.startswith("-") else F(field).asc()
+        page = self.paginate_queryset(runs.order_by(key, self.ORDER_TIEBREAK))
+        return self.get_paginated_response(s.RunSerializer(page, many=True).data)
+
+    @schema.runs_create
+    def create(self, request: Request) -> Response:
+        body = validated(s.Submission, request.data)
+        submission = engine.submit(
+            workflow=body["workflow"],
+            version=body.get("version"),
+            input=body["input"],
+            key=request.headers.get(IDEMPOTENCY_KEY_HEADER),
+        )
+        run = submission.run
+        data = s.RunDetailSerializer(run_detail(run)).data
+        if not submission.created:
+            return Response(data, status=status.HTTP_200_OK)
+        location = request.build_absolute_uri(f"/api/runs/{run.id}/")
+        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+    @schema.runs_retrieve
+    def retrieve(self, request: Request, run_id: uuid.UUID) -> Response:
+        return Response(s.RunDetailSerializer(run_detail(get_object_or_404(Run, pk=run_id))).data)
+
+    @schema.runs_cancel
+    def cancel(self, request: Request, run_id: uuid.UUID) -> Response:
+        body = validated(s.Cancellation, request.data)
+        run = engine.cancel_run(run_id=run_id, actor=request.user, reason=body.get("reason", ""))
+        return Response(s.RunDetailSerializer(run_detail(run)).data)
+
+
+class StepViewSet(ApiViewSet):
+    """A run's steps (map batches included), each with its attempts."""
+
+    roles = {"list": READ_RUNS}
+
+    @schema.steps_list
+    def list(self, request: Request, run_id: uuid.UUID) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        steps = (
+            Step.objects.filter(run=run)
+            .defer("items")
+            .annotate(parent_key=F("parent__key"), attempts_started=F("attempts"))
+            .prefetch_related(Prefetch("attempt_set", queryset=Attempt.objects.order_by("number")))
+            .order_by("id")
+        )
+        page = self.paginate_queryset(steps)
+        return self.get_paginated_response(s.StepSerializer(page, many=True).data)
+
+
+class EventViewSet(ApiViewSet):
+    """A run's event log, by seq: `?after_seq=N` returns only what came after N."""
+
+    roles = {"list": READ_RUNS}
+    pagination_class = SeqCursorPagination
+
+    @schema.events_list
+    def list(self, request: Request, run_id: uuid.UUID) -> Response:
+        run = get_object_or_404(Run, pk=run_id)
+        events = Event.objects.filter(run=run).annotate(step_key=F("step__key"))
+        page = self.paginate_queryset(events)
+        return self.get_paginated_response(s.EventSerializer(page, many=True).data)
+
+
+# --- claims ----------------------------------------------------------------------------
+class ClaimViewSet(ApiViewSet):
+    roles = {
+        "list": READ_CLAIMS,
+        "resolve": OPERATE,
+        "take": OPERATE,
+        "release": OPERATE,
+    }
+
+    @schema.claims_list
+    def list(self, request: Request) -> Response:
+        query = validated(s.ClaimQuery, request.query_params)
+        rows = claim_queries.claim_list(status=query.get("status"), workflow=query.get("workflow"))
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(s.ClaimSerializer(page, many=True).data)
+
+    @schema.claims_resolve
+    def resolve(self, request: Request, claim_id: int) -> Response:
+        body = validated(s.Decision, request.data)
+        result = body.get("result")
+        resolution = services.resolve(
+            claim_id=claim_id,
+            user=request.user,
+            outcome=body["outcome"],
+            note=body["note"],
+            result_json=json.dumps(result) if result is not None else None,
+            reference=body.get("reference"),
+        )
+        return Response(s.ResolutionSerializer(resolution).data)
+
+    @schema.claims_take
+    def take(self, request: Request, claim_id: int) -> Response:
+        taken = services.take_claim(claim_id=claim_id, user=request.user)
+        return Response(s.TakeSerializer(taken).data)
+
+    @schema.claims_release
+    def release(self, request: Request, claim_id: int) -> Response:
+        released = services.release_claim(claim_id=claim_id, user=request.user)
+        return Response(s.ReleaseSerializer({"claim_id": claim_id, "released": released}).data)
+
+
+# --- workflows -------------------------------------------------------------------------
+class WorkflowViewSet(ApiViewSet):
+    roles = {"list": READ_RUNS}
+
+    @schema.workflows_list
+    def list(self, request: Request) -> Response:
+        by_name: dict[str, list[Any]] = {}
+        for wf in registry.all_workflows():
+            by_name.setdefault(wf.name, []).append(wf)
+        workflows = [
+            {
+                "name": name,
+                "latest_version": versions[-1].version,
+                "versions": [
+                    {**wf.describe(), "input_schema": wf.input_schema()} for wf in versions
+                ],
+            }
+            for name, versions in sorted(by_name.items())
+        ]
+        page = self.paginate_queryset(workflows)
+        return self.get_paginated_response(s.WorkflowSerializer(page, many=True).data)
