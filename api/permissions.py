@@ -39,8 +39,8 @@ class RolePermission(BasePermission):
         if not (request.user and request.user.is_authenticated):
             return False  # DRF answers 401: not authenticated
         action = getattr(view, "action", None)
-        if action is None:
-            return True  # no handler for the method: DRF answers 405 next
+        if action in (None, "metadata"):
+            return True  # no handler for the method (OPTIONS included): DRF answers 405 next
         needed = getattr(view, "roles", {}).get(action)
         if needed is None:
             self.message = "this action is not open to any role"

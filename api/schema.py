@@ -8,7 +8,12 @@ is the whole contract of one operation.
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 
 from runs.engine.submit import KEY_PATTERN
 
@@ -106,8 +111,10 @@ def _operation(
     errors: tuple[int, ...],
     parameters: list[object] | None = None,
     request: object = None,
+    examples: list[OpenApiExample] | None = None,
 ):  # type: ignore[no-untyped-def]
     return extend_schema(
+        examples=examples or [],
         operation_id=operation,
         tags=[tag],
         summary=summary,
@@ -135,6 +142,13 @@ runs_create = _operation(
     description="Validates the workflow, version and input, then creates the run and "
     "queues its first steps. Nothing is written when it is refused.",
     request=s.Submission,
+    examples=[
+        OpenApiExample(
+            "merge a change",
+            value={"workflow": "merge-change", "input": {"change_id": 42}},
+            request_only=True,
+        )
+    ],
     parameters=[IDEMPOTENCY_KEY, LOCATION],
     ok={
         201: OpenApiResponse(s.RunDetailSerializer, description="A new run."),
@@ -161,6 +175,7 @@ runs_cancel = _operation(
     description="No new step starts; attempts already running finish and are recorded; "
     "the run ends cancelled (a run_cancelled event records who and why). Operators only.",
     request=s.Cancellation,
+    examples=[OpenApiExample("why", value={"reason": "wrong change"}, request_only=True)],
     parameters=[RUN_ID],
     ok={200: OpenApiResponse(s.RunDetailSerializer, description="The cancelled run.")},
     errors=(*BODY, 404, 409),
@@ -203,6 +218,23 @@ claims_resolve = _operation(
     "remain), with a note. Repeating the same decision answers it again (replayed). "
     "Operators only.",
     request=s.Decision,
+    examples=[
+        OpenApiExample(
+            "it happened",
+            value={
+                "outcome": "succeeded",
+                "note": "merge 4f2a is on the host",
+                "result": {"merge_id": 77},
+                "reference": "https://codehost.example/merges/77",
+            },
+            request_only=True,
+        ),
+        OpenApiExample(
+            "it did not happen",
+            value={"outcome": "failed", "note": "no merge of change 42 on the host"},
+            request_only=True,
+        ),
+    ],
     parameters=[CLAIM_ID],
     ok={200: OpenApiResponse(s.ResolutionSerializer, description="The resolution.")},
     errors=(*BODY, 404, 409),

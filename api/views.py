@@ -44,6 +44,8 @@ class ApiViewSet(GenericViewSet):
 
     permission_classes = [RolePermission]
     roles: dict[str, tuple[Any, str]] = {}
+    # No OPTIONS self-description: the OpenAPI schema is the description (405).
+    metadata_class = None
 
     def perform_authentication(self, request: Request) -> None:
         try:

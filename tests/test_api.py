@@ -240,6 +240,8 @@ def test_body_other_than_json_answers_415(api):
 
 def test_wrong_method_answers_405(api):
     error_of(api.delete("/api/runs/"), 405, "method_not_allowed")
+    error_of(api.get("/api/claims/1/resolve/"), 405, "method_not_allowed")
+    error_of(api.options("/api/runs/"), 405, "method_not_allowed")
 
 
 def test_unknown_api_path_answers_json_404(api):
