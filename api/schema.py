@@ -7,6 +7,8 @@ is the whole contract of one operation.
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -112,7 +114,8 @@ def _operation(
     parameters: list[object] | None = None,
     request: object = None,
     examples: list[OpenApiExample] | None = None,
-):  # type: ignore[no-untyped-def]
+) -> Any:
+    """The decorator that describes one operation, its common errors included."""
     return extend_schema(
         examples=examples or [],
         operation_id=operation,

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db.models import F, Prefetch
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -106,7 +107,7 @@ class RunViewSet(ApiViewSet):
         data = s.RunDetailSerializer(run_detail(run)).data
         if not submission.created:
             return Response(data, status=status.HTTP_200_OK)
-        location = request.build_absolute_uri(f"/api/runs/{run.id}/")
+        location = request.build_absolute_uri(reverse("api:run", args=[run.id]))
         return Response(data, status=status.HTTP_201_CREATED, headers={"Location": location})
 
     @schema.runs_retrieve
