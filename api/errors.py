@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
@@ -134,6 +135,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(*exc.args)
+    elif isinstance(exc, RequestDataTooBig):
+        exc = ApiError(413, REQUEST_TOO_LARGE, str(exc) or "the request body is too large")
+    elif isinstance(exc, SuspiciousOperation):
+        # Django's refusals of a request's form (e.g. too many query parameters),
+        # raised when the view first reads it: in the shape too, not Django's HTML.
+        exc = ApiError(400, INVALID, str(exc) or "the request was refused as malformed")
     else:
         exc = from_domain(exc) or exc
     response = drf_exception_handler(exc, context)

@@ -287,6 +287,12 @@ def test_runs_list_bad_filter_answers_400_naming_it(api, query, field):
     assert error["message"].startswith(f"invalid request: {field}: ")
 
 
+def test_too_many_query_parameters_answer_400_in_the_shape(api):
+    query = "&".join(f"p{n}=1" for n in range(1001))
+    error = error_of(api.get(f"/api/runs/?{query}"), 400, "invalid")
+    assert "number of GET/POST parameters exceeded" in error["message"]
+
+
 def test_runs_list_page_past_the_end_answers_404(api):
     error = error_of(api.get("/api/runs/?page=3"), 404, "not_found")
     assert error["message"] == "no page 3: there are 1 page(s) of 50"
