@@ -21,6 +21,7 @@ RUN_STARTED = "run_started"
 RUN_SUCCEEDED = "run_succeeded"
 RUN_FAILED = "run_failed"
 RUN_CANCELLED = "run_cancelled"
+RUN_REOPENED = "run_reopened"  # an operator retried failed steps of a failed run
 RUN_NEEDS_RECONCILIATION = "run_needs_reconciliation"
 STEP_QUEUED = "step_queued"
 STEP_STARTED = "step_started"

@@ -61,6 +61,8 @@ def project(run_id: Any) -> Projection:
         data = e.payload
         if e.type in RUN_STATUS_BY_EVENT:
             p.run_status = RUN_STATUS_BY_EVENT[e.type]
+        elif e.type == ev.RUN_REOPENED:
+            p.run_status = data["status"]
         if e.type == ev.RUN_SUBMITTED:
             for planned in data.get("plan", []):
                 p.steps[planned["key"]] = StepStatus.PENDING

@@ -48,9 +48,19 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # The runs list is ordered newest first, ties broken by id (`-created_at, -id`):
+        # each index below gives that order for its filter, so a page stops after its
+        # 50 rows (no sort), and the list's capped count (runs.browse.COUNT_CAP) reads
+        # at most that many entries. None of these columns changes when an event is
+        # appended (last_seq): those updates can stay HOT.
         indexes = [
-            models.Index(fields=["status", "-created_at"], name="run_status_created_idx"),
-            models.Index(fields=["workflow", "-created_at"], name="run_workflow_created_idx"),
+            # unfiltered, and by created time range
+            models.Index(fields=["-created_at", "-id"], name="run_created_idx"),
+            # by status (with or without a time range); the overview's counts per
+            # status and its recent failures
+            models.Index(fields=["status", "-created_at", "-id"], name="run_status_newest_idx"),
+            # by workflow (with or without a time range)
+            models.Index(fields=["workflow", "-created_at", "-id"], name="run_workflow_newest_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=_in("status", RunStatus), name="run_status_valid"),
@@ -127,7 +137,7 @@ class Step(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["run", "id"]
+        ordering = ["run_id", "id"]  # the column: ordering by "run" would join runs_run
         indexes = [
             # successors: the finished step's dependents, looked up by name
             models.Index(fields=["run", "name"], name="step_run_name_idx"),
@@ -136,6 +146,12 @@ class Step(models.Model):
                 fields=["queued_at"],
                 name="step_waiting_idx",
                 condition=Q(status__in=[StepStatus.QUEUED, StepStatus.RETRYING]),
+            ),
+            # the overview's steps completed per minute
+            models.Index(
+                fields=["finished_at"],
+                name="step_succeeded_at_idx",
+                condition=Q(status=StepStatus.SUCCEEDED),
             ),
         ]
         constraints = [
@@ -188,7 +204,7 @@ class Attempt(models.Model):
     error = models.TextField(blank=True, default="")
 
     class Meta:
-        ordering = ["step", "number"]
+        ordering = ["step_id", "number"]  # the column, not a join to runs_step
         indexes = [
             models.Index(
                 fields=["lease_expires_at"],
@@ -255,6 +271,12 @@ class Claim(models.Model):
         ordering = ["id"]
         indexes = [
             models.Index(fields=["step", "status"], name="claim_step_status_idx"),
+            # A run's step claims without its map items' (the run page, show_run,
+            # verify_history, retry previews): a few entries per run, however many
+            # items its maps have, and nothing for a map item's insert to maintain.
+            models.Index(
+                fields=["run"], name="claim_run_steps_idx", condition=Q(item_key__isnull=True)
+            ),
             # the operator queue, oldest first, and its size
             models.Index(
                 fields=["unresolved_at", "id"],
@@ -298,7 +320,9 @@ class Event(models.Model):
 
     SCHEMA_VERSION = 1
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: event_run_seq_unique (run, seq) and event_run_type_idx lead
+    # with run, and every insert would pay for a third copy.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=40)
     step = models.ForeignKey(
@@ -310,7 +334,14 @@ class Event(models.Model):
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
-        ordering = ["run", "seq"]
+        ordering = ["run_id", "seq"]  # the column, not a join to runs_run
+        indexes = [
+            # The run page: its event log filtered by type (in seq order), the event
+            # types it offers with their counts (index-only if counted as count(*),
+            # not count(id)), the timeline's marks (type IN …). The unfiltered log
+            # goes by event_run_seq_unique.
+            models.Index(fields=["run", "type", "seq"], name="event_run_type_idx"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["run", "seq"], name="event_run_seq_unique"),
         ]

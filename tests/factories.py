@@ -11,7 +11,7 @@ from django.db import connection
 from runs import engine
 from runs.engine.start import start_attempt
 from runs.models import Claim, Run, Step
-from runs.states import ClaimStatus, StepStatus
+from runs.states import RUN_ACTIVE, ClaimStatus, StepStatus
 
 
 def expire_leases() -> None:
@@ -24,7 +24,11 @@ def expire_leases() -> None:
 
 
 def run_queued(run: Run) -> None:
-    while step := Step.objects.filter(run=run, status=StepStatus.QUEUED).first():
+    """Execute the run's queued steps in-process until none is left, or the run is no
+    longer active (then its queued steps would never start)."""
+    while step := Step.objects.filter(
+        run=run, status=StepStatus.QUEUED, run__status__in=RUN_ACTIVE
+    ).first():
         engine.execute_step(step_id=step.id, worker="t")
 
 

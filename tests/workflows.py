@@ -40,6 +40,8 @@ def merge(ctx: Context) -> dict[str, Any]:
         raise TimeoutError("code host did not answer within 30s")
     if mode == "not_applied_once" and ctx.attempt == 1:
         raise NotApplied("code host refused the request before merging")
+    if mode == "not_applied_3" and ctx.attempt <= 3:  # until an operator retries
+        raise NotApplied("code host refused the request before merging")
     return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
 
 
@@ -278,3 +280,42 @@ def deploy_west(ctx: Context) -> str:
 @twins.step(kind=PURE, after=["deploy_east", "deploy_west"])
 def report(ctx: Context) -> str:
     return "both deployed"
+
+
+# --- a map whose item 7 fails until an operator retries the batch ----------------------
+picky = workflow("picky-map", version=1, input={"count": int})
+
+
+@picky.step(kind=PURE)
+def numbers(ctx: Context) -> list[int]:
+    return list(range(1, ctx.input["count"] + 1))
+
+
+@picky.map_step(
+    over="numbers", batch_size=5, kind=TRANSACTIONAL, retry=Retry(max_attempts=2, base_delay=0)
+)
+def copy_number(ctx: Context, number: int) -> None:
+    if number == 7 and ctx.attempt <= 2:
+        raise ValueError("record 7 is locked by a migration")
+    TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
+
+
+# --- a branch that fails for good beside one that goes on ------------------------------
+fork = workflow("fork-fail", version=1, input={})
+
+
+@fork.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def doomed_branch(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("first attempt always fails")
+    return "fixed"
+
+
+@fork.step(kind=PURE, after=[])
+def steady(ctx: Context) -> str:
+    return "steady"
+
+
+@fork.step(kind=PURE, after=["steady"])
+def after_steady(ctx: Context) -> str:
+    return "after steady"

@@ -13,12 +13,13 @@ from .errors import (
     InvalidSubmissionKey,
     RunNotActive,
     RunNotFound,
+    StepNotRetryable,
     SubmissionKeyConflict,
     UnknownVersion,
     UnknownWorkflow,
 )
 from .execute import execute_step
-from .operate import cancel_run
+from .operate import RetryPlan, cancel_run, preview_retry, retry_steps
 from .probe import probe_claim
 from .recover import recover_attempt, sweep
 from .submit import Submission, resolve_workflow, submit, submit_run
@@ -28,17 +29,21 @@ __all__ = [
     "EngineError",
     "InvalidInput",
     "InvalidSubmissionKey",
+    "RetryPlan",
     "RunNotActive",
     "RunNotFound",
+    "StepNotRetryable",
     "Submission",
     "SubmissionKeyConflict",
     "UnknownVersion",
     "UnknownWorkflow",
     "cancel_run",
     "execute_step",
+    "preview_retry",
     "probe_claim",
     "recover_attempt",
     "resolve_workflow",
+    "retry_steps",
     "submit",
     "submit_run",
     "sweep",

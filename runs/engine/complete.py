@@ -378,11 +378,11 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
         now_ready = [row[0] for row in cursor.fetchall() if row[1] == 0]
     queued: list[int] = []
     for step_id in now_ready:
-        queued.extend(_make_ready(run_id, Step.objects.get(pk=step_id), workflow))
+        queued.extend(make_ready(run_id, Step.objects.get(pk=step_id), workflow))
     return queued
 
 
-def _make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
     stepdef = workflow.steps[step.name]
     if stepdef.is_map:
         from .mapping import expand

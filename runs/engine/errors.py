@@ -62,3 +62,7 @@ class RunNotActive(EngineError):
         status = getattr(run, "status", "?")
         super().__init__(f"run {getattr(run, 'id', run)} is already {status}; it cannot be {doing}")
         self.run = run
+
+
+class StepNotRetryable(EngineError):
+    pass

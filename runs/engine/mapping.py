@@ -234,17 +234,20 @@ def _idempotent_item(started: Started, ctx: Context, key: str, item_key: str, it
         renew_lease(started.attempt.id, started.lease_seconds)
         claim_id = _insert_item_claim(started, key, item_key)
         if claim_id is None:
-            # An earlier attempt claimed it: if it is still in flight (that attempt
-            # died), take it over and retry with the SAME key; if it finished, skip.
+            # An earlier attempt claimed it. Still in flight (that attempt died), or
+            # closed when the batch gave up (abandoned: outcome unknown; failed: not
+            # applied) and now retried by an operator: take it over and retry with the
+            # SAME key, which the external system dedupes. Succeeded: skip it.
+            retakable = [ClaimStatus.IN_FLIGHT, ClaimStatus.ABANDONED, ClaimStatus.FAILED]
             claim_id = (
-                Claim.objects.filter(key=key, status=ClaimStatus.IN_FLIGHT)
+                Claim.objects.filter(key=key, status__in=retakable)
                 .values_list("id", flat=True)
                 .first()
             )
             if claim_id is None:
                 return False
-            n = Claim.objects.filter(pk=claim_id, status=ClaimStatus.IN_FLIGHT).update(
-                attempt=started.attempt
+            n = Claim.objects.filter(pk=claim_id, status__in=retakable).update(
+                attempt=started.attempt, status=ClaimStatus.IN_FLIGHT, error="", completed_at=None
             )
             if n != 1:
                 return False

@@ -1,21 +1,27 @@
-"""What operators do to a run as a whole: cancel it (and, with the timeline issue,
-retry a failed step). Each is a conditional transition written with its event, in one
-transaction, and records who did it."""
+"""What operators do to a run as a whole: cancel it, retry its failed steps. Each is a
+conditional transition written with its events in one transaction, and records who
+did it."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Count, F
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Run, Step
-from runs.states import RUN_ACTIVE, RunStatus, StepStatus
+from runs.models import Claim, Run, Step
+from runs.states import RUN_ACTIVE, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.workflows import registry
+from runs.workflows.definition import Workflow
 
-from .errors import RunNotActive, RunNotFound
+from .complete import make_ready
+from .dispatch import publish_on_commit
+from .errors import RunNotActive, RunNotFound, StepNotRetryable
 from .resolve import actor_name
 
 
@@ -50,3 +56,190 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
 
 def run_is_active(run_id: Any) -> bool:
     return Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).exists()
+
+
+# --- retrying failed steps ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Effect:
+    """An effect of the run that already happened and will not be repeated."""
+
+    step: str
+    kind: str
+    key: str
+    items: int = 0  # for a map step: how many of its items completed
+
+
+@dataclass(frozen=True)
+class RetryPlan:
+    """What retrying would do, computed without writing: the steps (batches) that get
+    a new attempt, with the idempotency key each will use, and the effects of this run
+    that already happened and will not be repeated."""
+
+    run_id: uuid.UUID
+    steps: tuple[tuple[str, str, str], ...]  # (step key, kind, what its key will be)
+    done: tuple[Effect, ...]
+    summary: str
+
+
+def _failed_steps(run: Run, step_keys: list[str]) -> list[Step]:
+    """The failed steps named (a map step's name stands for its failed batches)."""
+    failed = list(Step.objects.filter(run=run, status=StepStatus.FAILED).order_by("id"))
+    wanted: list[Step] = []
+    unknown = []
+    for key in step_keys:
+        matches = [s for s in failed if s.key == key or (s.parent_id and s.name == key)]
+        if not matches:
+            unknown.append(key)
+        wanted.extend(m for m in matches if m not in wanted)
+    if unknown:
+        known = ", ".join(sorted({s.key for s in failed})) or "none"
+        raise StepNotRetryable(
+            f"run {run.id} has no failed step {', '.join(unknown)} (failed steps: {known})"
+        )
+    others = [s.key for s in failed if s not in wanted]
+    if others:
+        raise StepNotRetryable(
+            f"run {run.id} has other failed steps ({', '.join(others)}): retry them together, "
+            "or the run could never finish"
+        )
+    return wanted
+
+
+def _retry_key(run: Run, step: Step) -> str:
+    claim = (
+        Claim.objects.filter(step=step, item_key__isnull=True).order_by("-id").first()
+        if step.parent_id is None
+        else None
+    )
+    if step.parent_id is not None:
+        return "each item keeps its key; completed items are skipped"
+    if claim is None:
+        return "no claim" if step.kind == EffectKind.PURE else "a new claim"
+    if claim.status == ClaimStatus.ABANDONED:
+        return f"the same key {claim.key} (the external system dedupes it)"
+    return f"a new key …/retry-{step.claim_generation + 1} (the earlier effect did not happen)"
+
+
+def _checked_run(run_id: uuid.UUID | str) -> Run:
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(run_id)
+    if run.status != RunStatus.FAILED:
+        raise RunNotActive(run, "retried (only a failed run's steps are retried)")
+    return run
+
+
+def preview_retry(*, run_id: uuid.UUID | str, step_keys: list[str]) -> RetryPlan:
+    run = _checked_run(run_id)
+    steps = _failed_steps(run, step_keys)
+    done: list[Effect] = []
+    for claim in (
+        Claim.objects.filter(run=run, item_key__isnull=True, status=ClaimStatus.SUCCEEDED)
+        .select_related("step")
+        .order_by("id")
+    ):
+        done.append(Effect(claim.step.key, claim.kind, claim.key))
+    items = (
+        Claim.objects.filter(run=run, item_key__isnull=False, status=ClaimStatus.SUCCEEDED)
+        .values_list("step__name", "kind")
+        .annotate(n=Count("id"))
+        .order_by("step__name")
+    )
+    for name, kind, n in items:
+        done.append(Effect(name, kind, "", n))
+    planned = tuple((s.key, s.kind, _retry_key(run, s)) for s in steps)
+    names = ", ".join(key for key, _, _ in planned)
+    summary = f"retry {names}: a new attempt each" + (
+        f"; {len(done)} effect(s) already done are kept and not repeated" if done else ""
+    )
+    return RetryPlan(run.id, planned, tuple(done), summary)
+
+
+def retry_steps(
+    *, run_id: uuid.UUID | str, step_keys: list[str], actor: AbstractBaseUser | str
+) -> Run:
+    """Give failed steps of a failed run a new attempt, and reopen the run (failed →
+    running, or needs_reconciliation if claims still wait for a decision).
+
+    Idempotency keys follow the usual rules: a step whose claim was abandoned (an
+    idempotent effect of unknown outcome) retries with the SAME key; one whose claim
+    failed (the effect did not happen) gets a new key (`…/retry-<n>`); a map batch
+    keeps its items' keys and skips every completed item. Each retried step gets its
+    retry policy's attempts again. Steps that became ready while the run was failed
+    (their dependencies finished meanwhile) are queued too. Refuses: RunNotFound,
+    RunNotActive (the run did not fail), StepNotRetryable."""
+    who = actor_name(actor)
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            raise RunNotFound(run_id)
+        run = _checked_run(run.id)
+        steps = _failed_steps(run, step_keys)
+        workflow = registry.get(run.workflow, run.version)
+        unresolved = Claim.objects.filter(run=run, status=ClaimStatus.UNRESOLVED).exists()
+        status = RunStatus.NEEDS_RECONCILIATION if unresolved else RunStatus.RUNNING
+        n = Run.objects.filter(pk=run.id, status=RunStatus.FAILED).update(
+            status=status, error="", finished_at=None, updated_at=Now()
+        )
+        assert n == 1
+        events.append_event(
+            run.id, events.RUN_REOPENED, actor=who, steps=[s.key for s in steps], status=status
+        )
+        queued: list[int] = []
+        for step in steps:
+            stepdef = workflow.steps.get(step.name) if workflow else None
+            grant = stepdef.retry.max_attempts if stepdef else 1
+            failed_claim = Claim.objects.filter(
+                step=step, item_key__isnull=True, status=ClaimStatus.FAILED
+            ).exists()
+            n = Step.objects.filter(pk=step.id, status=StepStatus.FAILED).update(
+                status=StepStatus.QUEUED,
+                queued_at=Now(),
+                finished_at=None,
+                error="",
+                max_attempts=F("attempts") - F("deferred_attempts") + grant,
+                claim_generation=F("claim_generation") + (1 if failed_claim else 0),
+            )
+            if n != 1:
+                raise StepNotRetryable(f"step {step.key} is no longer failed")
+            events.append_event(
+                run.id,
+                events.STEP_QUEUED,
+                step_id=step.id,
+                step=step.key,
+                reason=f"retried by {who}",
+            )
+            queued.append(step.id)
+        queued.extend(_queue_ready_pending(run, workflow))
+        # Steps queued before the run failed never started (their messages were
+        # refused meanwhile): send them again.
+        queued.extend(
+            Step.objects.filter(run=run, status=StepStatus.QUEUED)
+            .exclude(pk__in=queued)
+            .values_list("id", flat=True)
+        )
+        publish_on_commit(queued)
+    run.refresh_from_db()
+    return run
+
+
+def _queue_ready_pending(run: Run, workflow: Workflow | None) -> list[int]:
+    """Pending top-level steps whose dependencies all succeeded while the run was not
+    active (nothing was queued then): set their counters right and queue them."""
+    if workflow is None:
+        return []
+    succeeded = set(
+        Step.objects.filter(run=run, parent__isnull=True, status=StepStatus.SUCCEEDED).values_list(
+            "name", flat=True
+        )
+    )
+    ready: list[int] = []
+    for step in Step.objects.filter(run=run, parent__isnull=True, status=StepStatus.PENDING):
+        missing = [d for d in step.depends_on if d not in succeeded]
+        if missing:
+            if step.pending_deps != len(missing):
+                Step.objects.filter(pk=step.id).update(pending_deps=len(missing))
+            continue
+        Step.objects.filter(pk=step.id).update(pending_deps=0)
+        ready.extend(make_ready(run.id, step, workflow))
+    return ready

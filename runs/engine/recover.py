@@ -78,9 +78,11 @@ def recover_attempt(*, attempt_id: int) -> bool:
     """Declare one attempt crashed if its lease expired, in its own transaction. False
     if the attempt is alive, already finished, or another process holds it."""
     with transaction.atomic():
+        # Only the attempt's own row (`of=self`), by primary key: no join, no ordering.
         attempt = (
-            Attempt.objects.select_for_update(skip_locked=True)
+            Attempt.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(pk=attempt_id, status=AttemptStatus.RUNNING, lease_expires_at__lt=Now())
+            .order_by()
             .first()
         )
         if attempt is None:
@@ -174,8 +176,9 @@ def settle_late_finish(
     becomes a `late_result_after_resolution` event for the reconciliation pages."""
     with transaction.atomic():
         attempt = (
-            Attempt.objects.select_for_update()
+            Attempt.objects.select_for_update(of=("self",))
             .filter(pk=started.attempt.id, status=AttemptStatus.RUNNING, lease_expires_at__lt=Now())
+            .order_by()
             .first()
         )
         if attempt is not None:

@@ -204,8 +204,9 @@ def take_claim(
     """Take (or, on a retry of the same logical invocation, take over) the claim.
 
     INSERT … ON CONFLICT makes the key's uniqueness the arbiter: a retry re-owns an
-    in-flight claim with the same key; a claim that already succeeded or is
-    unresolved is never taken again (ClaimNotTakeable)."""
+    in-flight claim with the same key, or an abandoned one (an idempotent step that gave
+    up, retried by an operator: the same key is what makes that safe); a claim that
+    succeeded, failed or is unresolved is never taken again (ClaimNotTakeable)."""
     key = step_claim_key(run, step, stepdef)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -213,8 +214,10 @@ def take_claim(
             INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id,
                                     error, resolved_by, resolution_note, created_at)
             VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', '', now())
-            ON CONFLICT (key) DO UPDATE SET attempt_id = EXCLUDED.attempt_id
-                WHERE runs_claim.status = %s
+            ON CONFLICT (key) DO UPDATE
+                SET attempt_id = EXCLUDED.attempt_id, status = EXCLUDED.status, error = '',
+                    completed_at = NULL
+                WHERE runs_claim.status IN (%s, %s)
             RETURNING id, (xmax = 0) AS inserted
             """,
             [
@@ -226,6 +229,7 @@ def take_claim(
                 ClaimStatus.IN_FLIGHT,
                 attempt.id,
                 ClaimStatus.IN_FLIGHT,
+                ClaimStatus.ABANDONED,
             ],
         )
         row = cursor.fetchone()

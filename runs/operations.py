@@ -1,0 +1,82 @@
+"""Run operations on the run page (thin): cancel a run, retry its failed steps. Each
+is confirmed in a dialog first, done by an engine service (the API calls the same),
+recorded as an event with the operator's name, and answered by reloading the run page
+with a message saying what happened."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRefresh
+
+from . import engine
+from .queries import parse_run_id
+from .roles import operator_required
+
+
+def _done(request: HttpRequest, run_id: str) -> HttpResponse:
+    if request.htmx:
+        return HttpResponseClientRefresh()
+    return redirect("runs:detail", run_id=run_id)
+
+
+@require_POST
+@operator_required
+def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    try:
+        run = engine.cancel_run(
+            run_id=parse_run_id(run_id), actor=request.user, reason=request.POST.get("reason", "")
+        )
+    except (ValueError, engine.RunNotFound) as exc:
+        raise Http404(str(exc)) from exc
+    except engine.RunNotActive as exc:
+        messages.warning(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Run cancelled: no new step will start; {run.error}. Steps already running "
+            "finish and are recorded.",
+        )
+    return _done(request, run_id)
+
+
+def _step_keys(request: HttpRequest) -> list[str]:
+    return [key for key in request.GET.getlist("step") + request.POST.getlist("step") if key]
+
+
+@operator_required
+def retry_preview(request: HttpRequest, run_id: str) -> HttpResponse:
+    """What retrying the failed steps would do (the dialog's content)."""
+    try:
+        plan = engine.preview_retry(run_id=parse_run_id(run_id), step_keys=_step_keys(request))
+        error = ""
+    except (ValueError, engine.RunNotFound) as exc:
+        raise Http404(str(exc)) from exc
+    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
+        plan, error = None, str(exc)
+    return render(
+        request,
+        "runs/operations.html#retry-preview",
+        {"plan": plan, "error": error, "run_id": run_id, "steps": _step_keys(request)},
+    )
+
+
+@require_POST
+@operator_required
+def retry(request: HttpRequest, run_id: str) -> HttpResponse:
+    keys = _step_keys(request)
+    try:
+        run = engine.retry_steps(run_id=parse_run_id(run_id), step_keys=keys, actor=request.user)
+    except (ValueError, engine.RunNotFound) as exc:
+        raise Http404(str(exc)) from exc
+    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
+        messages.warning(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"Retrying {', '.join(keys)}: the run is {run.status.replace('_', ' ')} again; "
+            "effects that already happened are not repeated.",
+        )
+    return _done(request, run_id)
