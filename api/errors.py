@@ -113,6 +113,8 @@ def from_domain(exc: Exception) -> ApiError | None:
         return ApiError(404, NOT_FOUND, message)
     if isinstance(exc, engine.RunNotActive):
         return ApiError(409, RUN_NOT_ACTIVE, message)
+    if isinstance(exc, engine.StepNotRetryable):
+        return ApiError(409, REFUSED, message)
     if isinstance(exc, services.ClaimAlreadyResolved):
         return ApiError(409, CLAIM_ALREADY_RESOLVED, message)
     if isinstance(exc, services.ClaimNotUnresolved):

@@ -5,7 +5,7 @@ not list is refused, and so is a user with no role.
 |----------------------------------|--------|-----------|----------|
 | runs: list, detail, steps, events| yes    | yes       | yes      |
 | runs: submit                     | -      | yes       | yes      |
-| runs: cancel                     | -      | -         | yes      |
+| runs: cancel, retry a step       | -      | -         | yes      |
 | claims: list                     | yes    | -         | yes      |
 | claims: take, release, resolve   | -      | -         | yes      |
 | workflows, schema, docs          | yes    | yes       | yes      |

@@ -41,6 +41,8 @@ CONFLICTS = {
     "runs_create": "idempotency_key_conflict: the Idempotency-Key was used for a different "
     "request (the message names the run it created).",
     "runs_cancel": "run_not_active: the run already finished (succeeded, failed or cancelled).",
+    "runs_retry_step": "run_not_active: the run did not fail; refused: no such failed step, "
+    "or other failed steps must be retried with it.",
     "claims_resolve": "claim_already_resolved (who, when, what), claim_not_unresolved, refused.",
     "claims_take": "claim_taken (by whom, until when), claim_not_unresolved.",
     "claims_release": "claim_taken: another operator holds it.",
@@ -182,6 +184,28 @@ runs_cancel = _operation(
     parameters=[RUN_ID],
     ok={200: OpenApiResponse(s.RunDetailSerializer, description="The cancelled run.")},
     errors=(*BODY, 404, 409),
+)
+runs_retry_step = _operation(
+    "runs_retry_step",
+    tag="runs",
+    summary="Retry a failed step",
+    description="Give a failed step of a failed run a new attempt and reopen the run "
+    "(a run_reopened event records who). Idempotency keys follow the usual rules: an "
+    "abandoned idempotent claim is retried with the same key, a claim whose effect did "
+    "not happen gets a new one, a map step (by name) retries its failed batches and "
+    "skips completed items. Operators only.",
+    request=None,
+    parameters=[
+        RUN_ID,
+        OpenApiParameter(
+            "step",
+            OpenApiTypes.STR,
+            OpenApiParameter.PATH,
+            description="The step's key (a batch: `migrate[3]`), or a map step's name.",
+        ),
+    ],
+    ok={200: OpenApiResponse(s.RunDetailSerializer, description="The reopened run.")},
+    errors=(404, 409),
 )
 steps_list = _operation(
     "runs_steps_list",

@@ -73,6 +73,7 @@ class RunViewSet(ApiViewSet):
         "retrieve": READ_RUNS,
         "create": SUBMIT,
         "cancel": OPERATE,
+        "retry_step": OPERATE,
     }
     ORDER_TIEBREAK = "-id"
 
@@ -118,6 +119,11 @@ class RunViewSet(ApiViewSet):
     def cancel(self, request: Request, run_id: uuid.UUID) -> Response:
         body = validated(s.Cancellation, request.data)
         run = engine.cancel_run(run_id=run_id, actor=request.user, reason=body.get("reason", ""))
+        return Response(s.RunDetailSerializer(run_detail(run)).data)
+
+    @schema.runs_retry_step
+    def retry_step(self, request: Request, run_id: uuid.UUID, step: str) -> Response:
+        run = engine.retry_steps(run_id=run_id, step_keys=[step], actor=request.user)
         return Response(s.RunDetailSerializer(run_detail(run)).data)
 
 

@@ -530,6 +530,32 @@ def test_cancel_unknown_run_answers_404(api):
     error_of(response, 404, "not_found")
 
 
+# --- retrying a failed step ---------------------------------------------------------------
+def test_retry_step_reopens_a_failed_run(api):
+    run = engine.submit_run(workflow="fork-fail", input={})
+    factories.run_queued(run)
+    assert Run.objects.get(pk=run.id).status == "failed"
+
+    response = api.post(f"/api/runs/{run.id}/steps/doomed_branch/retry/")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "running"
+    event = Event.objects.get(run=run, type=events.RUN_REOPENED)
+    assert event.payload == {"actor": "olivia", "steps": ["doomed_branch"], "status": "running"}
+
+
+def test_retry_step_refusals_answer_409_and_write_nothing(api):
+    run = engine.submit_run(workflow="fork-fail", input={})
+    factories.run_queued(run)
+    active = engine.submit_run(workflow="merge-change", input={"change_id": 1})
+    before = written()
+    error = error_of(api.post(f"/api/runs/{run.id}/steps/steady/retry/"), 409, "refused")
+    assert "has no failed step steady" in error["message"]
+    error = error_of(api.post(f"/api/runs/{active.id}/steps/merge/retry/"), 409, "run_not_active")
+    assert "only a failed run's steps are retried" in error["message"]
+    assert written() == before
+
+
 # --- claims ------------------------------------------------------------------------------
 def test_claims_list_unresolved_is_the_queue_oldest_first(api):
     first, second = factories.crashed("merge-change", count=2)

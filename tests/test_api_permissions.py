@@ -21,6 +21,8 @@ MATRIX = [
     ("get", "/api/runs/{run}/steps/", None, (401, 403, 200, 200, 200)),
     ("get", "/api/runs/{run}/events/", None, (401, 403, 200, 200, 200)),
     ("post", "/api/runs/{run}/cancel/", {"reason": "r"}, (401, 403, 403, 403, 200)),
+    # {run} did not fail: an operator is let in and told so (409); the others never are.
+    ("post", "/api/runs/{run}/steps/merge/retry/", None, (401, 403, 403, 403, 409)),
     ("get", "/api/claims/", None, (401, 403, 200, 403, 200)),
     ("get", "/api/claims/?status=unresolved", None, (401, 403, 200, 403, 200)),
     ("post", "/api/claims/{claim}/take/", None, (401, 403, 403, 403, 200)),
