@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install up test lint bench stop clean
+.PHONY: install up test lint bench bench-ui stop clean
 
 # The venv is (re)built when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -36,6 +36,13 @@ lint: install
 
 bench: install
 	$(PY) scripts/stack.py run $(PY) bench/engine.py
+
+## bench-ui: server time and queries of each page with 100,000 runs and 1,000,000 events,
+##     seeded once into a database of its own (bench/seed_ui.py); BENCH_UI_ARGS="--explain 2"
+##     adds the plans of the slowest queries.
+BENCH_UI_ARGS ?=
+bench-ui: install
+	$(PY) scripts/stack.py run sh -c '$(PY) bench/seed_ui.py --if-needed && $(PY) bench/ui.py $(BENCH_UI_ARGS)'
 
 ## stop: stop embedded servers left running by an interrupted `make up` / `make test`.
 stop:
