@@ -23,7 +23,6 @@ from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -39,6 +38,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Now
 
 from runs import events
+from runs.browse import QueueSummary, queue_summary
 from runs.engine.execute import PostconditionFailed
 from runs.engine.probe import probe_of
 from runs.engine.resolve import Preview, preview_resolutions
@@ -234,27 +234,6 @@ def claim_list(*, status: str | None = None, workflow: str | None = None) -> Row
         claims = claims.filter(run__workflow=workflow)
     order = ("unresolved_at", "id") if status == ClaimStatus.UNRESOLVED else ("-id",)
     return Rows(_with_row(claims).order_by(*order), _queue_row, counted=claims)
-
-
-@dataclass(frozen=True)
-class QueueSummary:
-    size: int
-    oldest_age: timedelta | None
-    stale: int  # how many are older than RECONCILIATION_STALE_MINUTES
-
-
-def queue_summary() -> QueueSummary:
-    """The badge: size, oldest age and stale count, in one indexed query
-    (claim_unresolved_idx)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*), now() - min(unresolved_at), "
-            "count(*) FILTER (WHERE unresolved_at < now() - make_interval(secs => %s)) "
-            "FROM runs_claim WHERE status = %s",
-            [float(settings.RECONCILIATION_STALE_MINUTES) * 60, ClaimStatus.UNRESOLVED],
-        )
-        size, oldest, stale = cursor.fetchone()
-    return QueueSummary(int(size), oldest, int(stale))
 
 
 def queue_size() -> int:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import operations, views
 
 app_name = "runs"
 
@@ -8,4 +8,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("runs/", views.run_list, name="list"),
     path("runs/<str:run_id>/", views.run_detail, name="detail"),
+    path("runs/<str:run_id>/cancel/", operations.cancel, name="cancel"),
+    path("runs/<str:run_id>/retry/", operations.retry, name="retry"),
+    path("runs/<str:run_id>/retry/preview/", operations.retry_preview, name="retry_preview"),
 ]

@@ -2,61 +2,115 @@
 
 from __future__ import annotations
 
-from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from . import pages
-from .models import Claim, Run
+from . import browse, pages
+from .models import Run
 from .queries import parse_run_id
 from .roles import viewer_required
-from .states import RUN_FINISHED, ClaimStatus, RunStatus
+from .states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, RunStatus, StepStatus
 
 
 @viewer_required
 def overview(request: HttpRequest) -> HttpResponse:
-    counts = dict(Run.objects.values_list("status").annotate(n=Count("id")).order_by())
-    return render(
-        request,
-        "runs/overview.html",
-        {
-            "counts": [(status, counts.get(status, 0)) for status in RunStatus.values],
-            "unresolved": Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count(),
-            "recent": Run.objects.order_by("-created_at")[:20],
-        },
-    )
+    context = browse.overview()
+    context["recent"] = Run.objects.defer("input", "result").order_by("-created_at", "-id")[:15]
+    template = "runs/overview.html"
+    if request.htmx and request.htmx.target == "overview-live":
+        template += "#overview-live"
+    return render(request, template, context)
 
 
 @viewer_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = Run.objects.order_by("-created_at")
-    status = request.GET.get("status", "")
-    if status in RunStatus.values:
-        runs = runs.filter(status=status)
-    page = Paginator(runs, 50).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "runs/list.html",
-        {"page": page, "runs": page.object_list, "status": status, "statuses": RunStatus.values},
+    filters = browse.parse_filters(request.GET)
+    page = browse.CappedPaginator(browse.runs_matching(filters), browse.RUNS_PER_PAGE).get_page(
+        request.GET.get("page")
     )
+    context = {
+        "page": page,
+        "runs": page.object_list,
+        "filters": filters,
+        "statuses": RunStatus.values,
+        "workflows": browse.workflow_names(),
+    }
+    template = "runs/list.html"
+    if request.htmx and request.htmx.target == "runs":
+        template += "#runs-results"
+    return render(request, template, context)
 
 
 @viewer_required
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """A run's page. htmx asks for parts of it by target: `events` (the event log,
+    filtered or paged) and `run-live` (facts, timeline, steps, claims), which polls
+    itself while the run is active and stops once it has finished. The answer to
+    `run-live` is the `live-update` partial: run-live plus the header's status out of
+    band, and, from the poll that sees the run finished, the final event log and the
+    operations."""
+    target = request.htmx.target if request.htmx else None
+    live = target == "run-live"
     try:
         data = pages.run_page(
             parse_run_id(run_id),
-            events_page=int(request.GET.get("page") or 1),
+            events_page=request.GET.get("page") or 1,
             event_type=request.GET.get("type", ""),
+            events=None if live else True,
+            with_timeline=target != "events",
+            expand=request.GET.getlist("expand"),
+            collapse=request.GET.getlist("collapse"),
         )
     except (ValueError, Run.DoesNotExist) as exc:
         raise Http404(f"no run {run_id}") from exc
     template = "runs/detail.html"
-    if request.htmx and request.htmx.target == "events":
+    if target == "events":
         template += "#events"
+    elif live:
+        template += "#live-update"
+    toggles = []
+    if data.timeline is not None:
+        toggles = [(t, pages.toggle_url(request.GET, t)) for t in data.timeline.toggles]
     return render(
         request,
         template,
-        {"page": data, "run": data.run, "finished": data.run.status in RUN_FINISHED},
+        {
+            "page": data,
+            "run": data.run,
+            "finished": data.run.status in RUN_FINISHED,
+            # Still changing: an active run, or a cancelled one whose attempts that were
+            # running have not finished yet. The page refreshes itself while it moves.
+            "moving": data.run.status not in RUN_FINISHED or has_live_attempt(data),
+            "active_statuses": RUN_ACTIVE,
+            "failed_steps": failed_steps(data),
+            "timeline": data.timeline,
+            "toggles": toggles,
+            "event_type": request.GET.get("type", ""),
+            # The event filter keeps the timeline's batches as they are.
+            "keep": [(k, v) for k in ("expand", "collapse") for v in request.GET.getlist(k)],
+            # The live refresh swaps the header's status (and, at the end, the event
+            # log and the operations) out of band.
+            "oob": live,
+            # Only the poll of an active run's page (not a toggle of the batches) brings
+            # the final event log when it sees the run finished.
+            "polled": live and request.htmx.trigger == "run-live",
+        },
     )
+
+
+def has_live_attempt(data: pages.RunPage) -> bool:
+    attempts = [a for row in data.steps for a in row.attempts]
+    attempts += [a for row in data.steps for batch in row.batches for a in batch.attempts]
+    return any(a.status == AttemptStatus.RUNNING for a in attempts)
+
+
+def failed_steps(data: pages.RunPage) -> list[str]:
+    """What the retry button offers: failed top-level steps, and map steps by name for
+    their failed batches."""
+    keys: list[str] = []
+    for row in data.steps:
+        if row.step.status == StepStatus.FAILED:
+            keys.append(row.step.key)
+        elif any(b.step.status == StepStatus.FAILED for b in row.batches):
+            keys.append(row.step.name)
+    return keys

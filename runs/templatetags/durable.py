@@ -112,3 +112,59 @@ CAUSES = {
 def cause_label(cause: str) -> str:
     """What made a claim unresolved, in words (reconciliation.queries.classify)."""
     return CAUSES.get(cause, cause or "—")
+
+
+@register.filter
+def timedelta_words(value: timedelta | None) -> str:
+    """'4 min', '2 h 5 min' for a duration (None: '—')."""
+    if value is None:
+        return "—"
+    return humanize_delta(value).removesuffix(" ago")
+
+
+@register.filter
+def bar_y(height: float, chart_height: float) -> float:
+    """The y of a bar of `height` standing on the chart's base line."""
+    return round(float(chart_height) - float(height), 1)
+
+
+@register.filter
+def words(value: Any) -> str:
+    """A machine word as words: needs_reconciliation → needs reconciliation."""
+    return str(value or "").replace("_", " ")
+
+
+@register.simple_tag
+def offset(value: datetime | None, start: datetime | None) -> str:
+    """A moment of a run, relative to its submission (`+2.35 s`), with the absolute
+    time in `title`: inside one run, "how long after it began" is what people compare."""
+    if value is None or start is None:
+        return mark_safe('<span class="muted">—</span>')  # a constant
+    from runs.timeline import absolute, duration_text
+
+    seconds = (value - start).total_seconds()
+    sign = "-" if seconds < 0 else "+"
+    return format_html(
+        '<time datetime="{}" title="{}">{}{}</time>',
+        value.isoformat(),
+        absolute(value),
+        sign,
+        duration_text(abs(seconds)),
+    )
+
+
+@register.simple_tag
+def took(start: datetime | None, end: datetime | None) -> str:
+    """How long from start to end (or until now, for something still going on)."""
+    if start is None:
+        return "—"
+    from runs.timeline import duration_text
+
+    return duration_text(((end or timezone.now()) - start).total_seconds())
+
+
+@register.filter
+def payload_summary(payload: Any) -> str:
+    from runs.pages import payload_summary as summary
+
+    return summary(payload)
