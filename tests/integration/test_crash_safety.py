@@ -291,8 +291,11 @@ def test_partitioned_transactional_worker_never_resumed_does_not_exhaust_the_ste
     holds the claim's key until PostgreSQL ends its idle transaction. Meanwhile the
     successor's attempts give way (deferred, not counted) instead of failing the run."""
     marker = tmp_path / "inside"
+    # The server ends the stopped worker's transaction after this long: long enough that
+    # the successor worker, however slowly it starts on a loaded machine, meets the key
+    # still held (a shorter window made the deferral this test is about a race).
     timings = {
-        "RUNS_IDLE_IN_TRANSACTION_SECONDS": "6",
+        "RUNS_IDLE_IN_TRANSACTION_SECONDS": "20",
         "RUNS_CLAIM_LOCK_TIMEOUT_SECONDS": "0.5",
         "RUNS_CLAIM_BUSY_RETRY_SECONDS": "0.2",
     }
@@ -302,6 +305,12 @@ def test_partitioned_transactional_worker_never_resumed_does_not_exhaust_the_ste
     lost.signal(signal.SIGSTOP)  # never resumed while the run goes on
     cluster.beat(**timings)
     cluster.worker(RUNS_LEASE_SECONDS="8", **timings)  # outlasts its own 2 s effect
+    wait_for(
+        lambda: Attempt.objects.filter(run=run, status=AttemptStatus.DEFERRED).exists(),
+        timeout=60,
+        what="the successor's attempt to give way while the key is held",
+        on_timeout=cluster.logs,
+    )
 
     run = wait_settled(run, cluster)
 
