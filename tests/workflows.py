@@ -47,12 +47,20 @@ def merge(ctx: Context) -> dict[str, Any]:
 
 # --- steps that hold still inside their effect, for SIGSTOP tests ----------------------
 def _hold(ctx: Context) -> None:
-    """Signal (by a file) that the effect is under way, then give the test time to stop us."""
+    """Signal (by a file) that the effect is under way, then give the test time to stop us:
+    `hold` seconds, or until the file named `release` exists (a test that must act while
+    the step runs holds it for as long as it needs, however slow the machine)."""
     Path(ctx.input["marker"]).with_suffix(f".{ctx.attempt}").touch()
-    time.sleep(ctx.input["hold"])
+    release = Path(ctx.input["release"]) if ctx.input["release"] else None
+    deadline = time.monotonic() + ctx.input["hold"]
+    while time.monotonic() < deadline:
+        if release is not None and release.exists():
+            return
+        time.sleep(0.05)
 
 
-slow_write = workflow("slow-write", version=1, input={"marker": str, "hold": float})
+HOLD_INPUT = {"marker": str, "hold": float, "release": Field(str, default="")}
+slow_write = workflow("slow-write", version=1, input=HOLD_INPUT)
 
 
 @slow_write.step(kind=TRANSACTIONAL, retry=Retry(max_attempts=3))
@@ -62,7 +70,7 @@ def write(ctx: Context) -> dict[str, Any]:
     return {"written": 1}
 
 
-slow_merge = workflow("slow-merge", version=1, input={"marker": str, "hold": float})
+slow_merge = workflow("slow-merge", version=1, input=HOLD_INPUT)
 
 
 @slow_merge.step(kind=GUARDED)

@@ -105,8 +105,12 @@ def test_run_page_shows_where_the_worker_died_and_the_retry(cluster, browser):
 def test_operator_cancels_a_running_run_from_its_page(cluster, browser, tmp_path):
     make_user("olivia", "operators")
     marker = tmp_path / "inside"
-    cluster.worker(RUNS_LEASE_SECONDS="10")  # the step holds still for 3 s
-    run = engine.submit_run(workflow="slow-write", input={"marker": str(marker), "hold": 3.0})
+    release = tmp_path / "release"
+    cluster.worker(RUNS_LEASE_SECONDS="120")  # the step holds still until released
+    run = engine.submit_run(
+        workflow="slow-write",
+        input={"marker": str(marker), "hold": 90.0, "release": str(release)},
+    )
     wait_for(lambda: (tmp_path / "inside.1").exists(), what="the step to be running")
 
     browser.login("olivia", PASSWORD)
@@ -123,6 +127,7 @@ def test_operator_cancels_a_running_run_from_its_page(cluster, browser, tmp_path
     assert "cancelled" in page.locator("#run-status").inner_text()
     run = wait_settled(run, cluster, until=(RunStatus.CANCELLED,))
     assert run.error == "cancelled by olivia: wrong record"
+    release.touch()  # the running step may finish now
     # The attempt that was running finished and was recorded; nothing came after it.
     wait_for(
         lambda: Attempt.objects.filter(run=run, status=AttemptStatus.SUCCEEDED).exists(),
