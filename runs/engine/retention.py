@@ -322,33 +322,65 @@ def _event_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
 def _delete_events(ids: list[Any], batch: int) -> tuple[int, int]:
     """Fold the runs' oldest events (at most `batch` in all) into their summaries and
     delete them; a run left without events is marked compacted. Returns (events
-    deleted, runs compacted)."""
+    deleted, runs compacted). Runs whose remaining events all fit in the budget are
+    handled together, a few statements for all of them; a run too big for what is left
+    of the budget is cut at it, its next events left to the next batch."""
+    remaining = dict(
+        _fetch(
+            "SELECT r, (SELECT count(*) FROM runs_event e WHERE e.run_id = r) "
+            "FROM unnest(%s::uuid[]) r",
+            [ids],
+        )
+    )
     budget = batch
-    deleted = runs_done = 0
+    whole: list[Any] = []
+    cut: tuple[Any, int] | None = None
     for run_id in ids:
-        if budget <= 0:
+        n = int(remaining[run_id])
+        if n <= budget:
+            whole.append(run_id)
+            budget -= n
+        else:
+            if not whole:  # nothing fits whole: take the first run's oldest events
+                cut = (run_id, budget)
             break
-        limit = budget
+    deleted = 0
+    if whole:
+        events = _fetch(
+            "SELECT run_id, seq, type, payload FROM runs_event WHERE run_id = ANY(%s) "
+            "ORDER BY run_id, seq",
+            [whole],
+        )
+        by_run: dict[Any, list[tuple[Any, ...]]] = {}
+        for run_id, *event in events:
+            by_run.setdefault(run_id, []).append(tuple(event))
+        summaries = {s.run_id: s for s in RunHistorySummary.objects.filter(run_id__in=whole)}
+        for run_id, run_events in by_run.items():
+            _fold_into_summary(run_id, run_events, summaries.get(run_id))
+        n = _execute("DELETE FROM runs_event WHERE run_id = ANY(%s)", [whole])
+        if n != len(events):
+            raise RuntimeError(f"{n} events deleted, {len(events)} summarized")
+        deleted += n
+        Run.objects.filter(pk__in=whole, compacted_at__isnull=True).update(compacted_at=Now())
+    if cut is not None:
+        run_id, limit = cut
         events = _fetch(
             "SELECT seq, type, payload FROM runs_event WHERE run_id = %s ORDER BY seq LIMIT %s",
             [run_id, limit],
         )
-        if events:
-            _fold_into_summary(run_id, events)
-            last = events[-1][0]
-            n = _execute("DELETE FROM runs_event WHERE run_id = %s AND seq <= %s", [run_id, last])
-            if n != len(events):
-                raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
-            deleted += n
-            budget -= n
-        if len(events) < limit:  # fewer than asked for: the run has no event left
-            Run.objects.filter(pk=run_id, compacted_at__isnull=True).update(compacted_at=Now())
-            runs_done += 1
-    return deleted, runs_done
+        _fold_into_summary(run_id, events, RunHistorySummary.objects.filter(run_id=run_id).first())
+        last = events[-1][0]
+        n = _execute("DELETE FROM runs_event WHERE run_id = %s AND seq <= %s", [run_id, last])
+        if n != len(events):
+            raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
+        deleted += n
+    return deleted, len(whole)
 
 
-def _fold_into_summary(run_id: Any, events: list[tuple[Any, ...]]) -> None:
-    summary = RunHistorySummary.objects.filter(run_id=run_id).first()
+def _fold_into_summary(
+    run_id: Any, events: list[tuple[Any, ...]], summary: RunHistorySummary | None
+) -> None:
+    """Fold (seq, type, payload) events, oldest first, into the run's summary."""
     if summary is None:
         summary = RunHistorySummary(run_id=run_id, first_seq=events[0][0], counts={})
         projection = Projection()
@@ -488,16 +520,19 @@ def preview(*, policy: RetentionPolicy) -> PolicyResult:
     return result
 
 
-def purge(*, policy: RetentionPolicy, batch: int | None = None) -> PolicyResult:
+def purge(
+    *, policy: RetentionPolicy, batch: int | None = None, timings: dict[str, float] | None = None
+) -> PolicyResult:
     """Apply one policy, stage after stage, each to the end, in bounded transactions.
     The RetentionPurge row is updated in every batch's transaction, so a purge that is
-    killed still shows what it committed."""
+    killed still shows what it committed. `timings` receives each stage's seconds."""
     size = int(batch or settings.RUNS_RETENTION_BATCH)
     started = time.monotonic()
     record = RetentionPurge.objects.create(policy=policy, policy_name=policy.name)
     result = PolicyResult(policy=policy.name, dry_run=False, purge_id=record.id)
     for stage, (run_batch, _) in _STAGES.items():
         totals = result.counts.setdefault(stage, {})
+        stage_started = time.monotonic()
         while True:
             with transaction.atomic():
                 done = run_batch(policy, size)
@@ -511,6 +546,8 @@ def purge(*, policy: RetentionPolicy, batch: int | None = None) -> PolicyResult:
                 )
                 # Crash tests kill the purge here: the batch's work done, not committed.
                 faults.hit("after_effect", f"retention-{stage}")
+        if timings is not None:
+            timings[stage] = time.monotonic() - stage_started
     RetentionPurge.objects.filter(pk=record.id).update(
         counts=result.counts, batches=result.batches, finished_at=Now()
     )
