@@ -482,3 +482,19 @@ def test_run_page_and_api_show_a_compacted_run(db):
     assert body["compacted"] is True
     assert body["compacted_at"] is not None and body["claims_purged_at"] is None
     assert body["input"]["compacted"] is True
+
+
+def test_beat_schedules_the_purge_and_its_task_applies_the_policies(db, settings):
+    from runs import tasks
+
+    entry = settings.CELERY_BEAT_SCHEDULE["apply-retention"]
+    assert (entry["task"], entry["schedule"]) == ("runs.apply_retention", 3600.0)
+    run = finished(count=2, batch_size=2)
+    age(run, 100)
+    line = tasks.apply_retention()
+    assert line.startswith("policy default (in ")
+    assert "events: runs 1, events_deleted" in line
+    run.refresh_from_db()
+    assert run.compacted_at is not None
+    (purge,) = RetentionPurge.objects.all()
+    assert purge.finished_at is not None and purge.counts["events"]["runs"] == 1
