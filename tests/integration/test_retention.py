@@ -45,6 +45,11 @@ def age(run: Run, days: int) -> None:
 
 
 def test_b_redelivered_step_message_after_purge_performs_no_effect(cluster: Cluster):
+    # the default policy of migration 0013 (a flushed test database may have lost it)
+    RetentionPolicy.objects.get_or_create(
+        workflow="",
+        defaults={"name": "default", "payload_days": 30, "event_days": 90, "dedup_days": 365},
+    )
     cluster.worker()
     merge = engine.submit_run(workflow="merge-change", input={"change_id": 42})
     migrate = engine.submit_run(workflow="migrate-records", input={"count": 6, "batch_size": 2})

@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from runs.roles import OPERATORS, ROLES, SUBMITTERS, VIEWERS
+from runs.roles import OPERATORS, ROLES, SUBMITTERS, VIEWERS, grant_operator_permissions
 
 PASSWORD_VARIABLE = "OPERATOR_PASSWORD"
 
@@ -123,4 +123,7 @@ def grant_role(user: User, role: str) -> None:
     user.save()
     groups = [Group.objects.get_or_create(name=name)[0] for name in ROLES]
     user.groups.remove(*[g for g in groups if g.name != role])
-    user.groups.add(next(g for g in groups if g.name == role))
+    group = next(g for g in groups if g.name == role)
+    user.groups.add(group)
+    if operator:
+        grant_operator_permissions(group)
