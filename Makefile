@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install up test lint bench bench-ui stop clean
+.PHONY: install up test lint bench bench-ui bench-retention stop clean
 
 # The venv is (re)built when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -43,6 +43,13 @@ bench: install
 BENCH_UI_ARGS ?=
 bench-ui: install
 	$(PY) scripts/stack.py run sh -c '$(PY) bench/seed_ui.py --if-needed && $(PY) bench/ui.py $(BENCH_UI_ARGS)'
+
+## bench-retention: a purge of 1,000,000 events of finished runs in bounded batches (rows
+##     per second per stage) while a writer commits small step transactions on live runs
+##     (its longest wait); in a database of its own. BENCH_RETENTION_ARGS="--events 200000".
+BENCH_RETENTION_ARGS ?=
+bench-retention: install
+	$(PY) scripts/stack.py run $(PY) bench/retention.py $(BENCH_RETENTION_ARGS)
 
 ## stop: stop embedded servers left running by an interrupted `make up` / `make test`.
 stop:

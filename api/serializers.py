@@ -212,7 +212,19 @@ class RunDetailSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     compacted = serializers.BooleanField(
-        help_text="Retention compacted the run's history (not yet: always false)."
+        help_text="Retention compacted the run (any of the three dates below is set)."
+    )
+    payloads_compacted_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When retention replaced its input and results by their sizes and digests.",
+    )
+    compacted_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When retention removed its events (a summary of them is kept).",
+    )
+    claims_purged_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When its dedup window ended: its claims and submission keys were removed.",
     )
     steps = StepSummary(many=True, help_text="The plan's steps, map batches inside their step.")
     claims = RunClaim(

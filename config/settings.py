@@ -347,3 +347,16 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }
+
+# --- Retention (runs/engine/retention.py) ------------------------------------
+# No policy may keep claims and submission keys (its dedup window) for fewer days than
+# this; a purge works in transactions of at most RUNS_RETENTION_BATCH rows, and beat
+# starts one every RUNS_RETENTION_INTERVAL seconds.
+RUNS_RETENTION_MIN_DEDUP_DAYS = int(env_float("RUNS_RETENTION_MIN_DEDUP_DAYS", 30))
+RUNS_RETENTION_BATCH = int(env_float("RUNS_RETENTION_BATCH", 1000))
+RUNS_RETENTION_INTERVAL = env_float("RUNS_RETENTION_INTERVAL", 3600.0)
+CELERY_BEAT_SCHEDULE["apply-retention"] = {
+    "task": "runs.apply_retention",
+    "schedule": RUNS_RETENTION_INTERVAL,
+    "options": {"expires": RUNS_RETENTION_INTERVAL},
+}

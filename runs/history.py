@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Count
 
 from . import events as ev
-from .models import Claim, Event, Run, Step
+from .models import Claim, Event, MapRegistry, Run, RunHistorySummary, Step
 from .states import ClaimStatus, RunStatus, StepStatus
 
 STEP_STATUS_BY_EVENT = {
@@ -54,31 +54,57 @@ class Projection:
     # batch key -> (items, completed, skipped) from its last batch_finished event
     batches: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_status": self.run_status,
+            "steps": self.steps,
+            "claims": self.claims,
+            "batches": {k: list(v) for k, v in self.batches.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Projection:
+        return cls(
+            run_status=data.get("run_status"),
+            steps=dict(data.get("steps", {})),
+            claims=dict(data.get("claims", {})),
+            batches={k: (v[0], v[1], v[2]) for k, v in data.get("batches", {}).items()},
+        )
+
+
+def fold(p: Projection, type: str, data: dict[str, Any]) -> None:
+    """Apply one event to the projection."""
+    if type in RUN_STATUS_BY_EVENT:
+        p.run_status = RUN_STATUS_BY_EVENT[type]
+    elif type == ev.RUN_REOPENED:
+        p.run_status = data["status"]
+    if type == ev.RUN_SUBMITTED:
+        for planned in data.get("plan", []):
+            p.steps[planned["key"]] = StepStatus.PENDING
+    elif type in STEP_STATUS_BY_EVENT:
+        p.steps[data["step"]] = STEP_STATUS_BY_EVENT[type]
+    elif type == ev.PLAN_EXPANDED:
+        parent = data["step"]
+        p.steps[parent] = StepStatus.RUNNING
+        for index in range(data["batches"]):
+            p.steps[f"{parent}[{index}]"] = StepStatus.QUEUED
+    elif type in CLAIM_STATUS_BY_EVENT:
+        p.claims[data["key"]] = CLAIM_STATUS_BY_EVENT[type]
+    elif type == ev.CLAIM_RESOLVED:
+        p.claims[data["key"]] = data["outcome"]
+    if type == ev.BATCH_FINISHED:
+        p.batches[data["step"]] = (data["items"], data["completed"], data["skipped"])
+
 
 def project(run_id: Any) -> Projection:
-    p = Projection()
-    for e in Event.objects.filter(run_id=run_id).order_by("seq").iterator():
-        data = e.payload
-        if e.type in RUN_STATUS_BY_EVENT:
-            p.run_status = RUN_STATUS_BY_EVENT[e.type]
-        elif e.type == ev.RUN_REOPENED:
-            p.run_status = data["status"]
-        if e.type == ev.RUN_SUBMITTED:
-            for planned in data.get("plan", []):
-                p.steps[planned["key"]] = StepStatus.PENDING
-        elif e.type in STEP_STATUS_BY_EVENT:
-            p.steps[data["step"]] = STEP_STATUS_BY_EVENT[e.type]
-        elif e.type == ev.PLAN_EXPANDED:
-            parent = data["step"]
-            p.steps[parent] = StepStatus.RUNNING
-            for index in range(data["batches"]):
-                p.steps[f"{parent}[{index}]"] = StepStatus.QUEUED
-        elif e.type in CLAIM_STATUS_BY_EVENT:
-            p.claims[data["key"]] = CLAIM_STATUS_BY_EVENT[e.type]
-        elif e.type == ev.CLAIM_RESOLVED:
-            p.claims[data["key"]] = data["outcome"]
-        if e.type == ev.BATCH_FINISHED:
-            p.batches[data["step"]] = (data["items"], data["completed"], data["skipped"])
+    """The projection of the run's events. A run whose older events retention removed
+    starts from the projection its RunHistorySummary kept of them, then folds the
+    events that remain (appended after the purge)."""
+    summary = RunHistorySummary.objects.filter(run_id=run_id).first()
+    p = Projection() if summary is None else Projection.from_json(summary.projection)
+    after = 0 if summary is None else summary.last_seq
+    for e in Event.objects.filter(run_id=run_id, seq__gt=after).order_by("seq").iterator():
+        fold(p, e.type, e.payload)
     return p
 
 
@@ -108,7 +134,7 @@ def verify_run(run: Run | Any) -> list[str]:
 
 def _differences(run: Run) -> list[str]:
     p = project(run.id)
-    problems: list[str] = []
+    problems: list[str] = _summary_differences(run)
     if p.run_status != run.status:
         problems.append(f"run: rows say {run.status}, events say {p.run_status}")
     steps = {s.key: s for s in Step.objects.filter(run=run)}
@@ -116,6 +142,10 @@ def _differences(run: Run) -> list[str]:
         row = steps[key].status if key in steps else None
         if row != p.steps.get(key):
             problems.append(f"step {key}: rows say {row}, events say {p.steps.get(key)}")
+    if run.claims_purged_at is not None:
+        # Past its dedup window retention removed the run's claims (and its map
+        # registries): the events' claim outcomes have no rows left to compare with.
+        return problems
     claims = dict(Claim.objects.filter(run=run, item_key__isnull=True).values_list("key", "status"))
     for key in sorted(set(claims) | set(p.claims)):
         if claims.get(key) != p.claims.get(key):
@@ -128,6 +158,7 @@ def _differences(run: Run) -> list[str]:
         .annotate(n=Count("id"))
         .values_list("step__key", "n")
     )
+    registries = {r.step_id: r for r in MapRegistry.objects.filter(run=run)}
     for key, step in sorted(steps.items()):
         if step.parent_id is None or step.status != StepStatus.SUCCEEDED:
             continue
@@ -136,9 +167,46 @@ def _differences(run: Run) -> list[str]:
             continue
         items, completed, skipped = p.batches[key]
         expected = len(step.items or [])
-        if (items, completed + skipped, done.get(key, 0)) != (expected,) * 3:
+        registry = registries.get(step.parent_id)
+        covered = 0 if registry is None else _covered(registry, step)
+        found = done.get(key, 0) + covered
+        if (items, completed + skipped, found) != (expected,) * 3:
             problems.append(
                 f"batch {key}: {expected} items; events say {completed} completed + "
-                f"{skipped} skipped of {items}; registry has {done.get(key, 0)} succeeded claims"
+                f"{skipped} skipped of {items}; registry has {found} completed items"
             )
+    return problems
+
+
+def _covered(registry: MapRegistry, batch: Step) -> int:
+    """Items of the batch that the compacted registry counts as completed."""
+    assert batch.batch_index is not None
+    start = batch.batch_index * registry.batch_size
+    return sum(registry.covers(start + i, pair["key"]) for i, pair in enumerate(batch.items or []))
+
+
+def _summary_differences(run: Run) -> list[str]:
+    """A compacted run: the summary must account for exactly the events that are gone
+    (seq 1 up to its last_seq, as many as its counts say), and the events that remain
+    must follow it without a gap up to the run's last_seq."""
+    summary = RunHistorySummary.objects.filter(run=run).first()
+    if summary is None:
+        if run.compacted_at is not None:
+            return ["history: the run is marked compacted but has no summary of removed events"]
+        return []
+    remaining = list(Event.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    problems: list[str] = []
+    counted = sum(int(n) for n in summary.counts.values())
+    span = summary.last_seq - summary.first_seq + 1
+    if (summary.first_seq, summary.events_removed, counted) != (1, span, span):
+        problems.append(
+            f"history: summary says {summary.events_removed} events removed "
+            f"(counted by type: {counted}) for seq {summary.first_seq}..{summary.last_seq}"
+        )
+    expected = list(range(summary.last_seq + 1, run.last_seq + 1))
+    if remaining != expected:
+        problems.append(
+            f"history: after the summary (up to seq {summary.last_seq}) the events left "
+            f"should be seq {summary.last_seq + 1}..{run.last_seq}, found {len(remaining)}"
+        )
     return problems

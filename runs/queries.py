@@ -69,8 +69,7 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def run_detail(run: Run) -> dict[str, Any]:
     """The run as the REST API shows it: run_summary(), its claims with their ids (to
-    resolve them), when it last changed, and whether retention compacted its history
-    (not yet: the retention issue adds compaction)."""
+    resolve them), when it last changed, and what retention compacted of it."""
     data = run_summary(run)
     data["claims"] = [
         {"id": c.id, "key": c.key, "status": c.status, "step": c.step.name, "kind": c.kind}
@@ -79,5 +78,10 @@ def run_detail(run: Run) -> dict[str, Any]:
         .order_by("id")
     ]
     data["updated_at"] = run.updated_at.isoformat() if run.updated_at else None
-    data["compacted"] = False
+    marks = (run.payloads_compacted_at, run.compacted_at, run.claims_purged_at)
+    data["compacted"] = any(m is not None for m in marks)
+    for name, mark in zip(
+        ("payloads_compacted_at", "compacted_at", "claims_purged_at"), marks, strict=True
+    ):
+        data[name] = mark.isoformat() if mark else None
     return data

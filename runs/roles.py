@@ -27,6 +27,25 @@ ROLES = (OPERATORS, VIEWERS, SUBMITTERS)
 
 User = AbstractBaseUser | AnonymousUser
 
+# What operators may do in the admin (/admin/): manage retention policies, read their
+# audit and the purges. Granted to their group by migration 0013 and again by
+# grant_operator_permissions() whenever someone is made an operator (a database
+# flushed or restored without it still ends right).
+OPERATOR_ADMIN_PERMISSIONS = {
+    "retentionpolicy": ("view", "add", "change", "delete"),
+    "retentionpolicychange": ("view",),
+    "retentionpurge": ("view",),
+}
+
+
+def grant_operator_permissions(group: Any) -> None:
+    from django.contrib.auth.models import Permission
+
+    codenames = [f"{a}_{m}" for m, actions in OPERATOR_ADMIN_PERMISSIONS.items() for a in actions]
+    group.permissions.add(
+        *Permission.objects.filter(content_type__app_label="runs", codename__in=codenames)
+    )
+
 
 def _groups(user: Any) -> set[str]:
     if not user.is_authenticated:

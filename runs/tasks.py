@@ -41,6 +41,15 @@ def sweep() -> str:
     return str(engine.sweep())
 
 
+@shared_task(name="runs.apply_retention", acks_late=True)
+def apply_retention() -> str:
+    """Beat's periodic purge (settings.RUNS_RETENTION_INTERVAL). A duplicate delivery or
+    two overlapping purges are harmless: each batch locks its rows with SKIP LOCKED."""
+    from runs.engine import retention
+
+    return "; ".join(r.line() for r in retention.apply())
+
+
 @worker_ready.connect
 def sweep_at_start(**_: object) -> None:
     """A worker that starts after a crash recovers what the dead one left behind."""

@@ -69,7 +69,7 @@ def test_createoperator_sets_password_from_environment(db, monkeypatch):
 
     user = User.objects.get(username="alice")
     assert user.check_password(GOOD)
-    assert (user.is_staff, user.is_superuser) == (True, True)
+    assert (user.is_staff, user.is_superuser) == (True, False)
     assert list(user.groups.values_list("name", flat=True)) == ["operators"]
     assert (out, err) == ("", "created operator alice\n")
 
@@ -199,7 +199,7 @@ def test_createoperator_without_terminal_or_variable_keeps_existing_password(
 
     user.refresh_from_db()
     assert user.check_password(OLD)
-    assert (user.is_staff, user.is_superuser) == (True, True)
+    assert (user.is_staff, user.is_superuser) == (True, False)
     assert (out, err) == ("", "updated operator alice (password unchanged)\n")
 
 

@@ -24,9 +24,9 @@ from tests.factories import crashed, run_queued
 HTMX_RUNS = {"HX-Request": "true", "HX-Target": "runs"}
 
 # Every page pays for the layout: the session, the user and the navigation's queue
-# badge (reconciliation/context.py). An operator is a superuser; a viewer's role costs
-# one query more (its groups).
-LAYOUT = 3
+# badge (reconciliation/context.py), and the user's role (its groups: operators are not
+# superusers, they reach the admin through their group's permissions).
+LAYOUT = 4
 
 # name -> (path, given the runs made; the page's queries beyond the layout's)
 PAGES: dict[str, tuple[Callable[[dict[str, Any]], str], int]] = {

@@ -327,3 +327,28 @@ def steady(ctx: Context) -> str:
 @fork.step(kind=PURE, after=["steady"])
 def after_steady(ctx: Context) -> str:
     return "after steady"
+
+
+# --- retention: a map whose listed items fail (no retry), leaving exceptions; and its
+# twin under another name, so one test can purge two identical datasets two ways -------
+def _copy_or_fail(ctx: Context, number: int) -> dict[str, int]:
+    if number in ctx.input["fail"]:
+        raise RuntimeError(f"item {number} fails")
+    TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
+    return {"copied": number}
+
+
+def _list_numbers(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+for _name in ("map-some-fail", "map-some-fail-twin"):
+    _wf = workflow(_name, version=1, input={"count": int, "fail": list, "batch_size": int})
+    _wf.step(kind=PURE, name="list_numbers")(_list_numbers)
+    _wf.map_step(
+        over="list_numbers",
+        batch_size="batch_size",
+        kind=TRANSACTIONAL,
+        retry=Retry(max_attempts=1),
+        name="copy_or_fail",
+    )(_copy_or_fail)

@@ -66,3 +66,7 @@ class RunNotActive(EngineError):
 
 class StepNotRetryable(EngineError):
     pass
+
+
+class UnknownPolicy(EngineError):
+    """No retention policy by that name (or it is disabled)."""

@@ -4,7 +4,8 @@ Each item is its own logical invocation with its own claim. A transactional item
 ONE transaction: fence + claim + effect + claim outcome, nothing else (no event, no
 lock on the run row), so items of one run can run in parallel on several workers and
 a crash loses at most the item in flight. The claims ARE the completed-item registry:
-a retried batch skips every item whose claim succeeded.
+a retried batch skips every item whose claim succeeded, or that the map's compacted
+registry covers (MapRegistry, written by retention: runs/engine/retention.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Claim, Run, Step
+from runs.models import Claim, MapRegistry, Run, Step
 from runs.states import ClaimStatus, EffectKind, StepStatus
 from runs.workflows.definition import Context, StepDef, Workflow
 
@@ -164,11 +165,7 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     claim_keys = {
         p["key"]: keys.item_key(run.id, step.name, parent_revision, p["key"]) for p in pairs
     }
-    done = set(
-        Claim.objects.filter(key__in=claim_keys.values(), status=ClaimStatus.SUCCEEDED).values_list(
-            "item_key", flat=True
-        )
-    )
+    done = completed_items(step, pairs, claim_keys)
     completed = skipped = 0
     for pair in pairs:
         item_key, item = pair["key"], pair["item"]
@@ -187,6 +184,26 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
         else:
             skipped += 1
     return {"items": len(pairs), "completed": completed, "skipped": skipped}
+
+
+def completed_items(
+    step: Step, pairs: list[dict[str, Any]], claim_keys: dict[str, str]
+) -> set[str]:
+    """The batch's items already done: those with a succeeded claim, and those that a
+    compacted registry (MapRegistry, written by retention) covers, whose claims it
+    deleted. Both are read, so the answer is exact at every point of a compaction."""
+    done = {
+        str(k)
+        for k in Claim.objects.filter(
+            key__in=claim_keys.values(), status=ClaimStatus.SUCCEEDED
+        ).values_list("item_key", flat=True)
+    }
+    assert step.parent_id is not None and step.batch_index is not None
+    registry = MapRegistry.objects.filter(step_id=step.parent_id).first()
+    if registry is not None and registry.watermark > 0:
+        start = step.batch_index * registry.batch_size
+        done.update(p["key"] for i, p in enumerate(pairs) if registry.covers(start + i, p["key"]))
+    return done
 
 
 def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:

@@ -126,6 +126,12 @@ def _checked_run(run_id: uuid.UUID | str) -> Run:
         raise RunNotFound(run_id)
     if run.status != RunStatus.FAILED:
         raise RunNotActive(run, "retried (only a failed run's steps are retried)")
+    if run.payloads_compacted_at is not None:
+        # Its steps' results are gone (retention kept sizes and digests): a retried step
+        # would feed its successors a digest instead of a result.
+        raise StepNotRetryable(
+            f"run {run.id} cannot be retried: retention compacted its inputs and results"
+        )
     return run
 
 

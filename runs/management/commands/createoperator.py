@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from runs.roles import OPERATORS, ROLES, SUBMITTERS, VIEWERS
+from runs.roles import OPERATORS, ROLES, SUBMITTERS, VIEWERS, grant_operator_permissions
 
 PASSWORD_VARIABLE = "OPERATOR_PASSWORD"
 
@@ -113,12 +113,17 @@ def check_password(password: str, user: User) -> None:
 
 
 def grant_role(user: User, role: str) -> None:
-    """Give the user exactly one role and save it. Operators are staff and superusers
-    (they manage retention policies in the admin); viewers and submitters are neither."""
+    """Give the user exactly one role and save it. Operators are staff, not superusers:
+    the admin lets them manage retention policies through their group's permissions
+    (migration 0013) and nothing else; viewers and submitters are neither."""
     operator = role == OPERATORS
     user.is_staff = operator
-    user.is_superuser = operator
+    if not operator:
+        user.is_superuser = False
     user.save()
     groups = [Group.objects.get_or_create(name=name)[0] for name in ROLES]
     user.groups.remove(*[g for g in groups if g.name != role])
-    user.groups.add(next(g for g in groups if g.name == role))
+    group = next(g for g in groups if g.name == role)
+    user.groups.add(group)
+    if operator:
+        grant_operator_permissions(group)

@@ -1,0 +1,189 @@
+"""The admin (/admin/) is where retention policies are edited (DESIGN.md §9). Operators
+use it through their group's permissions (migration 0013), without being superusers.
+
+Every change to a policy writes a RetentionPolicyChange (who, when, old and new values)
+in the admin's own transaction, so a change is never saved without its audit row.
+The last purges and a "preview" action (what a purge would touch now, computed by the
+same code as `apply_retention --dry-run`) sit next to the policies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import QuerySet
+from django.db.models.functions import Now
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from runs.engine import retention
+from runs.models import RetentionPolicy, RetentionPolicyChange, RetentionPurge
+
+RECENT_PURGES = 10
+
+
+def _audit(
+    request: HttpRequest, policy: RetentionPolicy, action: str, old: dict[str, Any] | None
+) -> None:
+    RetentionPolicyChange.objects.create(
+        policy=None if action == "deleted" else policy,
+        policy_name=policy.name,
+        action=action,
+        actor=request.user.get_username(),
+        old=old,
+        new=None if action == "deleted" else policy.values(),
+    )
+
+
+class ChangeInline(admin.TabularInline):
+    model = RetentionPolicyChange
+    fk_name = "policy"
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ("at", "actor", "action", "old", "new")
+    ordering = ("-at", "-id")
+    verbose_name_plural = "changes (audit)"
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(RetentionPolicy)
+class RetentionPolicyAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "scope",
+        "enabled",
+        "payload_days",
+        "event_days",
+        "dedup_days",
+        "last_purge",
+    )
+    list_filter = ("enabled",)
+    fields = ("name", "workflow", "enabled", "payload_days", "event_days", "dedup_days")
+    readonly_fields = ("recent_purges",)
+    inlines = (ChangeInline,)
+    actions = ("preview",)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.fields + (("recent_purges",) if obj is not None else ())
+
+    @admin.display(description="recent purges")
+    def recent_purges(self, obj: RetentionPolicy) -> str:
+        rows = obj.purges.order_by("-started_at", "-id")[:RECENT_PURGES]
+        if not rows:
+            return "none yet"
+        return format_html(
+            "<table><thead><tr><th>started</th><th>kind</th><th>duration (s)</th>"
+            "<th>batches</th><th>counts</th></tr></thead><tbody>{}</tbody></table>",
+            format_html_join(
+                "",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                (
+                    (
+                        f"{p.started_at:%Y-%m-%d %H:%M:%S}",
+                        "preview" if p.dry_run else "purge",
+                        "unfinished" if p.duration is None else f"{p.duration:.2f}",
+                        p.batches,
+                        "; ".join(
+                            f"{stage}: " + ", ".join(f"{k} {v}" for k, v in c.items())
+                            for stage, c in p.counts.items()
+                        ),
+                    )
+                    for p in rows
+                ),
+            ),
+        )
+
+    @admin.display(description="applies to")
+    def scope(self, obj: RetentionPolicy) -> str:
+        return obj.workflow or "every workflow without its own policy"
+
+    @admin.display(description="last purge")
+    def last_purge(self, obj: RetentionPolicy) -> str:
+        last = obj.purges.filter(dry_run=False).order_by("-started_at", "-id").first()
+        if last is None:
+            return "never"
+        state = "finished" if last.finished_at else "not finished (running or killed)"
+        total = sum(v for stage in last.counts.values() for v in stage.values())
+        return f"{last.started_at:%Y-%m-%d %H:%M} {state}, {total} counted"
+
+    def save_model(
+        self, request: HttpRequest, obj: RetentionPolicy, form: Any, change: bool
+    ) -> None:
+        old = None
+        if change:
+            before = RetentionPolicy.objects.select_for_update().get(pk=obj.pk)
+            old = before.values()
+            obj.updated_at = Now()
+        super().save_model(request, obj, form, change)
+        obj.refresh_from_db()
+        _audit(request, obj, "changed" if change else "created", old)
+
+    def delete_model(self, request: HttpRequest, obj: RetentionPolicy) -> None:
+        with transaction.atomic():
+            _audit(request, obj, "deleted", obj.values())
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RetentionPolicy]) -> None:
+        with transaction.atomic():
+            for obj in queryset.select_for_update():
+                _audit(request, obj, "deleted", obj.values())
+            super().delete_queryset(request, queryset)
+
+    @admin.action(
+        description="Preview: what a purge would touch now (changes nothing)",
+        permissions=["change"],
+    )
+    def preview(self, request: HttpRequest, queryset: QuerySet[RetentionPolicy]) -> None:
+        for policy in queryset.order_by("workflow", "name"):
+            result = retention.preview(policy=policy)
+            self.message_user(request, result.line(), messages.INFO)
+
+
+@admin.register(RetentionPolicyChange)
+class RetentionPolicyChangeAdmin(admin.ModelAdmin):
+    list_display = ("at", "policy_name", "action", "actor", "old", "new")
+    list_filter = ("action",)
+    search_fields = ("policy_name", "actor")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(RetentionPurge)
+class RetentionPurgeAdmin(admin.ModelAdmin):
+    list_display = (
+        "started_at",
+        "policy_name",
+        "dry_run",
+        "finished_at",
+        "seconds",
+        "batches",
+        "counts",
+    )
+    list_filter = ("dry_run", "policy_name")
+
+    @admin.display(description="duration (s)")
+    def seconds(self, obj: RetentionPurge) -> str:
+        return "-" if obj.duration is None else f"{obj.duration:.2f}"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

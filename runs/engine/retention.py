@@ -1,0 +1,566 @@
+"""Retention (DESIGN.md §2, issue #10): remove what finished runs no longer need while
+keeping every record that prevents a duplicate effect.
+
+A purge applies each enabled RetentionPolicy to the runs it governs (the default
+policy: every workflow without a policy of its own) and touches only runs that are
+finished (succeeded, failed, cancelled) past a window, counted from `finished_at` on
+the database's clock, with no attempt still running and no claim in flight or
+unresolved: a run that is running, waiting or needs reconciliation is never a
+candidate. It works in four stages, each in short transactions of at most
+`RUNS_RETENTION_BATCH` rows that pick their rows with `FOR UPDATE SKIP LOCKED`:
+
+1. registry (payload window): a map step's succeeded item claims become a watermark
+   plus exceptions (MapRegistry), in plan order, `batch` items per transaction; the
+   claims it covers are deleted in the transaction that moves the watermark.
+2. payloads (payload window): the run's input and result, its steps' results and its
+   claims' results become `{"compacted": true, "size": n, "sha256": hex}` (the size and
+   digest of the canonical JSON text). A resolved claim keeps its result: the database
+   refuses any update of a recorded resolution, and retention respects that. Event
+   payloads are not rewritten (the log refuses UPDATE): they go with their events.
+3. events (event window): the run's events are folded into its RunHistorySummary
+   (counts per type, seq range, the projection verify_history needs) and deleted in
+   the same transaction, under `SET LOCAL durable_runs.retention = 'on'`, the only
+   setting under which the log's trigger allows a DELETE. Only this module sets it.
+4. dedup (dedup window, never shorter than the others): claims, map registries and
+   submission keys are deleted. Until then a claim stays as its tombstone (key,
+   outcome, result digest, dates), so a redelivered message or a resubmission is
+   still recognised. Nothing deletes attempts or steps, so no cascade ever writes
+   to a claim (the claim trigger refuses to change a resolved one).
+
+Every stage records its progress on the rows it changes (MapRegistry.watermark,
+Run.payloads_compacted_at, RunHistorySummary and Run.compacted_at,
+Run.claims_purged_at) in the same transaction, so a purge killed at any point and
+run again continues where the last commit left it and ends in the same state.
+`preview()` counts what a purge would touch, with the same candidate queries.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models.functions import Now
+
+from runs.history import Projection, fold
+from runs.models import (
+    Claim,
+    MapRegistry,
+    RetentionPolicy,
+    RetentionPurge,
+    Run,
+    RunHistorySummary,
+    Step,
+    SubmissionKey,
+)
+from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus
+
+from . import faults
+from .errors import UnknownPolicy
+
+STAGES = ("registry", "payloads", "events", "dedup")
+
+# The digest of a JSON value, computed by PostgreSQL from its text.
+_COMPACT = (
+    "jsonb_build_object('compacted', true, 'size', octet_length({col}::text), "
+    "'sha256', encode(sha256(convert_to({col}::text, 'UTF8')), 'hex'))"
+)
+
+
+def compacted(column: str) -> str:
+    return _COMPACT.format(col=column)
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    dry_run: bool
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    batches: int = 0
+    seconds: float = 0.0
+    purge_id: int | None = None
+
+    def line(self) -> str:
+        parts = [
+            f"{stage}: " + ", ".join(f"{k} {v}" for k, v in self.counts.get(stage, {}).items())
+            for stage in STAGES
+        ]
+        verb = "would touch" if self.dry_run else f"in {self.batches} batches, {self.seconds:.2f}s"
+        return f"policy {self.policy} ({verb}): " + "; ".join(parts)
+
+
+# --- which runs a policy governs ------------------------------------------------------
+def _scope(policy: RetentionPolicy) -> tuple[str, list[Any]]:
+    """SQL condition (on alias r) for the runs the policy governs and are eligible,
+    with the window left as the first parameter (days)."""
+    finished = list(RUN_FINISHED)
+    where = [
+        "r.status = ANY(%s)",
+        "r.finished_at < now() - make_interval(days => %s)",
+        # no attempt still running (a cancelled run's step may still be finishing)
+        "NOT EXISTS (SELECT 1 FROM runs_attempt a WHERE a.run_id = r.id AND a.status = %s)",
+        # no claim whose outcome is still open: it belongs to the operators' queue
+        "NOT EXISTS (SELECT 1 FROM runs_claim c WHERE c.run_id = r.id "
+        "AND c.item_key IS NULL AND c.status = ANY(%s))",
+    ]
+    params: list[Any] = [
+        finished,
+        None,  # the window, filled in by the stage
+        AttemptStatus.RUNNING,
+        [ClaimStatus.UNRESOLVED, ClaimStatus.IN_FLIGHT],
+    ]
+    if policy.workflow:
+        where.append("r.workflow = %s")
+        params.append(policy.workflow)
+    else:
+        overrides = list(
+            RetentionPolicy.objects.exclude(workflow="").values_list("workflow", flat=True)
+        )
+        where.append("NOT (r.workflow = ANY(%s))")
+        params.append(overrides)
+    return " AND ".join(where), params
+
+
+def _with_window(scope: tuple[str, list[Any]], days: int) -> tuple[str, list[Any]]:
+    sql, params = scope
+    return sql, [days if p is None else p for p in params]
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _execute(sql: str, params: list[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+def _runs_per_batch(batch: int) -> int:
+    """Runs locked per transaction by the run-wide stages: a run brings a few rows
+    (its steps, its step claims) to the payload stage, and the event and dedup stages
+    stop at `batch` rows whatever the number of runs."""
+    return max(1, batch // 20)
+
+
+# --- stage 1: map registries ----------------------------------------------------------
+def _registry_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
+    where, params = _with_window(_scope(policy), policy.payload_days)
+    sql = (
+        "SELECT s.id, s.run_id FROM runs_run r "
+        "JOIN runs_step s ON s.run_id = r.id AND s.pending_children IS NOT NULL "
+        "LEFT JOIN runs_mapregistry m ON m.step_id = s.id "
+        f"WHERE r.payloads_compacted_at IS NULL AND {where} "
+        "AND (m.step_id IS NULL OR m.watermark < m.items)"
+    )
+    return sql, params
+
+
+def _registry_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
+    sql, params = _registry_candidates(policy)
+    rows = _fetch(sql + " ORDER BY r.finished_at, s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED", params)
+    if not rows:
+        return {}
+    step_id, run_id = rows[0]
+    registry = MapRegistry.objects.filter(step_id=step_id).first()
+    if registry is None:
+        sizes = list(
+            Step.objects.filter(parent_id=step_id)
+            .order_by("batch_index")
+            .values_list("batch_index", "items")
+        )
+        total = sum(len(items or []) for _, items in sizes)
+        size = len(sizes[0][1] or []) if sizes else 1
+        registry = MapRegistry.objects.create(
+            step_id=step_id, run_id=run_id, items=total, batch_size=max(1, size)
+        )
+    start = registry.watermark
+    end = min(registry.items, start + batch)
+    size = registry.batch_size
+    batches = Step.objects.filter(
+        parent_id=step_id, batch_index__gte=start // size, batch_index__lte=max(end - 1, 0) // size
+    ).values_list("id", "batch_index", "items")
+    wanted: dict[tuple[int, str], int] = {}  # (batch id, item key) -> position
+    for batch_id, index, items in batches:
+        for offset, pair in enumerate(items or []):
+            position = (index or 0) * size + offset
+            if start <= position < end:
+                wanted[(batch_id, pair["key"])] = position
+    succeeded = Claim.objects.filter(
+        step_id__in={b for b, _ in wanted},
+        item_key__in={k for _, k in wanted},
+        status=ClaimStatus.SUCCEEDED,
+    ).values_list("id", "step_id", "item_key")
+    claim_ids = [cid for cid, b, k in succeeded if (b, k) in wanted]
+    done = {(b, k) for _, b, k in succeeded}
+    exceptions = [
+        k for (b, k), pos in sorted(wanted.items(), key=lambda kv: kv[1]) if (b, k) not in done
+    ]
+    deleted = Claim.objects.filter(pk__in=claim_ids).delete()[1].get("runs.Claim", 0)
+    n = MapRegistry.objects.filter(step_id=step_id, watermark=start).update(
+        watermark=end, exceptions=list(registry.exceptions) + exceptions, updated_at=Now()
+    )
+    if n != 1:
+        raise RuntimeError(f"registry of step {step_id} moved under a locked step")
+    return {
+        "steps": 1 if end == registry.items else 0,
+        "items": end - start,
+        "claims_deleted": deleted,
+    }
+
+
+def _registry_preview(policy: RetentionPolicy) -> dict[str, int]:
+    sql, params = _registry_candidates(policy)
+    rows = _fetch(
+        f"SELECT count(*), coalesce(sum((SELECT count(*) FROM runs_claim c JOIN runs_step b "
+        f"ON b.id = c.step_id WHERE b.parent_id = x.id AND c.item_key IS NOT NULL "
+        f"AND c.status = %s)), 0) FROM ({sql}) x",
+        [ClaimStatus.SUCCEEDED, *params],
+    )
+    steps, claims = rows[0]
+    return {"steps": int(steps), "claims_deleted": int(claims)}
+
+
+# --- stage 2: payloads ----------------------------------------------------------------
+def _payload_candidates(
+    policy: RetentionPolicy, *, registry_done: bool = True
+) -> tuple[str, list[Any]]:
+    where, params = _with_window(_scope(policy), policy.payload_days)
+    sql = f"SELECT r.id FROM runs_run r WHERE r.payloads_compacted_at IS NULL AND {where}"
+    if registry_done:
+        # A map's registry is compacted first (stage 1), so its item claims are few.
+        sql += (
+            " AND NOT EXISTS (SELECT 1 FROM runs_step s LEFT JOIN runs_mapregistry m "
+            "ON m.step_id = s.id WHERE s.run_id = r.id AND s.pending_children IS NOT NULL "
+            "AND (m.step_id IS NULL OR m.watermark < m.items))"
+        )
+    return sql, params
+
+
+def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
+    sql, params = _payload_candidates(policy)
+    ids = [
+        row[0]
+        for row in _fetch(
+            sql + " ORDER BY r.finished_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
+            [*params, _runs_per_batch(batch)],
+        )
+    ]
+    if not ids:
+        return {}
+    rows = _execute(
+        f"UPDATE runs_run SET input = {compacted('input')}, result = CASE WHEN result IS NULL "
+        f"THEN NULL ELSE {compacted('result')} END, payloads_compacted_at = now() "
+        "WHERE id = ANY(%s) AND payloads_compacted_at IS NULL",
+        [ids],
+    )
+    if rows != len(ids):
+        raise RuntimeError("a locked run was compacted by someone else")
+    rows += _execute(
+        f"UPDATE runs_step SET result = {compacted('result')} "
+        "WHERE run_id = ANY(%s) AND result IS NOT NULL",
+        [ids],
+    )
+    # A resolved claim cannot change (runs_claim_resolution_final): it keeps its result.
+    rows += _execute(
+        f"UPDATE runs_claim SET result = {compacted('result')} "
+        "WHERE run_id = ANY(%s) AND result IS NOT NULL AND resolved_at IS NULL",
+        [ids],
+    )
+    return {"runs": len(ids), "rows_compacted": rows}
+
+
+def _payload_preview(policy: RetentionPolicy) -> dict[str, int]:
+    # Counted as if stage 1 had run: the item claims it deletes are not counted here.
+    sql, params = _payload_candidates(policy, registry_done=False)
+    rows = _fetch(
+        "SELECT count(*), coalesce(sum(1 "
+        "+ (SELECT count(*) FROM runs_step s WHERE s.run_id = x.id AND s.result IS NOT NULL) "
+        "+ (SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id AND c.result IS NOT NULL "
+        "AND c.resolved_at IS NULL AND NOT (c.item_key IS NOT NULL AND c.status = %s))), 0) "
+        f"FROM ({sql}) x",
+        [ClaimStatus.SUCCEEDED, *params],
+    )
+    runs, compact = rows[0]
+    return {"runs": int(runs), "rows_compacted": int(compact)}
+
+
+# --- stage 3: events ------------------------------------------------------------------
+def _event_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
+    where, params = _with_window(_scope(policy), policy.event_days)
+    return f"SELECT r.id FROM runs_run r WHERE r.compacted_at IS NULL AND {where}", params
+
+
+def _event_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
+    sql, params = _event_candidates(policy)
+    ids = [
+        row[0]
+        for row in _fetch(
+            sql + " ORDER BY r.finished_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
+            [*params, _runs_per_batch(batch)],
+        )
+    ]
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        # The only place that sets it (DESIGN.md §8). SET LOCAL ends with the transaction,
+        # and an error rolls it back with the batch; it is also switched off right after
+        # the deletes, so that a purge called inside a caller's transaction (where this
+        # batch is a savepoint) leaves no right to delete behind it.
+        cursor.execute("SET LOCAL durable_runs.retention = 'on'")
+        deleted, runs_done = _delete_events(ids, batch)
+        cursor.execute("SET LOCAL durable_runs.retention = 'off'")
+    return {"runs": runs_done, "events_deleted": deleted}
+
+
+def _delete_events(ids: list[Any], batch: int) -> tuple[int, int]:
+    """Fold the runs' oldest events (at most `batch` in all) into their summaries and
+    delete them; a run left without events is marked compacted. Returns (events
+    deleted, runs compacted). Runs whose remaining events all fit in the budget are
+    handled together, a few statements for all of them; a run too big for what is left
+    of the budget is cut at it, its next events left to the next batch."""
+    remaining = dict(
+        _fetch(
+            "SELECT r, (SELECT count(*) FROM runs_event e WHERE e.run_id = r) "
+            "FROM unnest(%s::uuid[]) r",
+            [ids],
+        )
+    )
+    budget = batch
+    whole: list[Any] = []
+    cut: tuple[Any, int] | None = None
+    for run_id in ids:
+        n = int(remaining[run_id])
+        if n <= budget:
+            whole.append(run_id)
+            budget -= n
+        else:
+            if not whole:  # nothing fits whole: take the first run's oldest events
+                cut = (run_id, budget)
+            break
+    deleted = 0
+    if whole:
+        events = _fetch(
+            "SELECT run_id, seq, type, payload FROM runs_event WHERE run_id = ANY(%s) "
+            "ORDER BY run_id, seq",
+            [whole],
+        )
+        by_run: dict[Any, list[tuple[Any, ...]]] = {}
+        for run_id, *event in events:
+            by_run.setdefault(run_id, []).append(tuple(event))
+        summaries = {s.run_id: s for s in RunHistorySummary.objects.filter(run_id__in=whole)}
+        for run_id, run_events in by_run.items():
+            _fold_into_summary(run_id, run_events, summaries.get(run_id))
+        n = _execute("DELETE FROM runs_event WHERE run_id = ANY(%s)", [whole])
+        if n != len(events):
+            raise RuntimeError(f"{n} events deleted, {len(events)} summarized")
+        deleted += n
+        Run.objects.filter(pk__in=whole, compacted_at__isnull=True).update(compacted_at=Now())
+    if cut is not None:
+        run_id, limit = cut
+        events = _fetch(
+            "SELECT seq, type, payload FROM runs_event WHERE run_id = %s ORDER BY seq LIMIT %s",
+            [run_id, limit],
+        )
+        _fold_into_summary(run_id, events, RunHistorySummary.objects.filter(run_id=run_id).first())
+        last = events[-1][0]
+        n = _execute("DELETE FROM runs_event WHERE run_id = %s AND seq <= %s", [run_id, last])
+        if n != len(events):
+            raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
+        deleted += n
+    return deleted, len(whole)
+
+
+def _fold_into_summary(
+    run_id: Any, events: list[tuple[Any, ...]], summary: RunHistorySummary | None
+) -> None:
+    """Fold (seq, type, payload) events, oldest first, into the run's summary."""
+    if summary is None:
+        summary = RunHistorySummary(run_id=run_id, first_seq=events[0][0], counts={})
+        projection = Projection()
+    else:
+        projection = Projection.from_json(summary.projection)
+        if events[0][0] != summary.last_seq + 1:
+            raise RuntimeError(f"run {run_id}: events after seq {summary.last_seq} are missing")
+    counts: dict[str, int] = dict(summary.counts)
+    for _, type_, payload in events:
+        # Django reads jsonb as text (JSONField decodes it); raw SQL gets the text.
+        fold(projection, type_, json.loads(payload) if isinstance(payload, str) else payload)
+        counts[type_] = counts.get(type_, 0) + 1
+    summary.counts = counts
+    summary.events_removed = (summary.events_removed or 0) + len(events)
+    summary.last_seq = events[-1][0]
+    summary.projection = projection.to_json()
+    summary.save()
+
+
+def _event_preview(policy: RetentionPolicy) -> dict[str, int]:
+    sql, params = _event_candidates(policy)
+    rows = _fetch(
+        "SELECT count(*), coalesce(sum((SELECT count(*) FROM runs_event e "
+        f"WHERE e.run_id = x.id)), 0) FROM ({sql}) x",
+        params,
+    )
+    runs, events = rows[0]
+    return {"runs": int(runs), "events_deleted": int(events)}
+
+
+# --- stage 4: the dedup window ends ---------------------------------------------------
+def _dedup_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
+    where, params = _with_window(_scope(policy), policy.dedup_days)
+    sql = (
+        "SELECT r.id FROM runs_run r WHERE r.claims_purged_at IS NULL "
+        "AND r.compacted_at IS NOT NULL AND r.payloads_compacted_at IS NOT NULL "
+        f"AND {where}"
+    )
+    return sql, params
+
+
+def _dedup_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
+    sql, params = _dedup_candidates(policy)
+    ids = [
+        row[0]
+        for row in _fetch(
+            sql + " ORDER BY r.finished_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
+            [*params, _runs_per_batch(batch)],
+        )
+    ]
+    if not ids:
+        return {}
+    budget = batch
+    claims = keys = registries = runs_done = 0
+    for run_id in ids:
+        if budget <= 0:
+            break
+        # Explicit deletes, claims first: nothing here cascades into a claim (attempts
+        # and steps stay), and an operator's take of a claim goes with it.
+        chunk = list(
+            Claim.objects.filter(run_id=run_id)
+            .order_by("id")
+            .values_list("id", flat=True)[: budget + 1]
+        )
+        more = len(chunk) > budget
+        chunk = chunk[:budget]
+        if chunk:
+            claims += Claim.objects.filter(pk__in=chunk).delete()[1].get("runs.Claim", 0)
+            budget -= len(chunk)
+        if more:
+            continue
+        registries += MapRegistry.objects.filter(run_id=run_id).delete()[0]
+        keys += SubmissionKey.objects.filter(run_id=run_id).delete()[0]
+        Run.objects.filter(pk=run_id, claims_purged_at__isnull=True).update(claims_purged_at=Now())
+        runs_done += 1
+    return {
+        "runs": runs_done,
+        "claims_deleted": claims,
+        "registries_deleted": registries,
+        "submission_keys_deleted": keys,
+    }
+
+
+def _dedup_preview(policy: RetentionPolicy) -> dict[str, int]:
+    sql, params = _dedup_candidates(policy)
+    rows = _fetch(
+        "SELECT count(*), "
+        "coalesce(sum((SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id)), 0), "
+        "coalesce(sum((SELECT count(*) FROM runs_submissionkey k WHERE k.run_id = x.id)), 0) "
+        f"FROM ({sql}) x",
+        params,
+    )
+    runs, claims, keys = rows[0]
+    return {"runs": int(runs), "claims_deleted": int(claims), "submission_keys_deleted": int(keys)}
+
+
+Batch = Callable[[RetentionPolicy, int], dict[str, int]]
+Preview = Callable[[RetentionPolicy], dict[str, int]]
+_STAGES: dict[str, tuple[Batch, Preview]] = {
+    "registry": (_registry_batch, _registry_preview),
+    "payloads": (_payload_batch, _payload_preview),
+    "events": (_event_batch, _event_preview),
+    "dedup": (_dedup_batch, _dedup_preview),
+}
+
+
+# --- entry points ---------------------------------------------------------------------
+def policies(name: str | None = None) -> list[RetentionPolicy]:
+    """The enabled policies, or the one named (UnknownPolicy if none or disabled)."""
+    if name is None:
+        return list(RetentionPolicy.objects.filter(enabled=True).order_by("workflow", "name"))
+    policy = RetentionPolicy.objects.filter(name=name).first()
+    if policy is None:
+        known = ", ".join(RetentionPolicy.objects.order_by("name").values_list("name", flat=True))
+        raise UnknownPolicy(f"no retention policy named {name!r} (known: {known or 'none'})")
+    if not policy.enabled:
+        raise UnknownPolicy(f"retention policy {name!r} is disabled; enable it to apply it")
+    return [policy]
+
+
+def preview(*, policy: RetentionPolicy) -> PolicyResult:
+    """What a purge of this policy would touch now, per stage; changes no run, only
+    records the preview (a dry-run RetentionPurge). A run that several stages would
+    touch is counted by each. `apply_retention --dry-run` and the admin's preview."""
+    started = time.monotonic()
+    result = PolicyResult(policy=policy.name, dry_run=True)
+    for stage, (_, count) in _STAGES.items():
+        result.counts[stage] = count(policy)
+    result.seconds = time.monotonic() - started
+    result.purge_id = RetentionPurge.objects.create(
+        policy=policy,
+        policy_name=policy.name,
+        dry_run=True,
+        counts=result.counts,
+        finished_at=Now(),
+    ).id
+    return result
+
+
+def purge(
+    *, policy: RetentionPolicy, batch: int | None = None, timings: dict[str, float] | None = None
+) -> PolicyResult:
+    """Apply one policy, stage after stage, each to the end, in bounded transactions.
+    The RetentionPurge row is updated in every batch's transaction, so a purge that is
+    killed still shows what it committed. `timings` receives each stage's seconds."""
+    size = int(batch or settings.RUNS_RETENTION_BATCH)
+    started = time.monotonic()
+    record = RetentionPurge.objects.create(policy=policy, policy_name=policy.name)
+    result = PolicyResult(policy=policy.name, dry_run=False, purge_id=record.id)
+    for stage, (run_batch, _) in _STAGES.items():
+        totals = result.counts.setdefault(stage, {})
+        stage_started = time.monotonic()
+        while True:
+            with transaction.atomic():
+                done = run_batch(policy, size)
+                if not done:
+                    break
+                for key, value in done.items():
+                    totals[key] = totals.get(key, 0) + value
+                result.batches += 1
+                RetentionPurge.objects.filter(pk=record.id).update(
+                    counts=result.counts, batches=result.batches
+                )
+                # Crash tests kill the purge here: the batch's work done, not committed.
+                faults.hit("after_effect", f"retention-{stage}")
+        if timings is not None:
+            timings[stage] = time.monotonic() - stage_started
+    RetentionPurge.objects.filter(pk=record.id).update(
+        counts=result.counts, batches=result.batches, finished_at=Now()
+    )
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def apply(*, policy: str | None = None, dry_run: bool = False) -> list[PolicyResult]:
+    """Every enabled policy (or the one named): purged, or with dry_run previewed."""
+    results = []
+    for p in policies(policy):
+        results.append(preview(policy=p) if dry_run else purge(policy=p))
+    return results
+
+
+__all__ = ["STAGES", "PolicyResult", "apply", "policies", "preview", "purge"]
