@@ -85,3 +85,4 @@ def _requires(check: Callable[[Any], bool], what: str) -> Callable[[View], View]
 
 viewer_required = _requires(can_view, "viewer or operator")
 operator_required = _requires(can_operate, "operator")
+submitter_required = _requires(can_submit, "submitter or operator")
