@@ -301,12 +301,21 @@ CELERY_TASK_QUEUES = [
 CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
     "runs.probe_claim": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
+    "runs.fire_schedules": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
 }
+# How often the beat looks for due schedule ticks (runs/engine/schedules.py): the most a
+# tick can be late. Ticks are exactly-once whatever the interval or number of beats.
+RUNS_SCHEDULE_INTERVAL = env_float("RUNS_SCHEDULE_INTERVAL", 10.0)
 CELERY_BEAT_SCHEDULE = {
     "recover-expired-attempts": {
         "task": "runs.sweep",
         "schedule": RUNS_SWEEP_INTERVAL,
         "options": {"expires": RUNS_SWEEP_INTERVAL},
+    },
+    "fire-schedules": {
+        "task": "runs.fire_schedules",
+        "schedule": RUNS_SCHEDULE_INTERVAL,
+        "options": {"expires": RUNS_SCHEDULE_INTERVAL},
     },
 }
 

@@ -1,4 +1,5 @@
-"""The admin (/admin/) is where retention policies are edited (DESIGN.md §9). Operators
+"""The admin (/admin/) is where retention policies and schedules are edited (DESIGN.md
+§9). Operators
 use it through their group's permissions (migration 0013), without being superusers.
 
 Every change to a policy writes a RetentionPolicyChange (who, when, old and new values)
@@ -19,7 +20,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from runs.engine import retention
-from runs.models import RetentionPolicy, RetentionPolicyChange, RetentionPurge
+from runs.models import RetentionPolicy, RetentionPolicyChange, RetentionPurge, Schedule
 
 RECENT_PURGES = 10
 
@@ -187,3 +188,56 @@ class RetentionPurgeAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# What the code owns for a schedule declared with wf.schedule(...).
+CODE_OWNED = ("name", "workflow", "version", "cron", "timezone", "input", "missed", "max_catch_up")
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Schedules (#13): a row per schedule; those declared in code can only be paused
+    here. Saving a new schedule, a changed cron or time zone, or one enabled again
+    starts it at its next tick (runs/engine/schedules.py)."""
+
+    list_display = (
+        "name",
+        "workflow",
+        "cron",
+        "timezone",
+        "missed",
+        "enabled",
+        "next_tick_at",
+        "last_tick_at",
+        "skipped_ticks",
+        "has_error",
+        "declared_in_code",
+    )
+    list_filter = ("enabled", "declared_in_code", "workflow")
+    search_fields = ("name", "workflow")
+    readonly_fields = (
+        "declared_in_code",
+        "next_tick_at",
+        "last_tick_at",
+        "last_run_id",
+        "skipped_ticks",
+        "last_error",
+        "created_at",
+        "updated_at",
+    )
+
+    @admin.display(boolean=True, description="error")
+    def has_error(self, obj: Schedule) -> bool:
+        return bool(obj.last_error)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
+        if obj is not None and obj.declared_in_code:
+            return (*CODE_OWNED, *self.readonly_fields)
+        return self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        from runs.engine.schedules import prepare_for_save
+
+        previous = Schedule.objects.filter(pk=obj.pk).first() if change else None
+        prepare_for_save(obj, previous)
+        super().save_model(request, obj, form, change)

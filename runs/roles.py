@@ -27,14 +27,15 @@ ROLES = (OPERATORS, VIEWERS, SUBMITTERS)
 
 User = AbstractBaseUser | AnonymousUser
 
-# What operators may do in the admin (/admin/): manage retention policies, read their
-# audit and the purges. Granted to their group by migration 0013 and again by
-# grant_operator_permissions() whenever someone is made an operator (a database
-# flushed or restored without it still ends right).
+# What operators may do in the admin (/admin/): manage retention policies and
+# schedules, read the policies' audit and the purges. Granted to their group by
+# migrations 0013 and 0015 and again by grant_operator_permissions() whenever someone
+# is made an operator (a database flushed or restored without it still ends right).
 OPERATOR_ADMIN_PERMISSIONS = {
     "retentionpolicy": ("view", "add", "change", "delete"),
     "retentionpolicychange": ("view",),
     "retentionpurge": ("view",),
+    "schedule": ("view", "add", "change", "delete"),
 }
 
 
@@ -104,3 +105,4 @@ def _requires(check: Callable[[Any], bool], what: str) -> Callable[[View], View]
 
 viewer_required = _requires(can_view, "viewer or operator")
 operator_required = _requires(can_operate, "operator")
+submitter_required = _requires(can_submit, "submitter or operator")

@@ -50,6 +50,11 @@ def apply_retention() -> str:
     return "; ".join(r.line() for r in retention.apply())
 
 
+@shared_task(name="runs.fire_schedules", acks_late=True)
+def fire_schedules() -> str:
+    return str(engine.fire_due_schedules())
+
+
 @worker_ready.connect
 def sweep_at_start(**_: object) -> None:
     """A worker that starts after a crash recovers what the dead one left behind."""

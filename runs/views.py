@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django_htmx.http import HttpResponseClientRedirect
 
-from . import browse, pages
+from . import browse, engine, pages, submitform
 from .models import Run
 from .queries import parse_run_id
-from .roles import viewer_required
+from .roles import can_submit, submitter_required, viewer_required
 from .states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, RunStatus, StepStatus
+from .workflows import registry
 
 
 @viewer_required
@@ -34,6 +37,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "statuses": RunStatus.values,
         "workflows": browse.workflow_names(),
+        "can_submit": can_submit(request.user),
     }
     template = "runs/list.html"
     if request.htmx and request.htmx.target == "runs":
@@ -114,3 +118,42 @@ def failed_steps(data: pages.RunPage) -> list[str]:
         elif any(b.step.status == StepStatus.FAILED for b in row.batches):
             keys.append(row.step.name)
     return keys
+
+
+@submitter_required
+def new_run(request: HttpRequest) -> HttpResponse:
+    """Submit a run from a form generated from the workflow's input schema. Choosing
+    another workflow swaps the fields (htmx); the workflow's own validation decides,
+    its problems shown beside their fields, and a refused submission writes nothing."""
+    data = request.POST if request.method == "POST" else request.GET
+    known = registry.all_workflows()
+    names = sorted({wf.name for wf in known})
+    chosen = data.get("workflow") or (names[0] if names else "")
+    version_text = data.get("version", "")
+    context: dict[str, object] = {"names": names, "chosen": chosen, "errors": []}
+    try:
+        version = int(version_text) if version_text else None
+        wf = engine.resolve_workflow(chosen, version)
+    except (ValueError, engine.EngineError) as exc:
+        context["errors"] = [str(exc) if not isinstance(exc, ValueError) else "bad version"]
+        return render(request, "runs/new.html", context, status=400 if data else 200)
+    fields = submitform.fields_from_schema(wf.input_schema())
+    context.update(wf=wf, versions=registry.versions(wf.name), fields=fields)
+    if request.method == "POST":
+        run_input = submitform.parse(fields, request.POST)
+        if not any(f.errors for f in fields):
+            try:
+                run = engine.submit(workflow=wf.name, version=wf.version, input=run_input).run
+            except engine.InvalidInput as exc:
+                context["errors"] = submitform.attach_problems(fields, exc.by_field, exc.problems)
+            else:
+                messages.success(request, f"Run submitted: {wf.name} v{wf.version}.")
+                if request.htmx:
+                    return HttpResponseClientRedirect(f"/runs/{run.id}/")
+                return redirect("runs:detail", run_id=str(run.id))
+        # A refused form is the page again with its problems (200, as Django forms do).
+        return render(request, "runs/new.html", context)
+    template = "runs/new.html"
+    if request.htmx and request.htmx.target == "submit-fields":
+        template += "#submit-fields"
+    return render(request, template, context)

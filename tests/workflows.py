@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import Field as PydanticField
 
 from examples.fakes import CodeHost
 from examples.models import Merge, TargetRecord
@@ -352,3 +355,28 @@ for _name in ("map-some-fail", "map-some-fail-twin"):
         retry=Retry(max_attempts=1),
         name="copy_or_fail",
     )(_copy_or_fail)
+
+
+# --- typed input: a pydantic model declares and validates the input (#13) ----------------
+class Address(BaseModel):
+    city: str
+    zip: str = PydanticField(pattern=r"^[0-9]{5}$")
+
+
+class OrderInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    customer: str = PydanticField(min_length=1, description="who pays")
+    amount: int = PydanticField(gt=0)
+    currency: Literal["EUR", "USD"] = "EUR"
+    express: bool = False
+    note: str | None = None
+    address: Address | None = None
+
+
+typed_order = workflow("typed-order", version=1, input=OrderInput)
+
+
+@typed_order.step(kind=PURE)
+def total(ctx: Context) -> dict[str, Any]:
+    return {"total": ctx.input["amount"] + (5 if ctx.input["express"] else 0)}

@@ -4,6 +4,7 @@ engine.submit(workflow=..., version=..., input=..., key=...)   # -> Submission
 engine.cancel_run(run_id=..., actor=..., reason=...)
 engine.execute_step(step_id=..., worker=...)      # the Celery task's body
 engine.sweep()                                    # recovery
+engine.fire_due_schedules()                       # the beat: a run per schedule tick
 """
 
 from .errors import (
@@ -22,6 +23,7 @@ from .execute import execute_step
 from .operate import RetryPlan, cancel_run, preview_retry, retry_steps
 from .probe import probe_claim
 from .recover import recover_attempt, sweep
+from .schedules import fire_due_schedules
 from .submit import Submission, resolve_workflow, submit, submit_run
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "UnknownWorkflow",
     "cancel_run",
     "execute_step",
+    "fire_due_schedules",
     "preview_retry",
     "probe_claim",
     "recover_attempt",

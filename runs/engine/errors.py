@@ -24,9 +24,11 @@ class UnknownVersion(EngineError):
 
 
 class InvalidInput(EngineError):
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], by_field: dict[str, list[str]] | None = None) -> None:
         super().__init__("invalid input: " + "; ".join(problems))
         self.problems = problems
+        # The problems of each top-level input field, for a form to show beside it.
+        self.by_field = by_field or {}
 
 
 class AttemptFenced(EngineError):

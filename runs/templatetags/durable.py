@@ -168,3 +168,9 @@ def payload_summary(payload: Any) -> str:
     from runs.pages import payload_summary as summary
 
     return summary(payload)
+
+
+@register.filter
+def json_value(value: Any) -> str:
+    """A value as JSON text: the submit form's select options carry typed choices."""
+    return json.dumps(value)

@@ -166,6 +166,30 @@ class StepDef:
         return size
 
 
+MISSED_POLICIES = ("skip", "catch_up")
+
+
+@dataclass(frozen=True)
+class ScheduleDef:
+    """A schedule declared in code (`wf.schedule(...)`): one run per cron tick. Its row
+    in runs.Schedule is created or updated from this declaration (runs/engine/schedules.py);
+    the admin may pause it, the code owns its cron and input."""
+
+    name: str
+    workflow: str
+    version: int
+    cron: str
+    timezone: str
+    missed: str
+    max_catch_up: int
+    input: Mapping[str, Any] | None
+    # Called with the tick (an aware datetime) to compute the run's input.
+    input_fn: Callable[[Any], Mapping[str, Any]] | None = None
+
+    def input_for(self, tick: Any) -> dict[str, Any]:
+        return dict(self.input_fn(tick) if self.input_fn else (self.input or {}))
+
+
 @dataclass
 class Workflow:
     """A named, versioned workflow. Steps run in declaration order unless they name
@@ -185,6 +209,13 @@ class Workflow:
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
             raise WorkflowDefinitionError("a workflow needs a name and a positive int version")
+        self.schedules: list[ScheduleDef] = []
+        # Typed input: a pydantic model validates and documents the input instead of
+        # the field mapping (see validate_input and input_schema).
+        self.model: Any = None
+        if isinstance(self.input, type):
+            self.model = _pydantic_model(self.input, f"workflow {self.name!r} v{self.version}")
+            self.input = {}
         self.fields: dict[str, Field] = {
             k: v if isinstance(v, Field) else Field(v) for k, v in self.input.items()
         }
@@ -343,6 +374,64 @@ class Workflow:
             )
         self.steps[step.name] = step
 
+    def schedule(
+        self,
+        cron: str,
+        *,
+        input: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        missed: str = "skip",
+        timezone: str = "UTC",
+        max_catch_up: int = 100,
+    ) -> Callable[[Callable[[Any], Mapping[str, Any]]], Callable[[Any], Mapping[str, Any]]]:
+        """Submit a run of this workflow at every tick of `cron` (five fields, or six with
+        seconds last, as croniter reads them) in `timezone`. Either pass `input=`, or
+        use it as a decorator on `fn(tick) -> input`. Ticks missed while nothing ran are
+        skipped (`missed="skip"`: only the latest is submitted) or caught up
+        (`missed="catch_up"`: each of the latest `max_catch_up`, oldest first). Each tick
+        is submitted with the key `schedule:<name>:<tick>`, so it runs once however many
+        beats fire it. Also usable as a plain call when `input=` is given."""
+        from runs.engine.schedules import check_schedule_fields
+
+        sched_name = name or f"{self.name}-v{self.version}"
+        if any(s.name == sched_name for s in self.schedules):
+            raise WorkflowDefinitionError(
+                f"{self.name}: two schedules named {sched_name!r}; give one a name="
+            )
+        problems = check_schedule_fields(
+            name=sched_name, cron=cron, timezone=timezone, missed=missed, max_catch_up=max_catch_up
+        )
+        if problems:
+            where = f"workflow {self.name!r} v{self.version}, schedule {sched_name!r}"
+            raise WorkflowDefinitionError(f"{where}: " + "; ".join(problems.values()))
+        base = dict(
+            name=sched_name,
+            workflow=self.name,
+            version=self.version,
+            cron=cron,
+            timezone=timezone,
+            missed=missed,
+            max_catch_up=max_catch_up,
+        )
+        if input is not None:
+            try:
+                self.validate_input(input)
+            except Exception as exc:
+                raise WorkflowDefinitionError(
+                    f"{self.name}: schedule {sched_name!r} has an input the workflow refuses: {exc}"
+                ) from None
+            self.schedules.append(ScheduleDef(**base, input=dict(input)))  # type: ignore[arg-type]
+
+        def register(fn: Callable[[Any], Mapping[str, Any]]) -> Callable[[Any], Mapping[str, Any]]:
+            if input is not None:
+                raise WorkflowDefinitionError(
+                    f"{self.name}: schedule {sched_name!r} has both input= and an input function"
+                )
+            self.schedules.append(ScheduleDef(**base, input=None, input_fn=fn))  # type: ignore[arg-type]
+            return fn
+
+        return register
+
     # -- using the definition ---------------------------------------------------
     def dependents(self, step_name: str) -> list[str]:
         return [s.name for s in self.steps.values() if step_name in s.after]
@@ -355,36 +444,73 @@ class Workflow:
 
         if not isinstance(data, dict):
             raise InvalidInput(["input must be a JSON object"])
+        if self.model is not None:
+            return self._validate_model(data)
         problems: list[str] = []
+        # The problems of each top-level field, for a form to show next to it.
+        by_field: dict[str, list[str]] = {}
         clean: dict[str, Any] = {}
         for key in sorted(set(data) - set(self.fields)):
             problems.append(f"unknown field {key!r}")
         for key, spec in self.fields.items():
             tp = self.types[key]
+            before = len(problems)
             if key not in data:
                 if spec.required:
                     problems.append(f"missing field {key!r} ({tp.name})")
                 else:  # a copy: a run must never share a mutable default with the next
                     clean[key] = copy.deepcopy(self.defaults[key])
-                continue
-            before = len(problems)
-            value = tp.check(data[key], f"field {key!r}", problems)
-            if len(problems) > before:
-                continue
-            if spec.min is not None and value is not None and value < spec.min:
-                problems.append(f"field {key!r} must be at least {spec.min:g}, got {data[key]!r}")
             else:
-                clean[key] = value
-        if len(problems) > MAX_PROBLEMS:
-            more = len(problems) - MAX_PROBLEMS
-            problems = [*problems[:MAX_PROBLEMS], f"and {more} more problems"]
+                value = tp.check(data[key], f"field {key!r}", problems)
+                if len(problems) == before:
+                    if spec.min is not None and value is not None and value < spec.min:
+                        problems.append(
+                            f"field {key!r} must be at least {spec.min:g}, got {data[key]!r}"
+                        )
+                    else:
+                        clean[key] = value
+            if len(problems) > before:
+                by_field[key] = problems[before:]
         if problems:
-            raise InvalidInput(problems)
+            raise InvalidInput(_capped(problems), by_field)
         return clean
+
+    def _validate_model(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Validate with the declared pydantic model; each problem names its field path
+        (`field 'address.zip': …`), and the clean input is the model's JSON dump, so
+        defaults are filled in and the stored input is plain JSON."""
+        import pydantic
+
+        from runs.engine.errors import InvalidInput
+
+        try:
+            value = self.model.model_validate(data)
+        except pydantic.ValidationError as exc:
+            problems: list[str] = []
+            by_field: dict[str, list[str]] = {}
+            for error in exc.errors():
+                path = ".".join(str(part) for part in error["loc"])
+                if error["type"] == "missing":
+                    text = f"missing field {path!r}"
+                elif error["type"] == "extra_forbidden":
+                    text = f"unknown field {path!r}"
+                else:
+                    text = f"field {path!r}: {error['msg']}"
+                problems.append(text)
+                if error["loc"]:
+                    by_field.setdefault(str(error["loc"][0]), []).append(text)
+            raise InvalidInput(_capped(problems), by_field) from None
+        return dict(value.model_dump(mode="json"))
 
     def input_schema(self) -> dict[str, Any]:
         """The input as a JSON Schema (draft 2020-12) object: what validate_input
-        accepts, for clients and the API's documentation."""
+        accepts, for clients, the API's documentation and the submit form."""
+        if self.model is not None:
+            schema = dict(self.model.model_json_schema())
+            schema.setdefault("title", f"{self.name} v{self.version} input")
+            if self.description:
+                schema.setdefault("description", self.description)
+            return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
         properties: dict[str, Any] = {}
         for key, spec in self.fields.items():
             fragment = self.types[key].schema()
@@ -408,17 +534,58 @@ class Workflow:
             "name": self.name,
             "version": self.version,
             "description": self.description,
-            "input": {
+            "input": self._describe_model()
+            if self.model is not None
+            else {
                 k: {"type": self.types[k].name, "required": f.required}
                 | ({} if f.required else {"default": self.defaults[k]})
                 | ({} if f.min is None else {"min": f.min})
                 for k, f in self.fields.items()
             },
+            "schedules": [
+                {"name": s.name, "cron": s.cron, "timezone": s.timezone, "missed": s.missed}
+                for s in self.schedules
+            ],
             "steps": [
                 {"name": s.name, "kind": str(s.kind), "after": list(s.after), "map": s.is_map}
                 for s in self.steps.values()
             ],
         }
+
+    def _describe_model(self) -> dict[str, Any]:
+        schema = self.input_schema()
+        required = set(schema.get("required", []))
+        return {
+            key: {"type": prop.get("type", "any"), "required": key in required}
+            | ({"default": prop["default"]} if "default" in prop else {})
+            for key, prop in schema.get("properties", {}).items()
+        }
+
+
+def _capped(problems: list[str]) -> list[str]:
+    if len(problems) > MAX_PROBLEMS:
+        more = len(problems) - MAX_PROBLEMS
+        return [*problems[:MAX_PROBLEMS], f"and {more} more problems"]
+    return problems
+
+
+def _pydantic_model(cls: type, where: str) -> Any:
+    """`input=` given a class: it must be a pydantic model, and its JSON Schema must
+    exist (checked now, so a model the API cannot document fails at import time)."""
+    try:
+        import pydantic
+    except ImportError:  # pragma: no cover - pydantic is a dependency
+        raise WorkflowDefinitionError(f"{where}: a typed input needs pydantic") from None
+    if not issubclass(cls, pydantic.BaseModel):
+        raise WorkflowDefinitionError(
+            f"{where}: input= takes a mapping of field types or a pydantic model, "
+            f"not the class {cls.__name__}"
+        )
+    try:
+        cls.model_json_schema()
+    except Exception as exc:
+        raise WorkflowDefinitionError(f"{where}: input model has no JSON Schema: {exc}") from None
+    return cls
 
 
 class FencingToken(NamedTuple):

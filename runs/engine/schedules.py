@@ -1,0 +1,321 @@
+"""Schedules: a run per cron tick, never two (#13).
+
+The beat calls fire_due_schedules() every RUNS_SCHEDULE_INTERVAL seconds. Each due
+schedule row is locked with SKIP LOCKED (two beats, or two workers running the task,
+never work on the same schedule at once), its due ticks are computed on the
+database's clock, and each tick is submitted with the submission key
+`schedule:<name>:<tick>` in the same transaction that advances `next_tick_at`. The key
+is what makes a tick exactly-once: a beat that dies after submitting and before
+advancing, a restarted beat, or a second beat firing the same tick later all find
+the key taken and get the run the first submission created.
+
+Missed ticks (everything was down, or the beat was) follow the schedule's policy:
+`skip` submits only the latest due tick and counts the others; `catch_up` submits the
+latest `max_catch_up` due ticks, oldest first. A paused schedule, when enabled
+again, starts at the next tick: pausing is not missing.
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from croniter import croniter
+from django.db import connection, transaction
+from django.db.models import F
+from django.db.models.functions import Now
+
+from runs.models import Schedule
+from runs.workflows import registry
+from runs.workflows.definition import MISSED_POLICIES, ScheduleDef
+
+from .errors import EngineError, SubmissionKeyConflict
+from .submit import submit
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,100}")
+# Counting skipped ticks walks the cron backwards; past this many, the count is a floor
+# (a per-second schedule down for a week would otherwise cost a long walk).
+SKIP_COUNT_CAP = 10_000
+
+
+def check_schedule_fields(
+    *, name: str, cron: str, timezone: str, missed: str, max_catch_up: int
+) -> dict[str, str]:
+    """Problems with a schedule's own fields, by field name (empty: none)."""
+    problems: dict[str, str] = {}
+    if not NAME_PATTERN.fullmatch(name or ""):
+        problems["name"] = "use 1 to 100 letters, digits, '.', '_' or '-'"
+    if not croniter.is_valid(cron or ""):
+        problems["cron"] = (
+            f"{cron!r} is not a cron expression: five fields (minute hour day month weekday), "
+            "or six with seconds last, e.g. '0 3 * * *'"
+        )
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        problems["timezone"] = f"unknown time zone {timezone!r} (an IANA name, e.g. Europe/Paris)"
+    if missed not in MISSED_POLICIES:
+        problems["missed"] = f"must be one of {', '.join(MISSED_POLICIES)}"
+    if not isinstance(max_catch_up, int) or max_catch_up < 1:
+        problems["max_catch_up"] = "must be at least 1"
+    return problems
+
+
+def check_schedule_row(schedule: Schedule) -> dict[str, str]:
+    """Everything check_schedule_fields checks, plus: the workflow (and version) exist
+    here and the input is one the workflow accepts."""
+    problems = check_schedule_fields(
+        name=schedule.name,
+        cron=schedule.cron,
+        timezone=schedule.timezone,
+        missed=schedule.missed,
+        max_catch_up=schedule.max_catch_up,
+    )
+    if schedule.declared_in_code:
+        return problems
+    wf = (
+        registry.latest(schedule.workflow)
+        if schedule.version is None
+        else registry.get(schedule.workflow, schedule.version)
+    )
+    if wf is None:
+        known = ", ".join(sorted({w.name for w in registry.all_workflows()}))
+        where = "workflow" if not registry.versions(schedule.workflow) else "version"
+        problems[where] = (
+            f"no workflow {schedule.workflow!r}"
+            + ("" if schedule.version is None else f" v{schedule.version}")
+            + f"; known: {known}"
+        )
+        return problems
+    try:
+        wf.validate_input(schedule.input)
+    except EngineError as exc:
+        problems["input"] = str(exc)
+    return problems
+
+
+# -- ticks ------------------------------------------------------------------------
+
+
+def _in_zone(moment: datetime, timezone: str) -> datetime:
+    return moment.astimezone(zoneinfo.ZoneInfo(timezone))
+
+
+def next_tick_after(cron: str, timezone: str, moment: datetime) -> datetime:
+    """The first tick strictly after `moment`, in UTC."""
+    start = _in_zone(moment, timezone).replace(microsecond=0)
+    tick: datetime = croniter(cron, start).get_next(datetime)
+    return tick.astimezone(UTC)
+
+
+def due_ticks(
+    cron: str, timezone: str, first: datetime, now: datetime, *, keep: int
+) -> tuple[list[datetime], int]:
+    """The latest `keep` ticks in [first, now], oldest first, and how many earlier
+    ticks in that range are left out (a floor past SKIP_COUNT_CAP)."""
+    # Ticks fall on whole seconds: the last one <= now is the one before now's second + 1.
+    start = _in_zone(now, timezone).replace(microsecond=0) + timedelta(seconds=1)
+    walker = croniter(cron, start)
+    kept: list[datetime] = []
+    left_out = 0
+    while True:
+        tick = walker.get_prev(datetime).astimezone(UTC)
+        if tick < first:
+            break
+        if len(kept) < keep:
+            kept.append(tick)
+        else:
+            left_out += 1
+            if left_out >= SKIP_COUNT_CAP:
+                break
+    kept.reverse()
+    return kept, left_out
+
+
+def tick_key(name: str, tick: datetime) -> str:
+    return f"schedule:{name}:{tick.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def db_now() -> datetime:
+    """The database's clock: every worker and beat agrees on it (DESIGN.md §7)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        now: datetime = cursor.fetchone()[0]
+    return now
+
+
+# -- declared schedules -------------------------------------------------------------
+
+
+def declared_schedules() -> dict[str, ScheduleDef]:
+    return {s.name: s for wf in registry.all_workflows() for s in wf.schedules}
+
+
+def sync_declared_schedules() -> int:
+    """Create or update the row of every schedule declared in code. The code owns
+    cron, time zone, policy and input; `enabled` stays as the admin left it. A row
+    whose cron or time zone changed restarts at its next tick."""
+    declared = list(declared_schedules().values())
+    if not declared:
+        return 0
+    now = db_now()
+    rows = [
+        (
+            s.name,
+            s.workflow,
+            s.version,
+            s.cron,
+            s.timezone,
+            s.missed,
+            s.max_catch_up,
+            _json(s.input or {}),
+            next_tick_after(s.cron, s.timezone, now),
+        )
+        for s in declared
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            """
+            INSERT INTO runs_schedule AS s (name, workflow, version, cron, timezone, missed,
+                max_catch_up, input, next_tick_at, enabled, declared_in_code, skipped_ticks,
+                last_error, created_at, updated_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, true, true, 0, '', now(), now())
+            ON CONFLICT (name) DO UPDATE SET
+                workflow = EXCLUDED.workflow, version = EXCLUDED.version,
+                missed = EXCLUDED.missed, max_catch_up = EXCLUDED.max_catch_up,
+                input = EXCLUDED.input, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
+                declared_in_code = true, updated_at = now(),
+                next_tick_at = CASE
+                    WHEN s.cron IS DISTINCT FROM EXCLUDED.cron
+                      OR s.timezone IS DISTINCT FROM EXCLUDED.timezone
+                      OR s.next_tick_at IS NULL
+                    THEN EXCLUDED.next_tick_at ELSE s.next_tick_at END
+            WHERE (s.workflow, s.version, s.cron, s.timezone, s.missed, s.max_catch_up, s.input,
+                   s.declared_in_code)
+               IS DISTINCT FROM (EXCLUDED.workflow, EXCLUDED.version, EXCLUDED.cron,
+                   EXCLUDED.timezone, EXCLUDED.missed, EXCLUDED.max_catch_up, EXCLUDED.input,
+                   true)
+            """,
+            rows,
+        )
+    return len(rows)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def prepare_for_save(schedule: Schedule, previous: Schedule | None) -> None:
+    """Before the admin saves a row: a new schedule, a changed cron or time zone, or a
+    schedule enabled again starts at its next tick from now (pausing is not missing)."""
+    restart = (
+        previous is None
+        or schedule.next_tick_at is None
+        or previous.cron != schedule.cron
+        or previous.timezone != schedule.timezone
+        or (schedule.enabled and not previous.enabled)
+    )
+    if restart:
+        schedule.next_tick_at = next_tick_after(schedule.cron, schedule.timezone, db_now())
+        schedule.last_error = ""
+
+
+# -- firing -------------------------------------------------------------------------
+
+
+@dataclass
+class FireReport:
+    submitted: list[tuple[str, datetime, str]] = field(default_factory=list)  # name, tick, run
+    existing: int = 0  # ticks whose key was already taken: a beat fired them before
+    skipped: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return (
+            f"submitted {len(self.submitted)}, already submitted {self.existing}, "
+            f"skipped {self.skipped}, errors {len(self.errors)}"
+        )
+
+
+def fire_due_schedules(*, limit: int = 100) -> FireReport:
+    """Submit every due tick of every enabled schedule (at most `limit` schedules per
+    call; the next beat does the rest). One short transaction per schedule."""
+    sync_declared_schedules()
+    declared = declared_schedules()
+    report = FireReport()
+    failed: list[int] = []
+    for _ in range(limit):
+        with transaction.atomic():
+            schedule = (
+                Schedule.objects.select_for_update(skip_locked=True)
+                .filter(enabled=True, next_tick_at__lte=Now())
+                .exclude(pk__in=failed)
+                .order_by("next_tick_at")
+                .first()
+            )
+            if schedule is None:
+                break
+            if not _fire(schedule, declared, report):
+                failed.append(schedule.pk)
+    return report
+
+
+def _fire(schedule: Schedule, declared: dict[str, ScheduleDef], report: FireReport) -> bool:
+    """Submit the due ticks of one locked schedule and advance it; False if a tick
+    could not be submitted (the schedule stays due at that tick, with last_error)."""
+    assert schedule.next_tick_at is not None
+    now = db_now()
+    keep = schedule.max_catch_up if schedule.missed == Schedule.Missed.CATCH_UP else 1
+    ticks, left_out = due_ticks(
+        schedule.cron, schedule.timezone, schedule.next_tick_at, now, keep=keep
+    )
+    definition = declared.get(schedule.name) if schedule.declared_in_code else None
+    last_run: str | None = None
+    for tick in ticks:
+        try:
+            if schedule.declared_in_code and definition is None:
+                raise LookupError(
+                    "declared in code, but no workflow this process loads declares it any more"
+                )
+            run_input = definition.input_for(tick) if definition else schedule.input
+            with transaction.atomic():  # a savepoint: a refusal leaves the lock and row intact
+                submission = submit(
+                    workflow=schedule.workflow,
+                    version=schedule.version,
+                    input=run_input,
+                    key=tick_key(schedule.name, tick),
+                )
+        except SubmissionKeyConflict:
+            report.existing += 1  # fired before with another input: the tick is done
+            continue
+        except Exception as exc:
+            message = f"tick {tick.isoformat()}: {exc}"
+            Schedule.objects.filter(pk=schedule.pk).update(
+                next_tick_at=tick,
+                skipped_ticks=F("skipped_ticks") + left_out,
+                last_error=message[:2000],
+                updated_at=Now(),
+            )
+            report.skipped += left_out
+            report.errors[schedule.name] = message
+            return False
+        last_run = str(submission.run.id)
+        if submission.created:
+            report.submitted.append((schedule.name, tick, last_run))
+        else:
+            report.existing += 1
+    report.skipped += left_out
+    Schedule.objects.filter(pk=schedule.pk).update(
+        next_tick_at=next_tick_after(schedule.cron, schedule.timezone, now),
+        last_tick_at=ticks[-1] if ticks else F("last_tick_at"),
+        last_run_id=last_run if last_run else F("last_run_id"),
+        skipped_ticks=F("skipped_ticks") + left_out,
+        last_error="",
+        updated_at=Now(),
+    )
+    return True
