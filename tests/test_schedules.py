@@ -193,3 +193,36 @@ def test_a_declared_schedule_computes_its_input_from_the_tick(declared_workflow)
     assert [t for _, t, _ in report.submitted] == [tick]
     run = Run.objects.get(workflow="sched-decl")
     assert run.input == {"n": 1, "tick": tick.isoformat()}
+
+
+def test_an_operator_adds_a_schedule_in_the_admin_and_a_bad_cron_is_refused(client):
+    from tests.conftest import make_user
+
+    client.force_login(make_user("olivia", "operators"))  # staff, not a superuser
+    form = {
+        "name": "hourly-charge",
+        "workflow": "charge-payment",
+        "version": "",
+        "cron": "every hour",
+        "timezone": "UTC",
+        "input": '{"amount": 5}',
+        "missed": "skip",
+        "max_catch_up": "100",
+        "enabled": "on",
+    }
+    refused = client.post("/admin/runs/schedule/add/", form)
+    assert refused.status_code == 200 and "not a cron expression" in refused.content.decode()
+    assert not Schedule.objects.exists()
+
+    added = client.post("/admin/runs/schedule/add/", {**form, "cron": "0 * * * *"})
+    assert added.status_code == 302, added.content.decode()[:2000]
+    schedule = Schedule.objects.get()
+    assert schedule.next_tick_at > db_now() and schedule.next_tick_at.minute == 0
+
+
+def test_a_viewer_cannot_reach_schedules_in_the_admin(client):
+    from tests.conftest import make_user
+
+    client.force_login(make_user("victor", "viewers"))
+    response = client.get("/admin/runs/schedule/")
+    assert response.status_code in (302, 403)
