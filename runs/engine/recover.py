@@ -24,7 +24,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
-from runs import events
+from runs import events, metrics
+from runs.logcontext import payload
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
@@ -87,8 +88,15 @@ def recover_attempt(*, attempt_id: int) -> bool:
         )
         if attempt is None:
             return False
-        _crash(attempt)
+        step = _crash(attempt)
+        workflow, kind = _labels(step)
+        metrics.on_commit(lambda: metrics.RECOVERED.labels(workflow, kind).inc())
         return True
+
+
+def _labels(step: Step) -> tuple[str, str]:
+    workflow = Run.objects.filter(pk=step.run_id).values_list("workflow", flat=True).first()
+    return workflow or "?", str(step.kind)
 
 
 def _probe_after(attempt: Attempt) -> Any:
@@ -97,7 +105,7 @@ def _probe_after(attempt: Attempt) -> Any:
     return attempt.lease_expires_at + timedelta(seconds=float(settings.RUNS_PROBE_GRACE_SECONDS))
 
 
-def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
+def _crash(attempt: Attempt, *, effect_started: bool = True) -> Step:
     """Mark the attempt crashed and apply the effect-kind table of DESIGN.md §3.
     Caller holds the attempt's row lock.
 
@@ -117,8 +125,10 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         step=step.key,
         worker=attempt.worker,
     )
+    workflow, kind = _labels(step)
+    metrics.on_commit(lambda: metrics.STEPS.labels(workflow, kind, "crashed").inc())
     if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
-        return
+        return step
     owned = Step.objects.filter(pk=step.id, status=StepStatus.RUNNING, current_attempt=attempt)
     if step.kind == EffectKind.GUARDED and step.parent_id is None and effect_started:
         # The effect may or may not have happened: never guess.
@@ -134,7 +144,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             reason=f"worker {attempt.worker or '?'} died (lease expired)",
             probe_after=_probe_after(attempt),
         )
-        return
+        return step
     active = Run.objects.filter(pk=step.run_id, status__in=RUN_ACTIVE).exists()
     if step.has_attempts_left and active:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
@@ -146,7 +156,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             reason="attempt crashed",
         )
         publish_on_commit([step.id])
-        return
+        return step
     if step.has_attempts_left:  # but the run was cancelled (or failed) meanwhile
         error = f"attempt {attempt.number} crashed; the run is no longer active"
     else:
@@ -164,6 +174,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         error=error,
     )
     fail_run(step.run_id, f"step {step.key} failed: {error}")
+    return step
 
 
 def settle_late_finish(
@@ -209,7 +220,7 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
             row.key,
             row.status,
             row.resolved_by,
-            evidence,
+            payload(evidence),
         )
         events.append_event(
             started.run.id,
@@ -221,7 +232,9 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
             resolved_by=row.resolved_by,
         )
     else:
-        log.warning("late result for claim %s (%s) not kept: %s", row.key, row.status, evidence)
+        log.warning(
+            "late result for claim %s (%s) not kept: %s", row.key, row.status, payload(evidence)
+        )
 
 
 def republish_stale(*, limit: int = 200) -> list[int]:
