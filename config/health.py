@@ -30,6 +30,9 @@ def _migrations_on_disk() -> frozenset[tuple[str, str]]:
 
 def check_database() -> dict[str, Any]:
     with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('django_migrations') IS NOT NULL")
+        if not cursor.fetchone()[0]:
+            return {"ok": False, "error": "no migration applied: run `manage.py migrate`"}
         cursor.execute("SELECT app, name FROM django_migrations")
         applied = set(cursor.fetchall())
     missing = sorted(_migrations_on_disk() - applied)
