@@ -164,34 +164,41 @@ def _run_as_unprivileged(base: pathlib.Path) -> dict[str, Any]:
     return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
+def new_private_postgres(base: pathlib.Path) -> PrivatePostgres:
+    """initdb, start and create PRIVATE_DB in `base` (a 0700 directory of its own)."""
+    pg = PrivatePostgres(base=base, port=free_port(), run_as={})
+    pg.run_as = _run_as_unprivileged(base)
+    pg.initdb()
+    (base / "sock").mkdir()
+    if pg.run_as:
+        os.chown(base / "sock", pg.run_as["user"], pg.run_as["group"])
+    pg.start()
+    with psycopg.connect(
+        host="127.0.0.1", port=pg.port, user="postgres", dbname="postgres", autocommit=True
+    ) as conn:
+        conn.execute(f'CREATE DATABASE "{PRIVATE_DB}"')
+    return pg
+
+
+def remove_private_postgres(pg: PrivatePostgres) -> None:
+    if pg.running():
+        try:
+            pg.stop("fast")
+        except (AssertionError, subprocess.SubprocessError):
+            pg.stop("immediate")
+    shutil.rmtree(pg.base, ignore_errors=True)
+
+
 @pytest.fixture
 def private_postgres() -> Iterator[PrivatePostgres]:
     # Not pytest's tmp_path: its parents are private to root, and the server runs as
     # another user. mkdtemp is 0700 and becomes that user's.
     base = pathlib.Path(tempfile.mkdtemp(prefix="durable-runs-pg-"))
-    pg = PrivatePostgres(base=base, port=free_port(), run_as={})
+    pg = new_private_postgres(base)
     try:
-        pg.run_as = _run_as_unprivileged(base)
-        pg.initdb()
-        (base / "sock").mkdir()
-        if pg.run_as:
-            os.chown(base / "sock", pg.run_as["user"], pg.run_as["group"])
-        pg.start()
-        with psycopg.connect(
-            host="127.0.0.1", port=pg.port, user="postgres", dbname="postgres", autocommit=True
-        ) as conn:
-            conn.execute(f'CREATE DATABASE "{PRIVATE_DB}"')
         yield pg
     finally:
-        if pg.running():
-            try:
-                pg.stop("fast")
-            except (AssertionError, subprocess.SubprocessError):
-                pg.stop("immediate")
-        shutil.rmtree(base, ignore_errors=True)
-
-
-# --- a private Redis ---------------------------------------------------------------------
+        remove_private_postgres(pg)
 
 
 class PrivateRedis:
