@@ -506,24 +506,24 @@ def soak(stack: Stack, rng: random.Random, args: argparse.Namespace) -> int:
 
 def report(r: dict[str, Any], recoveries: list[tuple[str, float | None]]) -> None:
     print()
-    print(f"{'chaos soak, seed':<34}{r['seed']} ({r['duration_s']:.0f} s of faults)")
+    print(f"{'chaos soak, seed':<38}{r['seed']} ({r['duration_s']:.0f} s of faults)")
     print(
-        f"{'runs succeeded / total':<34}{r['runs_succeeded']} / {r['runs_total']}  "
+        f"{'runs succeeded / total':<38}{r['runs_succeeded']} / {r['runs_total']}  "
         f"{r['runs_by_status']}"
     )
-    print(f"{'duplicate effects':<34}{r['duplicate_effects']}")
-    print(f"{'lost effects':<34}{r['lost_effects']}")
+    print(f"{'duplicate effects':<38}{r['duplicate_effects']}")
+    print(f"{'lost effects':<38}{r['lost_effects']}")
     print(
-        f"{'guarded claims left unresolved':<34}{r['guarded_unresolved']} "
+        f"{'guarded claims left unresolved':<38}{r['guarded_unresolved']} "
         f"(resolved by probe {r['resolved_by_probe']}, still unresolved {r['left_unresolved']})"
     )
-    print(f"{'verify_history':<34}{r['verify_history']}")
+    print(f"{'verify_history':<38}{r['verify_history']}")
     for kind in FAULTS:
         took = [t for k, t in recoveries if k == kind]
         shown = ", ".join("never" if t is None else f"{t:.1f}" for t in took) or "-"
-        print(f"{'recovery after ' + kind + ' (s)':<34}{shown}")
+        print(f"{'recovery after ' + kind + ' (s)':<38}{shown}")
     print(
-        f"{'recovery median / max (s)':<34}{r['recovery_median_s']} / {r['recovery_max_s']}"
+        f"{'recovery median / max (s)':<38}{r['recovery_median_s']} / {r['recovery_max_s']}"
         f"{'' if r['clock_skewed_worker'] else '   (no clock-skewed worker)'}"
     )
     print(json.dumps(r))
