@@ -11,12 +11,13 @@ two worker groups (prefork, 2 processes each), a third worker whose clock runs a
 ahead (libfaketime; skipped with a note when it is not installed), and a beat. The
 workload: 20 `migrate-records` runs (500 records, batches of 50) spread over the soak,
 and a stream of `charge-payment` and `merge-change-probed` runs. The faults, one at a
-time: SIGKILL of a whole worker group (restarted), a process of group B killed right after every 5th merge or charge it
-performs (the completion not yet recorded), SIGSTOP of a group past its lease
+time: SIGKILL of a whole worker group (restarted), SIGSTOP of a group past its lease
 (then SIGCONT), PostgreSQL stopped in immediate mode (restarted), Redis killed
-(restarted empty). Recovery time: from the moment a fault is repaired (the group
-restarted or continued, the server back) until the attempts it hit are taken over or
-finished and the next step or item commits.
+(restarted empty); and throughout, a process of group B dies right after every 5th
+merge or charge it performs (the completion not yet recorded). Recovery time: from
+the moment a fault is repaired (the group restarted or continued, the server back)
+until the attempts it hit are taken over or finished and the next step or item
+commits.
 """
 
 from __future__ import annotations
