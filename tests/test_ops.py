@@ -130,7 +130,10 @@ def test_a_request_gets_an_id_and_its_log_lines_the_user(operator_client, caplog
 
 
 def run_django(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "LOG_FORMAT", "HTTPS")}
+    # The test session's own switches (the browser tests' DJANGO_ALLOW_ASYNC_UNSAFE, say)
+    # are not a deployment's.
+    unset = ("DEBUG", "LOG_FORMAT", "HTTPS", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(env_extra)
     return subprocess.run(
         [sys.executable, "manage.py", *args],
