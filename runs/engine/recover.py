@@ -88,8 +88,11 @@ def recover_attempt(*, attempt_id: int) -> bool:
         )
         if attempt is None:
             return False
-        step = _crash(attempt)
-        workflow, kind = _labels(step)
+        _crash(attempt)
+        labels = (
+            Step.objects.filter(pk=attempt.step_id).values_list("run__workflow", "kind").first()
+        )
+        workflow, kind = labels or ("?", "?")
         metrics.on_commit(lambda: metrics.RECOVERED.labels(workflow, kind).inc())
         return True
 
@@ -105,7 +108,7 @@ def _probe_after(attempt: Attempt) -> Any:
     return attempt.lease_expires_at + timedelta(seconds=float(settings.RUNS_PROBE_GRACE_SECONDS))
 
 
-def _crash(attempt: Attempt, *, effect_started: bool = True) -> Step:
+def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     """Mark the attempt crashed and apply the effect-kind table of DESIGN.md §3.
     Caller holds the attempt's row lock.
 
@@ -128,7 +131,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> Step:
     workflow, kind = _labels(step)
     metrics.on_commit(lambda: metrics.STEPS.labels(workflow, kind, "crashed").inc())
     if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
-        return step
+        return
     owned = Step.objects.filter(pk=step.id, status=StepStatus.RUNNING, current_attempt=attempt)
     if step.kind == EffectKind.GUARDED and step.parent_id is None and effect_started:
         # The effect may or may not have happened: never guess.
@@ -144,7 +147,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> Step:
             reason=f"worker {attempt.worker or '?'} died (lease expired)",
             probe_after=_probe_after(attempt),
         )
-        return step
+        return
     active = Run.objects.filter(pk=step.run_id, status__in=RUN_ACTIVE).exists()
     if step.has_attempts_left and active:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
@@ -156,7 +159,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> Step:
             reason="attempt crashed",
         )
         publish_on_commit([step.id])
-        return step
+        return
     if step.has_attempts_left:  # but the run was cancelled (or failed) meanwhile
         error = f"attempt {attempt.number} crashed; the run is no longer active"
     else:
@@ -174,7 +177,6 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> Step:
         error=error,
     )
     fail_run(step.run_id, f"step {step.key} failed: {error}")
-    return step
 
 
 def settle_late_finish(
