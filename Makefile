@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install up test lint bench bench-ui bench-retention stop clean
+.PHONY: install up test lint bench bench-ui bench-retention chaos stop clean
 
 # The venv is (re)built when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -50,6 +50,16 @@ bench-ui: install
 BENCH_RETENTION_ARGS ?=
 bench-retention: install
 	$(PY) scripts/stack.py run $(PY) bench/retention.py $(BENCH_RETENTION_ARGS)
+
+## chaos: the chaos soak (bench/chaos.py): real workers, beat, PostgreSQL and Redis of its
+##     own, faults from a fixed seed, then duplicate/lost effects, probes, verify_history
+##     and recovery times. CHAOS_ARGS="--seed 7 --duration 300". Bounded; stops by itself.
+CHAOS_ARGS ?=
+chaos: install
+	@# The clock-skewed worker needs libfaketime (Debian's faketime); without it that fault is skipped.
+	@test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 || [ "$$(id -u)" != 0 ] || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null 2>&1 || true
+	$(PY) bench/chaos.py $(CHAOS_ARGS)
 
 ## stop: stop embedded servers left running by an interrupted `make up` / `make test`.
 stop:

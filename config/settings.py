@@ -95,6 +95,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication: log lines of a request carry its id and its user.
+    "config.requestlog.RequestContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -131,6 +133,9 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# A server that does not answer fails a connection in seconds (readiness checks, workers
+# waiting out a PostgreSQL restart), not after the operating system's TCP timeout.
+RUNS_DB_CONNECT_TIMEOUT_SECONDS = env_float("RUNS_DB_CONNECT_TIMEOUT_SECONDS", 5.0)
 # A worker cut off from the network keeps its session, its open transaction and the
 # claim key it locked until PostgreSQL notices: TCP keepalives (both ends) notice a dead
 # peer within about a minute, and a transaction left idle longer than any transactional
@@ -145,6 +150,7 @@ _server_options = " ".join(
 )
 DATABASES["default"].setdefault("OPTIONS", {})
 DATABASES["default"]["OPTIONS"] = {
+    "connect_timeout": max(1, int(RUNS_DB_CONNECT_TIMEOUT_SECONDS)),
     "keepalives": 1,
     "keepalives_idle": 30,
     "keepalives_interval": 10,
@@ -177,6 +183,41 @@ STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Serve straight from the app folders too, so `make up` needs no collectstatic step.
 WHITENOISE_USE_FINDERS = True
+
+# --- HTTPS (behind a TLS-terminating proxy) ----------------------------------
+# HTTPS=1: redirect http to https (health and metrics paths excepted, for probes inside
+# the network), secure cookies, HSTS. Behind a proxy that sets X-Forwarded-Proto, set
+# SECURE_PROXY_SSL_HEADER=1 so Django knows a request came in over https.
+HTTPS = env_bool("HTTPS", False)
+if HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(env_float("SECURE_HSTS_SECONDS", 31536000))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+# --- Health and metrics ----------------------------------------------------------
+# /readyz and `manage.py check_health` give each dependency this long to answer.
+RUNS_HEALTH_TIMEOUT_SECONDS = env_float("RUNS_HEALTH_TIMEOUT_SECONDS", 3.0)
+# /metrics answers a request that carries `Authorization: Bearer <METRICS_TOKEN>` (when
+# set), or comes from one of METRICS_ALLOWED_NETWORKS (comma-separated CIDRs; default
+# this host only). Everyone else gets 403.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = [
+    n.strip()
+    for n in os.environ.get("METRICS_ALLOWED_NETWORKS", "127.0.0.1/32,::1/128").split(",")
+    if n.strip()
+]
+# A worker serves its own metrics (all its processes) on this port; unset: none.
+RUNS_WORKER_METRICS_PORT = int(os.environ.get("RUNS_WORKER_METRICS_PORT") or 0)
+RUNS_WORKER_METRICS_ADDR = os.environ.get("RUNS_WORKER_METRICS_ADDR") or "127.0.0.1"
 
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -348,11 +389,31 @@ RECONCILIATION_TAKE_MINUTES = env_float("RECONCILIATION_TAKE_MINUTES", 30.0)
 RECONCILIATION_STALE_MINUTES = env_float("RECONCILIATION_STALE_MINUTES", 60.0)
 RECONCILIATION_BULK_MAX = int(env_float("RECONCILIATION_BULK_MAX", 500))
 
+# --- Logs -----------------------------------------------------------------
+# One JSON object per line in production (LOG_FORMAT=json, the default when DEBUG is
+# off), plain text in development; both carry the request id and user of a web request,
+# or the run id, step, attempt and worker of a step (runs/logcontext.py). Step inputs,
+# results and evidence are left out unless RUNS_LOG_PAYLOADS=1: they may hold personal
+# data. Secrets are never logged.
+LOG_FORMAT = (os.environ.get("LOG_FORMAT") or ("plain" if DEBUG else "json")).lower()
+if LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or plain, not {LOG_FORMAT!r}")
+RUNS_LOG_PAYLOADS = env_bool("RUNS_LOG_PAYLOADS", False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "config.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s%(context_text)s"},
+        "json": {"()": "config.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

@@ -2,9 +2,14 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from config import health
 from runs.accounts import LoginView, LogoutView
 
 urlpatterns = [
+    # Operations: no login (health for probes; metrics by token or network).
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
     # One login page for the whole product: the admin's sends people to ours.
     path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
     path("admin/", admin.site.urls),

@@ -673,6 +673,8 @@ def cmd_up(host: str, port: int) -> int:
         )
 
         env = {"PYTHONUNBUFFERED": "1", **svc.child_env()}  # timely, interleaved output
+        # Development reads plain log lines; production's default is JSON (LOG_FORMAT).
+        env.setdefault("LOG_FORMAT", os.environ.get("LOG_FORMAT") or "plain")
         py = sys.executable
         celery = [py, "-m", "celery", "-A", "config"]
         schedule = str(DEV_VAR / "celerybeat-schedule")

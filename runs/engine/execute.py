@@ -5,10 +5,13 @@ decision is a fenced, conditional write in start.py, complete.py or mapping.py."
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 import uuid
 from typing import Any
 
+from runs import metrics
+from runs.logcontext import log_context, payload
 from runs.models import Step
 from runs.states import EffectKind
 from runs.workflows.definition import Context, FencingToken, NotApplied, StepDef
@@ -61,11 +64,30 @@ def _context_factory(started: Started) -> Any:
 
 
 def execute_step(*, step_id: int, worker: str) -> str:
-    """Run one attempt of a step; return a word saying how it ended (for logs)."""
-    started = start_attempt(step_id=step_id, worker=worker)
-    if started is None:
-        return "skipped"
-    return run_attempt(started)
+    """Run one attempt of a step; return a word saying how it ended (for logs). Every
+    log line written meanwhile carries the run, step, attempt and worker."""
+    with log_context(worker=worker):
+        started = start_attempt(step_id=step_id, worker=worker)
+        if started is None:
+            return "skipped"
+        with log_context(
+            run_id=str(started.run.id), step=started.step.key, attempt=started.attempt.number
+        ):
+            labels = (started.run.workflow, str(started.step.kind))
+            metrics.STEPS.labels(*labels, "started").inc()
+            _observe_queue_wait(started, labels)
+            began = time.monotonic()
+            outcome = run_attempt(started)
+            metrics.STEP_SECONDS.labels(*labels).observe(time.monotonic() - began)
+            metrics.STEPS.labels(*labels, outcome).inc()
+            log.info("step %s attempt %s %s", started.step.key, started.attempt.number, outcome)
+            return outcome
+
+
+def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:
+    queued, began = started.step.queued_at, getattr(started.attempt, "started_at", None)
+    if queued is not None and began is not None and not hasattr(began, "resolve_expression"):
+        metrics.QUEUE_WAIT.labels(*labels).observe(max(0.0, (began - queued).total_seconds()))
 
 
 def run_attempt(started: Started) -> str:
@@ -105,7 +127,15 @@ def run_attempt(started: Started) -> str:
     except NotApplied as exc:
         return _fail(started, exc, uncertain=False)
     except Exception as exc:
-        log.warning("step %s attempt %s raised %s", step.key, started.attempt.number, exc)
+        # The message may quote the step's data: its text is in the attempt's error,
+        # and in the log only if RUNS_LOG_PAYLOADS allows.
+        log.warning(
+            "step %s attempt %s raised %s: %s",
+            step.key,
+            started.attempt.number,
+            type(exc).__name__,
+            payload(str(exc)),
+        )
         return _fail(started, exc, uncertain=True)
 
 

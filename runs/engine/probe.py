@@ -31,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from runs import events
+from runs import events, metrics
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus
 from runs.workflows import registry
@@ -182,7 +182,9 @@ def probe_claim(*, claim_id: int) -> str:
             publish_probes([claim_id], {claim_id: early})
             return "early"
         return "skipped"
-    return ask_probe(claim, stepdef).word
+    word = ask_probe(claim, stepdef).word
+    metrics.PROBES.labels(word).inc()
+    return word
 
 
 def reprobe_claim(*, claim_id: int, actor: AbstractBaseUser | str) -> ProbeOutcome:

@@ -24,7 +24,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
-from runs import events
+from runs import events, metrics
+from runs.logcontext import payload
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
@@ -88,7 +89,17 @@ def recover_attempt(*, attempt_id: int) -> bool:
         if attempt is None:
             return False
         _crash(attempt)
+        labels = (
+            Step.objects.filter(pk=attempt.step_id).values_list("run__workflow", "kind").first()
+        )
+        workflow, kind = labels or ("?", "?")
+        metrics.on_commit(lambda: metrics.RECOVERED.labels(workflow, kind).inc())
         return True
+
+
+def _labels(step: Step) -> tuple[str, str]:
+    workflow = Run.objects.filter(pk=step.run_id).values_list("workflow", flat=True).first()
+    return workflow or "?", str(step.kind)
 
 
 def _probe_after(attempt: Attempt) -> Any:
@@ -117,6 +128,8 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         step=step.key,
         worker=attempt.worker,
     )
+    workflow, kind = _labels(step)
+    metrics.on_commit(lambda: metrics.STEPS.labels(workflow, kind, "crashed").inc())
     if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
         return
     owned = Step.objects.filter(pk=step.id, status=StepStatus.RUNNING, current_attempt=attempt)
@@ -209,7 +222,7 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
             row.key,
             row.status,
             row.resolved_by,
-            evidence,
+            payload(evidence),
         )
         events.append_event(
             started.run.id,
@@ -221,7 +234,9 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
             resolved_by=row.resolved_by,
         )
     else:
-        log.warning("late result for claim %s (%s) not kept: %s", row.key, row.status, evidence)
+        log.warning(
+            "late result for claim %s (%s) not kept: %s", row.key, row.status, payload(evidence)
+        )
 
 
 def republish_stale(*, limit: int = 200) -> list[int]:

@@ -1,0 +1,48 @@
+"""Log formats: one JSON object per line in production (LOG_FORMAT=json, the default
+when DEBUG is off), plain text in development. Both carry the context of
+runs/logcontext.py (request id and user, or run id, step, attempt and worker)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from runs.logcontext import current
+
+CONTEXT_KEYS = ("request_id", "user", "run_id", "step", "attempt", "worker")
+# LogRecord's own attributes: anything else on a record came from `extra=`.
+_RECORD_KEYS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "context"}
+
+
+class ContextFilter(logging.Filter):
+    """Copy the bound context onto the record (as `record.context`, and as a
+    ` [run_id=… step=…]` suffix for the plain format)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = current()
+        record.context = fields
+        record.context_text = (
+            " [" + " ".join(f"{k}={fields[k]}" for k in CONTEXT_KEYS if k in fields) + "]"
+            if fields
+            else ""
+        )
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, "context", None) or current())
+        for key, value in vars(record).items():
+            if key not in _RECORD_KEYS and key not in entry and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
