@@ -503,3 +503,20 @@ def test_beat_schedules_the_purge_and_its_task_applies_the_policies(db, settings
     assert run.compacted_at is not None
     (purge,) = RetentionPurge.objects.all()
     assert purge.finished_at is not None and purge.counts["events"]["runs"] == 1
+
+
+def test_a_purge_moves_the_retention_metric_by_what_it_committed(
+    db, django_capture_on_commit_callbacks
+):
+    from prometheus_client import REGISTRY
+
+    def rows(stage: str, action: str) -> float:
+        labels = {"stage": stage, "action": action}
+        return REGISTRY.get_sample_value("durable_runs_retention_rows_total", labels) or 0.0
+
+    age(finished(count=4, batch_size=2, key="metrics"), 100)
+    before = rows("events", "events_deleted"), rows("registry", "claims_deleted")
+    with django_capture_on_commit_callbacks(execute=True):
+        (purge,) = retention.apply()
+    assert rows("events", "events_deleted") - before[0] == purge.counts["events"]["events_deleted"]
+    assert rows("registry", "claims_deleted") - before[1] == 4

@@ -46,6 +46,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
+from runs import metrics
 from runs.history import Projection, fold
 from runs.models import (
     Claim,
@@ -540,6 +541,7 @@ def purge(
                     break
                 for key, value in done.items():
                     totals[key] = totals.get(key, 0) + value
+                _count_rows(stage, done)
                 result.batches += 1
                 RetentionPurge.objects.filter(pk=record.id).update(
                     counts=result.counts, batches=result.batches
@@ -553,6 +555,14 @@ def purge(
     )
     result.seconds = time.monotonic() - started
     return result
+
+
+def _count_rows(stage: str, done: dict[str, int]) -> None:
+    """durable_runs_retention_rows_total{stage, action}: rows compacted or deleted,
+    counted when the batch commits (runs/metrics.py)."""
+    for key, value in done.items():
+        if key != "runs" and value:
+            metrics.on_commit(lambda k=key, v=value: metrics.PURGED.labels(stage, k).inc(v))
 
 
 def apply(*, policy: str | None = None, dry_run: bool = False) -> list[PolicyResult]:
