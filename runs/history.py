@@ -27,6 +27,8 @@ STEP_STATUS_BY_EVENT = {
     ev.STEP_RETRYING: StepStatus.RETRYING,
     ev.STEP_FAILED: StepStatus.FAILED,
     ev.STEP_UNRESOLVED: StepStatus.UNRESOLVED,
+    ev.STEP_WAITING: StepStatus.WAITING,
+    ev.STEP_SKIPPED: StepStatus.SKIPPED,
 }
 CLAIM_STATUS_BY_EVENT = {
     ev.CLAIM_TAKEN: ClaimStatus.IN_FLIGHT,
@@ -43,6 +45,9 @@ RUN_STATUS_BY_EVENT = {
     ev.RUN_SUCCEEDED: RunStatus.SUCCEEDED,
     ev.RUN_FAILED: RunStatus.FAILED,
     ev.RUN_CANCELLED: RunStatus.CANCELLED,
+    ev.RUN_WAITING: RunStatus.WAITING,
+    ev.RUN_WOKEN: RunStatus.RUNNING,
+    ev.RUN_COMPENSATING: RunStatus.COMPENSATING,
 }
 
 
@@ -66,6 +71,8 @@ def project(run_id: Any) -> Projection:
         if e.type == ev.RUN_SUBMITTED:
             for planned in data.get("plan", []):
                 p.steps[planned["key"]] = StepStatus.PENDING
+        elif e.type == ev.COMPENSATION_PLANNED:
+            p.steps[data["step"]] = StepStatus.QUEUED
         elif e.type in STEP_STATUS_BY_EVENT:
             p.steps[data["step"]] = STEP_STATUS_BY_EVENT[e.type]
         elif e.type == ev.PLAN_EXPANDED:

@@ -319,3 +319,108 @@ def steady(ctx: Context) -> str:
 @fork.step(kind=PURE, after=["steady"])
 def after_steady(ctx: Context) -> str:
     return "after steady"
+
+
+# --- authoring (issue 13): waits, sleeps, conditions, collected results ---------------
+from datetime import timedelta  # noqa: E402
+
+wait_approval = workflow("wait-approval", version=1, input={"order": int})
+
+
+@wait_approval.step(kind=PURE)
+def prepare(ctx: Context) -> dict[str, Any]:
+    return {"order": ctx.input["order"]}
+
+
+@wait_approval.wait(signal="approval", timeout=timedelta(seconds=4), on_timeout="fail")
+def approval(ctx: Context) -> None:
+    """Waits for a person's decision (its body is not called)."""
+
+
+@wait_approval.step(kind=PURE)
+def act(ctx: Context) -> dict[str, Any]:
+    # `prepare` is not a direct dependency: ctx.results reaches any earlier step.
+    return {"order": ctx.results["prepare"]["order"], "decision": ctx.results["approval"]}
+
+
+wait_continue = workflow("wait-continue", version=1)
+
+
+@wait_continue.wait(signal="nudge", timeout=timedelta(seconds=1), on_timeout="continue")
+def nudge(ctx: Context) -> None:
+    """Continues without the signal after a second."""
+
+
+@wait_continue.step(kind=PURE)
+def after_nudge(ctx: Context) -> Any:
+    return ctx.results["nudge"]
+
+
+queued_signals = workflow("queued-signals", version=1)
+
+
+@queued_signals.wait(signal="tick", on_duplicate="queue")
+def first_tick(ctx: Context) -> None:
+    """Takes the first `tick`."""
+
+
+@queued_signals.wait(signal="tick", on_duplicate="queue")
+def second_tick(ctx: Context) -> None:
+    """Takes the second `tick`."""
+
+
+sleepy = workflow("sleepy", version=1, input={"seconds": float})
+
+
+@sleepy.sleep(for_=lambda ctx: timedelta(seconds=ctx.input["seconds"]))
+def nap(ctx: Context) -> None:
+    """Sleeps for the input's seconds."""
+
+
+@sleepy.step(kind=PURE)
+def woke(ctx: Context) -> str:
+    return "awake"
+
+
+conditional = workflow("conditional", version=1, input={"ship": bool})
+
+
+@conditional.step(kind=PURE)
+def decide(ctx: Context) -> bool:
+    return bool(ctx.input["ship"])
+
+
+@conditional.step(kind=PURE, when=lambda ctx: ctx.results["decide"])
+def ship(ctx: Context) -> str:
+    return "shipped"
+
+
+@conditional.step(kind=PURE, name="report")
+def conditional_report(ctx: Context) -> dict[str, Any]:
+    return {"decided": ctx.results["decide"], "ship": ctx.results["ship"]}
+
+
+collect_map = workflow(
+    "collect-map", version=1, input={"count": int, "batch_size": Field(int, default=50)}
+)
+
+
+@collect_map.step(kind=PURE, name="numbers")
+def count_up(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+@collect_map.map_step(over="numbers", batch_size="batch_size", kind=TRANSACTIONAL)
+def double(ctx: Context, n: int) -> int:
+    return n * 2
+
+
+@collect_map.step(kind=PURE, collect="double")
+def gather(ctx: Context) -> dict[str, Any]:
+    assert ctx.collected is not None
+    values = list(ctx.collected)
+    return {
+        "len": len(ctx.collected),
+        "ordered": values == [n * 2 for n in range(len(values))],
+        "sum": sum(values),
+    }

@@ -3,11 +3,13 @@
 engine.submit(workflow=..., version=..., input=..., key=...)   # -> Submission
 engine.cancel_run(run_id=..., actor=..., reason=...)
 engine.execute_step(step_id=..., worker=...)      # the Celery task's body
-engine.sweep()                                    # recovery
+engine.sweep()                                    # recovery (and timers due)
+engine.send_signal(run_id=..., name=..., payload=..., actor=...)
 """
 
 from .errors import (
     AttemptFenced,
+    DuplicateSignal,
     EngineError,
     InvalidInput,
     InvalidSubmissionKey,
@@ -15,6 +17,7 @@ from .errors import (
     RunNotFound,
     StepNotRetryable,
     SubmissionKeyConflict,
+    UnknownSignal,
     UnknownVersion,
     UnknownWorkflow,
 )
@@ -23,9 +26,11 @@ from .operate import RetryPlan, cancel_run, preview_retry, retry_steps
 from .probe import probe_claim
 from .recover import recover_attempt, sweep
 from .submit import Submission, resolve_workflow, submit, submit_run
+from .waits import send_signal
 
 __all__ = [
     "AttemptFenced",
+    "DuplicateSignal",
     "EngineError",
     "InvalidInput",
     "InvalidSubmissionKey",
@@ -35,6 +40,7 @@ __all__ = [
     "StepNotRetryable",
     "Submission",
     "SubmissionKeyConflict",
+    "UnknownSignal",
     "UnknownVersion",
     "UnknownWorkflow",
     "cancel_run",
@@ -44,6 +50,7 @@ __all__ = [
     "recover_attempt",
     "resolve_workflow",
     "retry_steps",
+    "send_signal",
     "submit",
     "submit_run",
     "sweep",

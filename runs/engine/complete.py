@@ -310,7 +310,7 @@ def mark_unresolved(
         step=step.key,
         reason=reason,
     )
-    if Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+    if Run.objects.filter(pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.WAITING]).update(
         status=RunStatus.NEEDS_RECONCILIATION, updated_at=Now()
     ):
         events.append_event(run_id, events.RUN_NEEDS_RECONCILIATION, step=step.key)
@@ -383,7 +383,24 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
 
 
 def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+    """A pending step's dependencies are done: queue it (expand it, for a map step), or
+    skip it if its condition is false (its dependents then proceed, as after a
+    success)."""
     stepdef = workflow.steps[step.name]
+    if stepdef.when is not None:
+        from .conditions import condition_holds
+
+        holds = condition_holds(run_id, step, stepdef)
+        if holds is None:  # the condition raised: the step failed, and the run
+            return []
+        if not holds:
+            n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
+                status=StepStatus.SKIPPED, finished_at=Now()
+            )
+            if n != 1:
+                raise RuntimeError(f"step {step.key} was not pending")
+            events.append_event(run_id, events.STEP_SKIPPED, step_id=step.id, step=step.key)
+            return step_succeeded(run_id=run_id, step=step, workflow=workflow)
     if stepdef.is_map:
         from .mapping import expand
 

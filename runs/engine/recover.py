@@ -40,11 +40,13 @@ class SweepReport:
     crashed: list[int] = field(default_factory=list)
     republished: list[int] = field(default_factory=list)
     probes: list[int] = field(default_factory=list)
+    woken: list[int] = field(default_factory=list)  # waiting steps whose time came
 
     def __str__(self) -> str:
         return (
             f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished "
-            f"step(s), {len(self.probes)} republished probe(s)"
+            f"step(s), {len(self.probes)} republished probe(s), {len(self.woken)} woken "
+            "timer(s)"
         )
 
 
@@ -67,9 +69,12 @@ def sweep(*, limit: int = 200) -> SweepReport:
             tried.add(attempt_id)
             if recover_attempt(attempt_id=attempt_id):
                 report.crashed.append(attempt_id)
+    from .waits import wake_due
+
+    report.woken = wake_due(limit=limit)
     report.republished = republish_stale(limit=limit)
     report.probes = republish_probes(limit=limit)
-    if report.crashed or report.republished or report.probes:
+    if report.crashed or report.republished or report.probes or report.woken:
         log.info("recovery sweep: %s", report)
     return report
 

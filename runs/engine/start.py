@@ -69,6 +69,13 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
         refuse(step, worker, f"workflow {run.workflow} v{run.version} is unknown to its worker")
         return None
     stepdef = wf.steps[step.name]
+    if stepdef.is_wait:
+        # Waits hold no worker and take no attempt: parked or ended in one transaction.
+        from .waits import reach_wait
+
+        outcome = reach_wait(step_id=step.id, workflow=wf, stepdef=stepdef)
+        log.info("wait step %s: %s", step.key, outcome)
+        return None
     if step.status == StepStatus.RUNNING and step.current_attempt_id is not None:
         # A redelivery that finds an expired lease may take over; a live one wins.
         from .recover import recover_attempt
