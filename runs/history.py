@@ -72,7 +72,7 @@ def project(run_id: Any) -> Projection:
             for planned in data.get("plan", []):
                 p.steps[planned["key"]] = StepStatus.PENDING
         elif e.type == ev.COMPENSATION_PLANNED:
-            p.steps[data["step"]] = StepStatus.QUEUED
+            p.steps[data["step"]] = data["status"]
         elif e.type in STEP_STATUS_BY_EVENT:
             p.steps[data["step"]] = STEP_STATUS_BY_EVENT[e.type]
         elif e.type == ev.PLAN_EXPANDED:

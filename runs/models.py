@@ -42,6 +42,9 @@ class Run(models.Model):
     steps_remaining = models.PositiveIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    # While compensating: how the run ends once its compensations are done (cancelled
+    # or failed, as it was ending when they started).
+    ends_as = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -71,6 +74,11 @@ class Run(models.Model):
                 )
                 | Q(finished_at__isnull=False, status__in=list(RUN_FINISHED)),
                 name="run_finished_at_iff_finished",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=RunStatus.COMPENSATING)
+                | Q(ends_as__in=[RunStatus.CANCELLED, RunStatus.FAILED]),
+                name="run_compensating_knows_its_end",
             ),
         ]
 
@@ -111,6 +119,8 @@ class Step(models.Model):
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="batches"
     )
     batch_index = models.PositiveIntegerField(null=True, blank=True)
+    # A compensation step (issue 13): the name of the step whose effect it undoes.
+    compensates = models.CharField(max_length=100, blank=True, default="")
     items = models.JSONField(null=True, blank=True)
     pending_children = models.PositiveIntegerField(null=True, blank=True)
     # The plan revision in which this step entered the plan; part of its idempotency

@@ -164,3 +164,20 @@ def test_definition_refuses_bad_authoring_declarations():
         wf.wait(signal="s", on_timeout="explode")
     with pytest.raises(WorkflowDefinitionError, match="positive timedelta"):
         wf.wait(signal="s", timeout=0)  # type: ignore[arg-type]
+
+
+def test_retried_wait_starts_its_timer_again_and_takes_a_late_signal():
+    run = run_inline("wait-approval", input={"order": 9})
+    assert run.status == "failed"
+    engine.retry_steps(run_id=run.id, step_keys=["approval"], actor="ada")
+    assert _step(run, "approval").wake_at is None
+    engine.send_signal(run_id=run.id, name="approval", payload="late", actor="ada")
+    from runs.testing import _commits
+
+    for _ in range(3):
+        for step in Step.objects.filter(run=run, status="queued"):
+            with _commits():
+                engine.execute_step(step_id=step.id, worker="test")
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+    assert _step(run, "act").result["decision"]["payload"] == "late"

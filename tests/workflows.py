@@ -424,3 +424,43 @@ def gather(ctx: Context) -> dict[str, Any]:
         "ordered": values == [n * 2 for n in range(len(values))],
         "sum": sum(values),
     }
+
+
+# --- compensation -----------------------------------------------------------------------
+compensated = workflow(
+    "compensated-order", version=1, input={"outcome": str, "undo": Field(str, default="ok")}
+)
+
+
+@compensated.compensation(kind=PURE)
+def release(ctx: Context) -> dict[str, Any]:
+    return {"released": ctx.results["reserve"]}
+
+
+@compensated.compensation(kind=GUARDED, retry=Retry(max_attempts=1))
+def refund(ctx: Context) -> dict[str, Any]:
+    if ctx.input["undo"] == "uncertain":
+        raise TimeoutError("the payment API did not answer the refund")
+    return {"refunded": ctx.results["charge"]}
+
+
+@compensated.step(kind=PURE, compensate="release")
+def reserve(ctx: Context) -> str:
+    return "seat-1"
+
+
+@compensated.step(kind=PURE, compensate="refund")
+def charge(ctx: Context) -> int:
+    return 100
+
+
+@compensated.wait(signal="go", when=lambda ctx: ctx.input["outcome"] == "wait")
+def go(ctx: Context) -> None:
+    """Only when told to wait: a run to cancel while it waits."""
+
+
+@compensated.step(kind=PURE, retry=Retry(max_attempts=1))
+def finish(ctx: Context) -> str:
+    if ctx.input["outcome"] == "fail":
+        raise RuntimeError("the order cannot be completed")
+    return "done"

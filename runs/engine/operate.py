@@ -19,6 +19,7 @@ from runs.states import RUN_ACTIVE, ClaimStatus, EffectKind, RunStatus, StepStat
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
+from .compensate import begin_compensation
 from .complete import make_ready
 from .dispatch import publish_on_commit
 from .errors import RunNotActive, RunNotFound, StepNotRetryable
@@ -28,13 +29,18 @@ from .resolve import actor_name
 def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:
     """Cancel an active run: no new step starts from now on (starting a step requires
     an active run, in the same UPDATE that starts it), attempts already running finish
-    and are recorded, but queue nothing after them; the run ends `cancelled`.
+    and are recorded, but queue nothing after them; the run ends `cancelled` (first
+    `compensating`, if steps that name a compensation succeeded: compensate.py).
     Unresolved claims stay in the reconciliation queue: a decision on them is recorded
     and schedules nothing. Refuses: RunNotFound, RunNotActive."""
     who = actor_name(actor)
     reason = (reason or "").strip()
     error = f"cancelled by {who}" + (f": {reason}" if reason else "")
     with transaction.atomic():
+        # Steps that name a compensation succeeded: undo them first (compensate.py);
+        # the run ends cancelled when they are done.
+        if begin_compensation(run_id, ends_as=RunStatus.CANCELLED, error=error, actor=who):
+            return Run.objects.get(pk=run_id)
         n = Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).update(
             status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
         )
@@ -187,7 +193,7 @@ def retry_steps(
         )
         queued: list[int] = []
         for step in steps:
-            stepdef = workflow.steps.get(step.name) if workflow else None
+            stepdef = workflow.stepdef(step.name) if workflow else None
             grant = stepdef.retry.max_attempts if stepdef else 1
             failed_claim = Claim.objects.filter(
                 step=step, item_key__isnull=True, status=ClaimStatus.FAILED
@@ -199,6 +205,7 @@ def retry_steps(
                 error="",
                 max_attempts=F("attempts") - F("deferred_attempts") + grant,
                 claim_generation=F("claim_generation") + (1 if failed_claim else 0),
+                wake_at=None,  # a retried wait or sleep starts its timer again
             )
             if n != 1:
                 raise StepNotRetryable(f"step {step.key} is no longer failed")

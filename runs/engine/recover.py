@@ -26,9 +26,15 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Attempt, Claim, Run, Step
-from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, StepStatus
+from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 
-from .complete import close_claims_on_give_up, ensure_json, fail_run, mark_unresolved
+from .complete import (
+    close_claims_on_give_up,
+    ensure_json,
+    fail_run,
+    mark_unresolved,
+    statuses_going_on,
+)
 from .dispatch import publish_on_commit
 from .start import Started
 
@@ -140,7 +146,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             probe_after=_probe_after(attempt),
         )
         return
-    active = Run.objects.filter(pk=step.run_id, status__in=RUN_ACTIVE).exists()
+    active = Run.objects.filter(pk=step.run_id, status__in=statuses_going_on(step)).exists()
     if step.has_attempts_left and active:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
         events.append_event(
@@ -168,7 +174,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         step=step.key,
         error=error,
     )
-    fail_run(step.run_id, f"step {step.key} failed: {error}")
+    fail_run(step.run_id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
 
 
 def settle_late_finish(
@@ -235,10 +241,11 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     A duplicate of a message that was merely slow is harmless."""
     bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
     active_run = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ACTIVE))
+    compensating = Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.COMPENSATING))
     with transaction.atomic():
         stale = list(
             Step.objects.select_for_update(skip_locked=True)
-            .filter(active_run)
+            .filter(Q(active_run) | (Q(compensating) & ~Q(compensates="")))
             .filter(
                 Q(status=StepStatus.QUEUED, queued_at__lt=Now() - bound)
                 | Q(status=StepStatus.RETRYING, next_attempt_at__lt=Now() - bound)

@@ -246,7 +246,7 @@ def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> 
     )
     assert n == 1
     events.append_event(run.id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error)
-    fail_run(run.id, f"step {step.key} failed: {error}")
+    fail_run(run.id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
 
 
 def _resume_if_reconciled(run_id: uuid.UUID) -> None:

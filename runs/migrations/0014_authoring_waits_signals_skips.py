@@ -1,5 +1,6 @@
 """Authoring (issue 13): run statuses `waiting` and `compensating`, step statuses
-`waiting` and `skipped`, the step's timer (`wake_at`) and the Signal table.
+`waiting` and `skipped`, the step's timer (`wake_at`), the Signal table, and for
+compensation the run's `ends_as` and the step's `compensates`.
 
 The new edges of DESIGN.md §5 are also enforced by a trigger, so that no code path
 (nor a hand-written UPDATE) can enter or leave them any other way:
@@ -157,6 +158,20 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='signal',
             constraint=models.CheckConstraint(condition=models.Q(models.Q(('consumed_at__isnull', True), ('consumed_by_step__isnull', True)), models.Q(('consumed_at__isnull', False), ('consumed_by_step__isnull', False)), _connector='OR'), name='signal_consumed_at_iff_consumed'),
+        ),
+            migrations.AddField(
+            model_name='run',
+            name='ends_as',
+            field=models.CharField(blank=True, default='', max_length=16),
+        ),
+        migrations.AddField(
+            model_name='step',
+            name='compensates',
+            field=models.CharField(blank=True, default='', max_length=100),
+        ),
+        migrations.AddConstraint(
+            model_name='run',
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status', 'compensating'), _negated=True), ('ends_as__in', ['cancelled', 'failed']), _connector='OR'), name='run_compensating_knows_its_end'),
         ),
         migrations.RunSQL(FORWARD, BACKWARD),
     ]

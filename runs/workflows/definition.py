@@ -296,6 +296,13 @@ class Workflow:
                     f"{self.name}: step {step_name!r} names compensation {compensate!r}, "
                     "which is not declared before it with @wf.compensation(kind=...)"
                 )
+            if compensate is not None and any(
+                s.compensate == compensate for s in self.steps.values()
+            ):
+                raise WorkflowDefinitionError(
+                    f"{self.name}: compensation {compensate!r} already undoes another step; "
+                    "declare one compensation per step (each is a step with its own claim)"
+                )
             self._add(
                 StepDef(
                     name=step_name,
@@ -531,6 +538,10 @@ class Workflow:
     # -- using the definition ---------------------------------------------------
     def dependents(self, step_name: str) -> list[str]:
         return [s.name for s in self.steps.values() if step_name in s.after]
+
+    def stepdef(self, name: str) -> StepDef | None:
+        """A step of the plan, or a compensation, by name."""
+        return self.steps.get(name) or self.compensations.get(name)
 
     def waits_for(self, signal: str) -> list[StepDef]:
         """The wait steps that consume signal `signal`."""
