@@ -21,7 +21,9 @@ class RunStatus(models.TextChoices):
     # needs_reconciliation -> running   every unresolved claim was resolved
     # running -> succeeded | failed    all steps succeeded | a step failed for good
     # pending|running|waiting|needs_reconciliation -> cancelled   (operator)
-    # running -> waiting         a step waits for a signal or a time (no worker held)
+    # running -> waiting         a step waits for a signal or a time (no worker held);
+    #                            `waiting` means: some step waits, none is unresolved
+    #                            (steps of other branches may still run meanwhile)
     # waiting -> running         its last waiting step was woken (signal, timer)
     # waiting -> needs_reconciliation   a claim of another branch became unresolved
     # pending|running|waiting|needs_reconciliation -> compensating

@@ -181,3 +181,24 @@ def test_retried_wait_starts_its_timer_again_and_takes_a_late_signal():
     run.refresh_from_db()
     assert run.status == "succeeded"
     assert _step(run, "act").result["decision"]["payload"] == "late"
+
+
+def test_a_run_resumed_after_reconciliation_still_waits_for_its_signal():
+    from runs.engine.resolve import resolve_claim
+    from runs.models import Claim
+
+    run = run_inline("branch-wait")
+    assert run.status == "needs_reconciliation"
+    assert run.step_statuses == {"hold_on": "waiting", "poke": "unresolved"}
+    claim = Claim.objects.get(run=run)
+    resolve_claim(claim, "succeeded", actor="ann", note="it did answer", result="ok")
+    run.refresh_from_db()
+    assert run.status == "waiting"
+    engine.send_signal(run_id=run.id, name="go", actor="ann")
+    from runs.testing import _commits
+
+    for step in Step.objects.filter(run=run, status="queued"):
+        with _commits():
+            engine.execute_step(step_id=step.id, worker="test")
+    run.refresh_from_db()
+    assert run.status == "succeeded"

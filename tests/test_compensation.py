@@ -95,3 +95,22 @@ def engine_resolve(claim_id: int) -> None:
         note="refund seen in the payment dashboard",
         result={"refunded": 100},
     )
+
+
+def test_run_pages_show_compensating_skipped_and_waiting_runs(operator_client):
+    waiting = run_inline("compensated-order", input={"outcome": "wait"})
+    compensating = run_inline("compensated-order", input={"outcome": "fail", "undo": "uncertain"})
+    skipped = run_inline("compensated-order", input={"outcome": "ok"})
+    for run, words in (
+        (waiting, ["waiting", "Send signal “go”…"]),
+        (compensating, ["compensating", "refund", "release"]),
+        (skipped, ["skipped"]),
+    ):
+        page = operator_client.get(f"/runs/{run.id}/")
+        assert page.status_code == 200
+        text = page.content.decode()
+        for word in words:
+            assert word in text, (run.status, word)
+    listing = operator_client.get("/runs/?status=compensating").content.decode()
+    assert str(compensating.id) in listing
+    assert operator_client.get("/").status_code == 200

@@ -464,3 +464,16 @@ def finish(ctx: Context) -> str:
     if ctx.input["outcome"] == "fail":
         raise RuntimeError("the order cannot be completed")
     return "done"
+
+
+branch_wait = workflow("branch-wait", version=1)
+
+
+@branch_wait.wait(signal="go", after=[])
+def hold_on(ctx: Context) -> None:
+    """Waits while the other branch runs."""
+
+
+@branch_wait.step(kind=GUARDED, after=[], retry=Retry(max_attempts=1))
+def poke(ctx: Context) -> str:
+    raise TimeoutError("no answer")
