@@ -30,7 +30,9 @@ class RunStatus(models.TextChoices):
     #                            cancelled or failed after a step with a compensation
     #                            succeeded: the compensations run, newest first
     # compensating -> cancelled | failed   all compensations finished (as the run was
-    #                            ending); an unresolved one keeps the run compensating
+    #                            ending); an unresolved one keeps the run compensating;
+    #                            one failed for good: failed, naming it
+    # failed -> compensating     an operator retries that failed compensation
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"

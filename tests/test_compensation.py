@@ -114,3 +114,33 @@ def test_run_pages_show_compensating_skipped_and_waiting_runs(operator_client):
     listing = operator_client.get("/runs/?status=compensating").content.decode()
     assert str(compensating.id) in listing
     assert operator_client.get("/").status_code == 200
+
+
+def test_a_failed_compensation_ends_the_run_failed_and_a_retry_resumes_compensating():
+    from unittest import mock
+
+    from tests import workflows
+
+    def refund_fails(ctx):
+        raise workflows.NotApplied("the payment API refused the refund")
+
+    spec = workflows.compensated.compensations["refund"]
+    with mock.patch.object(spec, "fn", refund_fails):
+        run = run_inline("compensated-order", input={"outcome": "fail"})
+    assert run.status == "failed"
+    assert "step refund failed" in run.error
+    assert Step.objects.get(run=run, name="release").status == "pending"
+    with pytest.raises(engine.StepNotRetryable, match="no failed step finish"):
+        engine.retry_steps(run_id=run.id, step_keys=["finish"], actor="ada")
+
+    reopened = engine.retry_steps(run_id=run.id, step_keys=["refund"], actor="ada")
+    assert reopened.status == "compensating"
+    from runs.testing import _commits
+
+    for _ in range(3):
+        for step in Step.objects.filter(run=run, status="queued"):
+            with _commits():
+                engine.execute_step(step_id=step.id, worker="test")
+    run.refresh_from_db()
+    assert run.status == "failed"  # as it was ending, now fully compensated
+    assert _order(run) == ["refund", "release"]

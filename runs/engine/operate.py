@@ -88,8 +88,12 @@ class RetryPlan:
 
 
 def _failed_steps(run: Run, step_keys: list[str]) -> list[Step]:
-    """The failed steps named (a map step's name stands for its failed batches)."""
+    """The failed steps named (a map step's name stands for its failed batches). In a
+    run that was being compensated only its compensations can be retried: the run is
+    being undone, its plan is not resumed."""
     failed = list(Step.objects.filter(run=run, status=StepStatus.FAILED).order_by("id"))
+    if _compensated(run):
+        failed = [s for s in failed if s.compensates]
     wanted: list[Step] = []
     unknown = []
     for key in step_keys:
@@ -109,6 +113,10 @@ def _failed_steps(run: Run, step_keys: list[str]) -> list[Step]:
             "or the run could never finish"
         )
     return wanted
+
+
+def _compensated(run: Run) -> bool:
+    return Step.objects.filter(run=run, parent__isnull=True).exclude(compensates="").exists()
 
 
 def _retry_key(run: Run, step: Step) -> str:
@@ -184,6 +192,9 @@ def retry_steps(
         workflow = registry.get(run.workflow, run.version)
         unresolved = Claim.objects.filter(run=run, status=ClaimStatus.UNRESOLVED).exists()
         status = RunStatus.NEEDS_RECONCILIATION if unresolved else RunStatus.RUNNING
+        compensating = _compensated(run)
+        if compensating:  # a failed compensation retried: the run compensates again
+            status = RunStatus.COMPENSATING
         n = Run.objects.filter(pk=run.id, status=RunStatus.FAILED).update(
             status=status, error="", finished_at=None, updated_at=Now()
         )
@@ -217,14 +228,14 @@ def retry_steps(
                 reason=f"retried by {who}",
             )
             queued.append(step.id)
-        queued.extend(_queue_ready_pending(run, workflow))
+        if not compensating:
+            queued.extend(_queue_ready_pending(run, workflow))
         # Steps queued before the run failed never started (their messages were
         # refused meanwhile): send them again.
-        queued.extend(
-            Step.objects.filter(run=run, status=StepStatus.QUEUED)
-            .exclude(pk__in=queued)
-            .values_list("id", flat=True)
-        )
+        again = Step.objects.filter(run=run, status=StepStatus.QUEUED).exclude(pk__in=queued)
+        if compensating:
+            again = again.exclude(compensates="")
+        queued.extend(again.values_list("id", flat=True))
         publish_on_commit(queued)
     run.refresh_from_db()
     return run

@@ -8,8 +8,8 @@ The new edges of DESIGN.md §5 are also enforced by a trigger, so that no code p
   waiting step only goes back to queued.
 - run: only running|needs_reconciliation -> waiting; a waiting run goes back to
   running, or to needs_reconciliation, compensating, cancelled, failed; only an
-  unfinished run becomes compensating, and a compensating run only ends cancelled or
-  failed.
+  unfinished run becomes compensating (or a failed one whose failed compensation is
+  retried), and a compensating run only ends cancelled or failed.
 """
 
 import django.db.models.deletion
@@ -46,7 +46,7 @@ BEGIN
     IF (NEW.status = 'waiting' AND OLD.status NOT IN ('running', 'needs_reconciliation'))
        OR (OLD.status = 'waiting' AND NEW.status NOT IN
            ('running', 'needs_reconciliation', 'compensating', 'cancelled', 'failed'))
-       OR (NEW.status = 'compensating' AND OLD.status IN ('succeeded', 'failed', 'cancelled'))
+       OR (NEW.status = 'compensating' AND OLD.status IN ('succeeded', 'cancelled'))
        OR (OLD.status = 'compensating' AND NEW.status NOT IN ('cancelled', 'failed')) THEN
         RAISE EXCEPTION 'run % cannot go from % to %', OLD.id, OLD.status, NEW.status
             USING ERRCODE = 'check_violation';
