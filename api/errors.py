@@ -42,6 +42,7 @@ RUN_NOT_ACTIVE = "run_not_active"
 CLAIM_ALREADY_RESOLVED = "claim_already_resolved"
 CLAIM_NOT_UNRESOLVED = "claim_not_unresolved"
 CLAIM_TAKEN = "claim_taken"
+DUPLICATE_SIGNAL = "duplicate_signal"
 REFUSED = "refused"
 REQUEST_TOO_LARGE = "request_too_large"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
@@ -65,6 +66,7 @@ CODES = (
     CLAIM_ALREADY_RESOLVED,
     CLAIM_NOT_UNRESOLVED,
     CLAIM_TAKEN,
+    DUPLICATE_SIGNAL,
     REFUSED,
     REQUEST_TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
@@ -109,10 +111,12 @@ def from_domain(exc: Exception) -> ApiError | None:
         return ApiError(400, INVALID_IDEMPOTENCY_KEY, message, {IDEMPOTENCY_KEY_HEADER: [message]})
     if isinstance(exc, engine.SubmissionKeyConflict):
         return ApiError(409, IDEMPOTENCY_KEY_CONFLICT, message)
-    if isinstance(exc, engine.RunNotFound | services.ClaimNotFound):
+    if isinstance(exc, engine.RunNotFound | services.ClaimNotFound | engine.UnknownSignal):
         return ApiError(404, NOT_FOUND, message)
     if isinstance(exc, engine.RunNotActive):
         return ApiError(409, RUN_NOT_ACTIVE, message)
+    if isinstance(exc, engine.DuplicateSignal):
+        return ApiError(409, DUPLICATE_SIGNAL, message)
     if isinstance(exc, engine.StepNotRetryable):
         return ApiError(409, REFUSED, message)
     if isinstance(exc, services.ClaimAlreadyResolved):

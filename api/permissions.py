@@ -6,6 +6,7 @@ not list is refused, and so is a user with no role.
 | runs: list, detail, steps, events| yes    | yes       | yes      |
 | runs: submit                     | -      | yes       | yes      |
 | runs: cancel, retry a step       | -      | -         | yes      |
+| runs: send a signal              | -      | yes       | yes      |
 | claims: list                     | yes    | -         | yes      |
 | claims: take, release, resolve   | -      | -         | yes      |
 | workflows, schema, docs          | yes    | yes       | yes      |

@@ -41,6 +41,8 @@ CONFLICTS = {
     "runs_create": "idempotency_key_conflict: the Idempotency-Key was used for a different "
     "request (the message names the run it created).",
     "runs_cancel": "run_not_active: the run already finished (succeeded, failed or cancelled).",
+    "runs_signal": "run_not_active: the run already finished; duplicate_signal: a signal "
+    "of that name was already received and its wait refuses a second.",
     "runs_retry_step": "run_not_active: the run did not fail; refused: no such failed step, "
     "or other failed steps must be retried with it.",
     "claims_resolve": "claim_already_resolved (who, when, what), claim_not_unresolved, refused.",
@@ -183,6 +185,28 @@ runs_cancel = _operation(
     examples=[OpenApiExample("why", value={"reason": "wrong change"}, request_only=True)],
     parameters=[RUN_ID],
     ok={200: OpenApiResponse(s.RunDetailSerializer, description="The cancelled run.")},
+    errors=(*BODY, 404, 409),
+)
+runs_signal = _operation(
+    "runs_signal",
+    tag="runs",
+    summary="Send a signal to a run",
+    description="Send the named signal, with an optional JSON payload, to a run whose "
+    "workflow waits for it (`@wf.wait(signal=...)`). If the run waits, it is woken; if it "
+    "has not reached the wait yet, the signal is kept for it. Recorded as a "
+    "signal_received event with the caller as its actor. Submitters and operators.",
+    request=s.SignalBody,
+    examples=[OpenApiExample("approve", value={"payload": {"approved": True}}, request_only=True)],
+    parameters=[
+        RUN_ID,
+        OpenApiParameter(
+            "name",
+            OpenApiTypes.STR,
+            OpenApiParameter.PATH,
+            description="The signal's name; 404 if the run's workflow waits for no such signal.",
+        ),
+    ],
+    ok={201: OpenApiResponse(s.SignalSerializer, description="The signal, as received.")},
     errors=(*BODY, 404, 409),
 )
 runs_retry_step = _operation(

@@ -86,6 +86,27 @@ class Cancellation(StrictSerializer):
     )
 
 
+class SignalBody(StrictSerializer):
+    """A signal's payload (any JSON; optional)."""
+
+    payload = serializers.JSONField(
+        required=False, allow_null=True, help_text="Any JSON: the wait step's result holds it."
+    )
+
+
+class SignalSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    run = serializers.UUIDField(source="run_id")
+    name = serializers.CharField()
+    payload = serializers.JSONField(allow_null=True)
+    actor = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    consumed = serializers.SerializerMethodField()
+
+    def get_consumed(self, obj: Any) -> bool:
+        return obj.consumed_by_step_id is not None
+
+
 class Decision(StrictSerializer):
     """What happened to an unresolved claim's effect, and why you say so."""
 

@@ -74,6 +74,7 @@ class RunViewSet(ApiViewSet):
         "create": SUBMIT,
         "cancel": OPERATE,
         "retry_step": OPERATE,
+        "signal": SUBMIT,
     }
     ORDER_TIEBREAK = "-id"
 
@@ -120,6 +121,14 @@ class RunViewSet(ApiViewSet):
         body = validated(s.Cancellation, request.data)
         run = engine.cancel_run(run_id=run_id, actor=request.user, reason=body.get("reason", ""))
         return Response(s.RunDetailSerializer(run_detail(run)).data)
+
+    @schema.runs_signal
+    def signal(self, request: Request, run_id: uuid.UUID, name: str) -> Response:
+        body = validated(s.SignalBody, request.data)
+        signal = engine.send_signal(
+            run_id=run_id, name=name, payload=body.get("payload"), actor=request.user
+        )
+        return Response(s.SignalSerializer(signal).data, status=status.HTTP_201_CREATED)
 
     @schema.runs_retry_step
     def retry_step(self, request: Request, run_id: uuid.UUID, step: str) -> Response:

@@ -6,8 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
 
-from .models import Merge, PaymentCharge, PaymentRequest, SourceRecord
+from .models import (
+    FundsHold,
+    Merge,
+    ModelCompletion,
+    PaymentCharge,
+    PaymentRequest,
+    Refund,
+    SourceRecord,
+)
 
 
 def ensure_source_records(count: int) -> list[int]:
@@ -43,3 +53,48 @@ class PaymentAPI:
                 idempotency_key=idempotency_key, defaults={"amount": amount}
             )
         return {"charge_id": charge.id, "amount": charge.amount, "replayed": not created}
+
+
+class LanguageModel:
+    """A fake language model API that caches completions by idempotency key (as hosted
+    model APIs with request ids do): the same key returns the same answer, so a retried
+    step neither pays for nor gets a different completion."""
+
+    def complete(self, *, prompt: str, idempotency_key: str) -> dict[str, Any]:
+        with transaction.atomic():
+            completion, created = ModelCompletion.objects.get_or_create(
+                idempotency_key=idempotency_key,
+                defaults={"prompt": prompt, "response": self._think(prompt)},
+            )
+            if not created:
+                ModelCompletion.objects.filter(pk=completion.pk).update(requests=F("requests") + 1)
+        return {**completion.response, "cached": not created}
+
+    @staticmethod
+    def _think(prompt: str) -> dict[str, Any]:
+        return {"action": "refund", "reason": f"the customer's request is valid: {prompt}"}
+
+
+class Bank:
+    """A fake bank: holds and refunds have no idempotency (every call acts again); a
+    release is harmless to repeat. Lookups are read-only (what a probe asks)."""
+
+    def hold(self, *, run_id: str, ticket: int, amount: int) -> dict[str, Any]:
+        with transaction.atomic():
+            hold = FundsHold.objects.create(run_id=run_id, ticket=ticket, amount=amount)
+        return {"hold_id": hold.id, "amount": amount}
+
+    def find_hold(self, *, run_id: str) -> FundsHold | None:
+        return FundsHold.objects.filter(run_id=run_id).order_by("id").first()
+
+    def release(self, *, hold_id: int) -> dict[str, Any]:
+        FundsHold.objects.filter(pk=hold_id, released_at__isnull=True).update(released_at=Now())
+        return {"released": hold_id}
+
+    def refund(self, *, run_id: str, ticket: int, amount: int) -> dict[str, Any]:
+        with transaction.atomic():
+            refund = Refund.objects.create(run_id=run_id, ticket=ticket, amount=amount)
+        return {"refund_id": refund.id, "amount": amount}
+
+    def find_refund(self, *, run_id: str) -> Refund | None:
+        return Refund.objects.filter(run_id=run_id).order_by("id").first()

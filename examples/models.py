@@ -60,3 +60,43 @@ class PaymentCharge(models.Model):
 
     def __str__(self) -> str:
         return f"charge {self.idempotency_key}: {self.amount}"
+
+
+class ModelCompletion(models.Model):
+    """A completion of the fake language model, cached by idempotency key: asking again
+    with the same key returns it (and counts the request) instead of generating anew."""
+
+    idempotency_key = models.CharField(max_length=300, unique=True)
+    prompt = models.TextField()
+    response = models.JSONField()
+    requests = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"completion {self.idempotency_key}"
+
+
+class FundsHold(models.Model):
+    """A hold placed on a customer's card by the fake bank (no idempotency: every call
+    places another hold). `released_at` is set when it is released."""
+
+    run_id = models.UUIDField()
+    ticket = models.PositiveIntegerField()
+    amount = models.PositiveIntegerField()
+    created_at = models.DateTimeField(db_default=Now())
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"hold of {self.amount} for ticket {self.ticket}"
+
+
+class Refund(models.Model):
+    """A refund paid by the fake bank: irreversible, no idempotency."""
+
+    run_id = models.UUIDField()
+    ticket = models.PositiveIntegerField()
+    amount = models.PositiveIntegerField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    def __str__(self) -> str:
+        return f"refund of {self.amount} for ticket {self.ticket}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from runs.workflows import (
@@ -17,7 +18,7 @@ from runs.workflows import (
     workflow,
 )
 
-from .fakes import CodeHost, PaymentAPI, ensure_source_records
+from .fakes import Bank, CodeHost, LanguageModel, PaymentAPI, ensure_source_records
 from .models import Merge, PaymentCharge, TargetRecord
 
 # --- migrate-records: a transactional map in batches --------------------------------
@@ -107,3 +108,76 @@ merge_change_probed = workflow(
 @merge_change_probed.step(kind=GUARDED, name="merge", probe=find_merge, retry=Retry(max_attempts=3))
 def merge_probed(ctx: Context) -> dict[str, Any]:
     return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
+
+
+# --- agent-refund: an agent-style run (waits, compensation, cached model calls) ------
+class Rejected(Exception):
+    """A person rejected the agent's proposal."""
+
+
+def find_hold(ctx: Context) -> ProbeResult:
+    hold = Bank().find_hold(run_id=ctx.run_id)
+    if hold is None:
+        return ProbeResult.not_applied(checked="no hold for this run at the bank")
+    return ProbeResult.applied({"hold_id": hold.id, "amount": hold.amount}, hold_id=hold.id)
+
+
+def find_refund(ctx: Context) -> ProbeResult:
+    refund = Bank().find_refund(run_id=ctx.run_id)
+    if refund is None:
+        return ProbeResult.not_applied(checked="no refund for this run at the bank")
+    return ProbeResult.applied(
+        {"refund_id": refund.id, "amount": refund.amount}, refund_id=refund.id
+    )
+
+
+agent_refund = workflow(
+    "agent-refund",
+    version=1,
+    input={"ticket": Field(int, min=1), "amount": Field(int, min=1)},
+    description="An agent proposes a refund (a cached model call), holds the funds (a "
+    "guarded tool call with a probe), waits for a person's approval, then refunds; a "
+    "rejection releases the hold (compensation).",
+)
+
+
+@agent_refund.step(kind=IDEMPOTENT, retry=Retry(max_attempts=5))
+def propose(ctx: Context) -> dict[str, Any]:
+    """Ask the model what to do; the idempotency key makes a retry return the cached
+    completion instead of a new (different, paid-for) one."""
+    assert ctx.idempotency_key is not None
+    prompt = f"ticket {ctx.input['ticket']}: refund {ctx.input['amount']}?"
+    return LanguageModel().complete(prompt=prompt, idempotency_key=ctx.idempotency_key)
+
+
+@agent_refund.compensation(kind=IDEMPOTENT)
+def release_hold(ctx: Context) -> dict[str, Any]:
+    """Undo hold_funds: releasing twice is harmless."""
+    return Bank().release(hold_id=ctx.results["hold_funds"]["hold_id"])
+
+
+@agent_refund.step(kind=GUARDED, probe=find_hold, compensate="release_hold")
+def hold_funds(ctx: Context) -> dict[str, Any]:
+    """A tool call with an irreversible effect and no idempotency: guarded, probed."""
+    return Bank().hold(run_id=ctx.run_id, ticket=ctx.input["ticket"], amount=ctx.input["amount"])
+
+
+@agent_refund.wait(signal="approval", timeout=timedelta(days=3), on_timeout="fail")
+def approval(ctx: Context) -> None:
+    """A person approves (`{"approved": true}`) or rejects the proposal."""
+
+
+# Two attempts: a crashed worker costs one; a rejection is retried once, then fails.
+@agent_refund.step(kind=PURE, retry=Retry(max_attempts=2, base_delay=0.5, jitter=False))
+def decide(ctx: Context) -> dict[str, Any]:
+    decision = ctx.results["approval"]
+    if decision.get("timed_out") or not (decision.get("payload") or {}).get("approved"):
+        # Fails the run, which then compensates: the hold is released.
+        raise Rejected(f"refund rejected by {decision.get('actor', 'nobody')}")
+    return {"approved_by": decision["actor"], "proposal": ctx.results["propose"]["action"]}
+
+
+@agent_refund.step(kind=GUARDED, probe=find_refund)
+def refund(ctx: Context) -> dict[str, Any]:
+    """The irreversible step, only after a person's approval."""
+    return Bank().refund(run_id=ctx.run_id, ticket=ctx.input["ticket"], amount=ctx.input["amount"])

@@ -46,6 +46,15 @@ LATE_RESULT_AFTER_RESOLUTION = "late_result_after_resolution"
 PROBE_REQUESTED = "probe_requested"
 PROBE_INCONCLUSIVE = "probe_inconclusive"
 RUN_RESUMED = "run_resumed"
+# Authoring (issue 13): waits, signals, conditions, compensation.
+RUN_WAITING = "run_waiting"  # a step waits for a signal or a time; no worker is held
+RUN_WOKEN = "run_woken"  # its last waiting step was woken: running again
+STEP_WAITING = "step_waiting"
+STEP_SKIPPED = "step_skipped"  # its condition was false; dependents proceed
+SIGNAL_RECEIVED = "signal_received"  # with its actor, kept until a wait consumes it
+SIGNAL_CONSUMED = "signal_consumed"
+RUN_COMPENSATING = "run_compensating"
+COMPENSATION_PLANNED = "compensation_planned"  # a compensation step entered the plan
 
 
 def append_event(

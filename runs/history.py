@@ -27,6 +27,8 @@ STEP_STATUS_BY_EVENT = {
     ev.STEP_RETRYING: StepStatus.RETRYING,
     ev.STEP_FAILED: StepStatus.FAILED,
     ev.STEP_UNRESOLVED: StepStatus.UNRESOLVED,
+    ev.STEP_WAITING: StepStatus.WAITING,
+    ev.STEP_SKIPPED: StepStatus.SKIPPED,
 }
 CLAIM_STATUS_BY_EVENT = {
     ev.CLAIM_TAKEN: ClaimStatus.IN_FLIGHT,
@@ -43,6 +45,9 @@ RUN_STATUS_BY_EVENT = {
     ev.RUN_SUCCEEDED: RunStatus.SUCCEEDED,
     ev.RUN_FAILED: RunStatus.FAILED,
     ev.RUN_CANCELLED: RunStatus.CANCELLED,
+    ev.RUN_WAITING: RunStatus.WAITING,
+    ev.RUN_WOKEN: RunStatus.RUNNING,
+    ev.RUN_COMPENSATING: RunStatus.COMPENSATING,
 }
 
 
@@ -81,6 +86,8 @@ def fold(p: Projection, type: str, data: dict[str, Any]) -> None:
     if type == ev.RUN_SUBMITTED:
         for planned in data.get("plan", []):
             p.steps[planned["key"]] = StepStatus.PENDING
+    elif type == ev.COMPENSATION_PLANNED:
+        p.steps[data["step"]] = data["status"]
     elif type in STEP_STATUS_BY_EVENT:
         p.steps[data["step"]] = STEP_STATUS_BY_EVENT[type]
     elif type == ev.PLAN_EXPANDED:

@@ -42,6 +42,9 @@ class Run(models.Model):
     steps_remaining = models.PositiveIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    # While compensating: how the run ends once its compensations are done (cancelled
+    # or failed, as it was ending when they started).
+    ends_as = models.CharField(max_length=16, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -97,6 +100,11 @@ class Run(models.Model):
                 | Q(finished_at__isnull=False, status__in=list(RUN_FINISHED)),
                 name="run_finished_at_iff_finished",
             ),
+            models.CheckConstraint(
+                condition=~Q(status=RunStatus.COMPENSATING)
+                | Q(ends_as__in=[RunStatus.CANCELLED, RunStatus.FAILED]),
+                name="run_compensating_knows_its_end",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -136,6 +144,8 @@ class Step(models.Model):
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="batches"
     )
     batch_index = models.PositiveIntegerField(null=True, blank=True)
+    # A compensation step (issue 13): the name of the step whose effect it undoes.
+    compensates = models.CharField(max_length=100, blank=True, default="")
     items = models.JSONField(null=True, blank=True)
     pending_children = models.PositiveIntegerField(null=True, blank=True)
     # The plan revision in which this step entered the plan; part of its idempotency
@@ -154,6 +164,9 @@ class Step(models.Model):
         "Attempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     queued_at = models.DateTimeField(null=True, blank=True)
+    # Wait and sleep steps: when the sweeper wakes the step (its timeout, or the end of
+    # its sleep), on the database's clock; NULL for a wait without a timeout.
+    wake_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
@@ -177,6 +190,12 @@ class Step(models.Model):
                 fields=["finished_at"],
                 name="step_succeeded_at_idx",
                 condition=Q(status=StepStatus.SUCCEEDED),
+            ),
+            # the sweeper's "timers due" scan (runs/engine/waits.py)
+            models.Index(
+                fields=["wake_at"],
+                name="step_timer_idx",
+                condition=Q(status=StepStatus.WAITING, wake_at__isnull=False),
             ),
         ]
         constraints = [
@@ -213,6 +232,49 @@ class Step(models.Model):
     @property
     def has_attempts_left(self) -> bool:
         return self.counted_attempts < self.max_attempts
+
+
+class Signal(models.Model):
+    """A named signal sent to a run (runs/engine/waits.py), kept until a wait step of
+    the run consumes it, so a signal sent before the run reaches its wait is not lost.
+
+    `on_duplicate` is copied from the definition when the signal is received: under
+    "refuse" the partial unique index admits one signal per (run, name), ever; under
+    "queue" signals are kept in order and each wait consumes the oldest."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="signals")
+    name = models.CharField(max_length=100)
+    payload = models.JSONField(null=True, blank=True)
+    actor = models.CharField(max_length=150)
+    on_duplicate = models.CharField(max_length=8)
+    consumed_by_step = models.ForeignKey(
+        "Step", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(db_default=Now())
+    consumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run_id", "id"]
+        indexes = [models.Index(fields=["run", "name", "id"], name="signal_run_name_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "name"],
+                condition=Q(on_duplicate="refuse"),
+                name="signal_one_per_name_when_refused",
+            ),
+            models.CheckConstraint(
+                condition=Q(on_duplicate__in=["refuse", "queue"]),
+                name="signal_on_duplicate_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(consumed_by_step__isnull=True, consumed_at__isnull=True)
+                | Q(consumed_by_step__isnull=False, consumed_at__isnull=False),
+                name="signal_consumed_at_iff_consumed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"signal {self.name} to run {self.run_id}"
 
 
 class Attempt(models.Model):

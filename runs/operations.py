@@ -5,6 +5,8 @@ with a message saying what happened."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -39,6 +41,32 @@ def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
             f"Run cancelled: no new step will start; {run.error}. Steps already running "
             "finish and are recorded.",
         )
+    return _done(request, run_id)
+
+
+@require_POST
+@operator_required
+def signal(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Send a signal (a person's decision) to a run that waits for it."""
+    name = request.POST.get("name", "")
+    raw = request.POST.get("payload", "").strip()
+    try:
+        run_uuid = parse_run_id(run_id)
+    except ValueError as exc:
+        raise Http404(str(exc)) from exc
+    try:
+        payload = json.loads(raw) if raw else None
+    except ValueError as exc:
+        messages.warning(request, f"The payload is not JSON ({exc}); nothing was sent.")
+        return _done(request, run_id)
+    try:
+        engine.send_signal(run_id=run_uuid, name=name, payload=payload, actor=request.user)
+    except engine.RunNotFound as exc:
+        raise Http404(str(exc)) from exc
+    except engine.EngineError as exc:
+        messages.warning(request, str(exc))
+    else:
+        messages.success(request, f"Signal {name!r} sent: the run goes on from its wait.")
     return _done(request, run_id)
 
 

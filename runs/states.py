@@ -20,16 +20,37 @@ class RunStatus(models.TextChoices):
     # running -> needs_reconciliation   a claim became unresolved
     # needs_reconciliation -> running   every unresolved claim was resolved
     # running -> succeeded | failed    all steps succeeded | a step failed for good
-    # pending|running|needs_reconciliation -> cancelled   (operator, later issue)
+    # pending|running|waiting|needs_reconciliation -> cancelled   (operator)
+    # running -> waiting         a step waits for a signal or a time (no worker held);
+    #                            `waiting` means: some step waits, none is unresolved
+    #                            (steps of other branches may still run meanwhile)
+    # waiting -> running         its last waiting step was woken (signal, timer)
+    # waiting -> needs_reconciliation   a claim of another branch became unresolved
+    # pending|running|waiting|needs_reconciliation -> compensating
+    #                            cancelled or failed after a step with a compensation
+    #                            succeeded: the compensations run, newest first
+    # compensating -> cancelled | failed   all compensations finished (as the run was
+    #                            ending); an unresolved one keeps the run compensating;
+    #                            one failed for good: failed, naming it
+    # failed -> compensating     an operator retries that failed compensation
     PENDING = "pending"
     RUNNING = "running"
+    WAITING = "waiting"
     NEEDS_RECONCILIATION = "needs_reconciliation"
+    COMPENSATING = "compensating"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
 
-RUN_ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION)
+# Active: its steps may still start. A compensating run is not active (its own steps
+# no longer start); only its compensation steps do (runs/engine/compensate.py).
+RUN_ACTIVE = (
+    RunStatus.PENDING,
+    RunStatus.RUNNING,
+    RunStatus.WAITING,
+    RunStatus.NEEDS_RECONCILIATION,
+)
 RUN_FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
@@ -45,13 +66,21 @@ class StepStatus(models.TextChoices):
     # unresolved -> succeeded | queued | failed   by a resolution only (nothing is
     #                           queued once the run has finished: failed or cancelled)
     # (a map parent goes pending -> running when it expands, and succeeds with its batches)
+    # pending -> skipped        its condition (`when=`) was false; dependents proceed
+    # queued -> waiting         a wait/sleep step found no signal yet / its time not come
+    # waiting -> queued         its signal arrived or its time came (the sweeper, on
+    #                           the database's clock); then queued -> succeeded | failed
+    # queued -> succeeded | failed   a wait step that consumed a signal kept for it, or
+    #                           whose timeout passed (on_timeout="continue" | "fail")
     PENDING = "pending"
     QUEUED = "queued"
+    WAITING = "waiting"
     RUNNING = "running"
     RETRYING = "retrying"
     UNRESOLVED = "unresolved"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    SKIPPED = "skipped"
 
 
 class AttemptStatus(models.TextChoices):

@@ -87,6 +87,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             "moving": data.run.status not in RUN_FINISHED or has_live_attempt(data),
             "active_statuses": RUN_ACTIVE,
             "failed_steps": failed_steps(data),
+            "awaited_signals": awaited_signals(data),
             "timeline": data.timeline,
             "toggles": toggles,
             "event_type": request.GET.get("type", ""),
@@ -106,6 +107,20 @@ def has_live_attempt(data: pages.RunPage) -> bool:
     attempts = [a for row in data.steps for a in row.attempts]
     attempts += [a for row in data.steps for batch in row.batches for a in batch.attempts]
     return any(a.status == AttemptStatus.RUNNING for a in attempts)
+
+
+def awaited_signals(data: pages.RunPage) -> list[str]:
+    """The signals the run's waiting steps wait for (the signal form offers them)."""
+    from runs.workflows import registry
+
+    wf = registry.get(data.run.workflow, data.run.version)
+    names: list[str] = []
+    for row in data.steps:
+        stepdef = wf.steps.get(row.step.name) if wf else None
+        spec = stepdef.wait if stepdef else None
+        if row.step.status == StepStatus.WAITING and spec and spec.signal:
+            names.append(spec.signal)
+    return sorted(set(names))
 
 
 def failed_steps(data: pages.RunPage) -> list[str]:

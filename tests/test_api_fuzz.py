@@ -100,6 +100,7 @@ def test_api_fuzz_covers_every_operation():
         "GET /api/runs/{run_id}/events/",
         "POST /api/runs/{run_id}/cancel/",
         "POST /api/runs/{run_id}/steps/{step}/retry/",
+        "POST /api/runs/{run_id}/signals/{name}/",
         "GET /api/claims/",
         "POST /api/claims/{claim_id}/resolve/",
         "POST /api/claims/{claim_id}/take/",

@@ -380,3 +380,161 @@ typed_order = workflow("typed-order", version=1, input=OrderInput)
 @typed_order.step(kind=PURE)
 def total(ctx: Context) -> dict[str, Any]:
     return {"total": ctx.input["amount"] + (5 if ctx.input["express"] else 0)}
+
+
+# --- authoring (issue 13): waits, sleeps, conditions, collected results ---------------
+from datetime import timedelta  # noqa: E402
+
+wait_approval = workflow("wait-approval", version=1, input={"order": int})
+
+
+@wait_approval.step(kind=PURE)
+def prepare(ctx: Context) -> dict[str, Any]:
+    return {"order": ctx.input["order"]}
+
+
+@wait_approval.wait(signal="approval", timeout=timedelta(seconds=4), on_timeout="fail")
+def approval(ctx: Context) -> None:
+    """Waits for a person's decision (its body is not called)."""
+
+
+@wait_approval.step(kind=PURE)
+def act(ctx: Context) -> dict[str, Any]:
+    # `prepare` is not a direct dependency: ctx.results reaches any earlier step.
+    return {"order": ctx.results["prepare"]["order"], "decision": ctx.results["approval"]}
+
+
+wait_continue = workflow("wait-continue", version=1)
+
+
+@wait_continue.wait(signal="nudge", timeout=timedelta(seconds=1), on_timeout="continue")
+def nudge(ctx: Context) -> None:
+    """Continues without the signal after a second."""
+
+
+@wait_continue.step(kind=PURE)
+def after_nudge(ctx: Context) -> Any:
+    return ctx.results["nudge"]
+
+
+queued_signals = workflow("queued-signals", version=1)
+
+
+@queued_signals.wait(signal="tick", on_duplicate="queue")
+def first_tick(ctx: Context) -> None:
+    """Takes the first `tick`."""
+
+
+@queued_signals.wait(signal="tick", on_duplicate="queue")
+def second_tick(ctx: Context) -> None:
+    """Takes the second `tick`."""
+
+
+sleepy = workflow("sleepy", version=1, input={"seconds": float})
+
+
+@sleepy.sleep(for_=lambda ctx: timedelta(seconds=ctx.input["seconds"]))
+def nap(ctx: Context) -> None:
+    """Sleeps for the input's seconds."""
+
+
+@sleepy.step(kind=PURE)
+def woke(ctx: Context) -> str:
+    return "awake"
+
+
+conditional = workflow("conditional", version=1, input={"ship": bool})
+
+
+@conditional.step(kind=PURE)
+def decide(ctx: Context) -> bool:
+    return bool(ctx.input["ship"])
+
+
+@conditional.step(kind=PURE, when=lambda ctx: ctx.results["decide"])
+def ship(ctx: Context) -> str:
+    return "shipped"
+
+
+@conditional.step(kind=PURE, name="report")
+def conditional_report(ctx: Context) -> dict[str, Any]:
+    return {"decided": ctx.results["decide"], "ship": ctx.results["ship"]}
+
+
+collect_map = workflow(
+    "collect-map", version=1, input={"count": int, "batch_size": Field(int, default=50)}
+)
+
+
+@collect_map.step(kind=PURE, name="numbers")
+def count_up(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+@collect_map.map_step(over="numbers", batch_size="batch_size", kind=TRANSACTIONAL)
+def double(ctx: Context, n: int) -> int:
+    return n * 2
+
+
+@collect_map.step(kind=PURE, collect="double")
+def gather(ctx: Context) -> dict[str, Any]:
+    assert ctx.collected is not None
+    values = list(ctx.collected)
+    return {
+        "len": len(ctx.collected),
+        "ordered": values == [n * 2 for n in range(len(values))],
+        "sum": sum(values),
+    }
+
+
+# --- compensation -----------------------------------------------------------------------
+compensated = workflow(
+    "compensated-order", version=1, input={"outcome": str, "undo": Field(str, default="ok")}
+)
+
+
+@compensated.compensation(kind=PURE)
+def release(ctx: Context) -> dict[str, Any]:
+    return {"released": ctx.results["reserve"]}
+
+
+@compensated.compensation(kind=GUARDED, retry=Retry(max_attempts=1))
+def refund(ctx: Context) -> dict[str, Any]:
+    if ctx.input["undo"] == "uncertain":
+        raise TimeoutError("the payment API did not answer the refund")
+    return {"refunded": ctx.results["charge"]}
+
+
+@compensated.step(kind=PURE, compensate="release")
+def reserve(ctx: Context) -> str:
+    return "seat-1"
+
+
+@compensated.step(kind=PURE, compensate="refund")
+def charge(ctx: Context) -> int:
+    return 100
+
+
+@compensated.wait(signal="go", when=lambda ctx: ctx.input["outcome"] == "wait")
+def go(ctx: Context) -> None:
+    """Only when told to wait: a run to cancel while it waits."""
+
+
+@compensated.step(kind=PURE, retry=Retry(max_attempts=1))
+def finish(ctx: Context) -> str:
+    if ctx.input["outcome"] == "fail":
+        raise RuntimeError("the order cannot be completed")
+    return "done"
+
+
+branch_wait = workflow("branch-wait", version=1)
+
+
+@branch_wait.wait(signal="go", after=[])
+def hold_on(ctx: Context) -> None:
+    """Waits while the other branch runs."""
+
+
+@branch_wait.step(kind=GUARDED, after=[], retry=Retry(max_attempts=1))
+def poke(ctx: Context) -> str:
+    raise TimeoutError("no answer")

@@ -3,12 +3,14 @@
 engine.submit(workflow=..., version=..., input=..., key=...)   # -> Submission
 engine.cancel_run(run_id=..., actor=..., reason=...)
 engine.execute_step(step_id=..., worker=...)      # the Celery task's body
-engine.sweep()                                    # recovery
+engine.sweep()                                    # recovery (and timers due)
+engine.send_signal(run_id=..., name=..., payload=..., actor=...)
 engine.fire_due_schedules()                       # the beat: a run per schedule tick
 """
 
 from .errors import (
     AttemptFenced,
+    DuplicateSignal,
     EngineError,
     InvalidInput,
     InvalidSubmissionKey,
@@ -16,6 +18,7 @@ from .errors import (
     RunNotFound,
     StepNotRetryable,
     SubmissionKeyConflict,
+    UnknownSignal,
     UnknownVersion,
     UnknownWorkflow,
 )
@@ -25,9 +28,11 @@ from .probe import probe_claim
 from .recover import recover_attempt, sweep
 from .schedules import fire_due_schedules
 from .submit import Submission, resolve_workflow, submit, submit_run
+from .waits import send_signal
 
 __all__ = [
     "AttemptFenced",
+    "DuplicateSignal",
     "EngineError",
     "InvalidInput",
     "InvalidSubmissionKey",
@@ -37,6 +42,7 @@ __all__ = [
     "StepNotRetryable",
     "Submission",
     "SubmissionKeyConflict",
+    "UnknownSignal",
     "UnknownVersion",
     "UnknownWorkflow",
     "cancel_run",
@@ -47,6 +53,7 @@ __all__ = [
     "recover_attempt",
     "resolve_workflow",
     "retry_steps",
+    "send_signal",
     "submit",
     "submit_run",
     "sweep",

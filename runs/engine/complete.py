@@ -181,7 +181,7 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             )
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
-        active = Run.objects.filter(pk=run.id, status__in=RUN_ACTIVE).exists()
+        active = Run.objects.filter(pk=run.id, status__in=statuses_going_on(step)).exists()
         if step.has_attempts_left and active:
             _retry_later(started, error=error, delay=started.stepdef.retry.delay(step.attempts))
             return "retrying"
@@ -195,7 +195,7 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             step=step.key,
             error=error,
         )
-        fail_run(run.id, f"step {step.key} failed: {error}")
+        fail_run(run.id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
         return "failed"
 
 
@@ -310,7 +310,7 @@ def mark_unresolved(
         step=step.key,
         reason=reason,
     )
-    if Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+    if Run.objects.filter(pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.WAITING]).update(
         status=RunStatus.NEEDS_RECONCILIATION, updated_at=Now()
     ):
         events.append_event(run_id, events.RUN_NEEDS_RECONCILIATION, step=step.key)
@@ -319,7 +319,25 @@ def mark_unresolved(
     request_probes(run_id=run_id, step=step, probe_after=probe_after)
 
 
-def fail_run(run_id: uuid.UUID, error: str) -> None:
+def statuses_going_on(step: Step) -> tuple[str, ...]:
+    """The run statuses in which this step may still be retried."""
+    return (RunStatus.COMPENSATING,) if step.compensates else RUN_ACTIVE
+
+
+def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> None:
+    """A step failed for good: the run fails, or compensates first if steps with a
+    compensation have succeeded (runs/engine/compensate.py). A compensation that fails
+    for good (`compensation=True`) ends its compensating run as failed, naming it."""
+    if compensation:
+        if Run.objects.filter(pk=run_id, status=RunStatus.COMPENSATING).update(
+            status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
+        ):
+            events.append_event(run_id, events.RUN_FAILED, error=error)
+        return
+    from .compensate import begin_compensation
+
+    if begin_compensation(run_id, ends_as=RunStatus.FAILED, error=error):
+        return
     if Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).update(
         status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
     ):
@@ -347,14 +365,24 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
         events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
         return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
 
+    if step.compensates:
+        from .compensate import compensation_succeeded
+
+        return compensation_succeeded(run_id=run_id, step=step)
+    # While a run compensates, steps_remaining counts its compensations: a step of
+    # the plan that finishes meanwhile (it was running) does not touch it, but gets a
+    # compensation of its own if it has one.
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE runs_run SET steps_remaining = steps_remaining - 1 WHERE id = %s "
-            "RETURNING steps_remaining, status",
-            [run_id],
+            "UPDATE runs_run SET steps_remaining = steps_remaining - 1 "
+            "WHERE id = %s AND status <> %s RETURNING steps_remaining, status",
+            [run_id, RunStatus.COMPENSATING],
         )
         row = cursor.fetchone()
-    assert row is not None
+    if row is None:
+        from .compensate import compensate_late_step
+
+        return compensate_late_step(run_id=run_id, step=step, workflow=workflow)
     remaining, run_status = int(row[0]), row[1]
     if remaining == 0:
         _succeed_run(run_id, workflow)
@@ -383,7 +411,24 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
 
 
 def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+    """A pending step's dependencies are done: queue it (expand it, for a map step), or
+    skip it if its condition is false (its dependents then proceed, as after a
+    success)."""
     stepdef = workflow.steps[step.name]
+    if stepdef.when is not None:
+        from .conditions import condition_holds
+
+        holds = condition_holds(run_id, step, stepdef)
+        if holds is None:  # the condition raised: the step failed, and the run
+            return []
+        if not holds:
+            n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
+                status=StepStatus.SKIPPED, finished_at=Now()
+            )
+            if n != 1:
+                raise RuntimeError(f"step {step.key} was not pending")
+            events.append_event(run_id, events.STEP_SKIPPED, step_id=step.id, step=step.key)
+            return step_succeeded(run_id=run_id, step=step, workflow=workflow)
     if stepdef.is_map:
         from .mapping import expand
 

@@ -72,3 +72,25 @@ class StepNotRetryable(EngineError):
 
 class UnknownPolicy(EngineError):
     """No retention policy by that name (or it is disabled)."""
+
+
+class UnknownSignal(EngineError):
+    """No wait step of the run's workflow listens for this signal."""
+
+    def __init__(self, run_id: object, name: str, known: list[str]) -> None:
+        listens = ", ".join(repr(k) for k in known) if known else "no signal at all"
+        super().__init__(
+            f"run {run_id} does not wait for signal {name!r}; its workflow waits for {listens}"
+        )
+        self.name = name
+
+
+class DuplicateSignal(EngineError):
+    """A signal of this name was already received, and the wait takes only one."""
+
+    def __init__(self, run_id: object, name: str, actor: str, when: object) -> None:
+        super().__init__(
+            f"run {run_id} already received signal {name!r} (from {actor} at {when}); "
+            "its wait takes one signal of that name and refuses the next"
+        )
+        self.name = name

@@ -22,6 +22,7 @@ from .complete import defer_attempt, fail_attempt, finish_attempt, renew_lease
 from .errors import AttemptFenced
 from .mapping import run_batch
 from .recover import settle_late_finish
+from .results import RunResults, collected
 from .start import Started, start_attempt
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def dependency_results(run_id: uuid.UUID, stepdef: StepDef) -> dict[str, Any]:
-    """What ctx.results holds: the results of the step's dependencies, by name."""
+    """The results of the step's dependencies, by name: read up front for ctx.results
+    (which reads any other earlier step when asked for it)."""
     return dict(
         Step.objects.filter(run_id=run_id, name__in=stepdef.after, parent__isnull=True).values_list(
             "name", "result"
@@ -42,7 +44,8 @@ def dependency_results(run_id: uuid.UUID, stepdef: StepDef) -> dict[str, Any]:
 
 def _context_factory(started: Started) -> Any:
     run, step, stepdef = started.run, started.step, started.stepdef
-    results = dependency_results(run.id, stepdef)
+    results = RunResults(run.id, dependency_results(run.id, stepdef))
+    gathered = collected(run.id, stepdef.collect) if stepdef.collect else None
 
     def heartbeat() -> None:
         renew_lease(started.attempt.id, started.lease_seconds)
@@ -58,6 +61,7 @@ def _context_factory(started: Started) -> Any:
             heartbeat=heartbeat,
             item=item,
             item_key=item_key,
+            collected=gathered,
         )
 
     return make

@@ -22,6 +22,25 @@ log = logging.getLogger(__name__)
 _counts: Counter[tuple[str, str]] = Counter()
 
 
+class SimulatedCrash(BaseException):
+    """Raised instead of SIGKILL by runs.testing.run_inline. A BaseException, so that
+    no `except Exception` of the engine or of a step can mistake it for a failure: like
+    a killed process, it leaves whatever was committed and rolls back the rest."""
+
+
+# Set by runs.testing.run_inline for the duration of a run: (point, step) -> nth, and
+# the occurrences counted so far (per harness run, as per worker process for real).
+_simulated: dict[tuple[str, str], int] | None = None
+_simulated_counts: Counter[tuple[str, str]] = Counter()
+
+
+def simulate(spec: dict[tuple[str, str], int] | None) -> None:
+    """Turn in-process crash simulation on (a parsed spec) or off (None)."""
+    global _simulated
+    _simulated = spec
+    _simulated_counts.clear()
+
+
 def enabled() -> bool:
     return os.environ.get("RUNS_ALLOW_FAULTS") == "1"
 
@@ -51,6 +70,12 @@ def _active() -> dict[tuple[str, str], int]:
 
 def hit(point: str, step_name: str) -> None:
     """Mark that execution reached `point` for `step_name`; die here if told to."""
+    if _simulated is not None:
+        _simulated_counts[(point, step_name)] += 1
+        nth = _simulated.get((point, step_name))
+        if nth is not None and _simulated_counts[(point, step_name)] == nth:
+            raise SimulatedCrash(f"{point}:{step_name}:{nth}")
+        return
     faults = _active()
     if not faults:
         return

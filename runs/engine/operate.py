@@ -19,6 +19,7 @@ from runs.states import RUN_ACTIVE, ClaimStatus, EffectKind, RunStatus, StepStat
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
+from .compensate import begin_compensation
 from .complete import make_ready
 from .dispatch import publish_on_commit
 from .errors import RunNotActive, RunNotFound, StepNotRetryable
@@ -28,13 +29,18 @@ from .resolve import actor_name
 def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:
     """Cancel an active run: no new step starts from now on (starting a step requires
     an active run, in the same UPDATE that starts it), attempts already running finish
-    and are recorded, but queue nothing after them; the run ends `cancelled`.
+    and are recorded, but queue nothing after them; the run ends `cancelled` (first
+    `compensating`, if steps that name a compensation succeeded: compensate.py).
     Unresolved claims stay in the reconciliation queue: a decision on them is recorded
     and schedules nothing. Refuses: RunNotFound, RunNotActive."""
     who = actor_name(actor)
     reason = (reason or "").strip()
     error = f"cancelled by {who}" + (f": {reason}" if reason else "")
     with transaction.atomic():
+        # Steps that name a compensation succeeded: undo them first (compensate.py);
+        # the run ends cancelled when they are done.
+        if begin_compensation(run_id, ends_as=RunStatus.CANCELLED, error=error, actor=who):
+            return Run.objects.get(pk=run_id)
         n = Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).update(
             status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
         )
@@ -82,8 +88,12 @@ class RetryPlan:
 
 
 def _failed_steps(run: Run, step_keys: list[str]) -> list[Step]:
-    """The failed steps named (a map step's name stands for its failed batches)."""
+    """The failed steps named (a map step's name stands for its failed batches). In a
+    run that was being compensated only its compensations can be retried: the run is
+    being undone, its plan is not resumed."""
     failed = list(Step.objects.filter(run=run, status=StepStatus.FAILED).order_by("id"))
+    if _compensated(run):
+        failed = [s for s in failed if s.compensates]
     wanted: list[Step] = []
     unknown = []
     for key in step_keys:
@@ -103,6 +113,10 @@ def _failed_steps(run: Run, step_keys: list[str]) -> list[Step]:
             "or the run could never finish"
         )
     return wanted
+
+
+def _compensated(run: Run) -> bool:
+    return Step.objects.filter(run=run, parent__isnull=True).exclude(compensates="").exists()
 
 
 def _retry_key(run: Run, step: Step) -> str:
@@ -184,6 +198,9 @@ def retry_steps(
         workflow = registry.get(run.workflow, run.version)
         unresolved = Claim.objects.filter(run=run, status=ClaimStatus.UNRESOLVED).exists()
         status = RunStatus.NEEDS_RECONCILIATION if unresolved else RunStatus.RUNNING
+        compensating = _compensated(run)
+        if compensating:  # a failed compensation retried: the run compensates again
+            status = RunStatus.COMPENSATING
         n = Run.objects.filter(pk=run.id, status=RunStatus.FAILED).update(
             status=status, error="", finished_at=None, updated_at=Now()
         )
@@ -193,7 +210,7 @@ def retry_steps(
         )
         queued: list[int] = []
         for step in steps:
-            stepdef = workflow.steps.get(step.name) if workflow else None
+            stepdef = workflow.stepdef(step.name) if workflow else None
             grant = stepdef.retry.max_attempts if stepdef else 1
             failed_claim = Claim.objects.filter(
                 step=step, item_key__isnull=True, status=ClaimStatus.FAILED
@@ -205,6 +222,7 @@ def retry_steps(
                 error="",
                 max_attempts=F("attempts") - F("deferred_attempts") + grant,
                 claim_generation=F("claim_generation") + (1 if failed_claim else 0),
+                wake_at=None,  # a retried wait or sleep starts its timer again
             )
             if n != 1:
                 raise StepNotRetryable(f"step {step.key} is no longer failed")
@@ -216,14 +234,14 @@ def retry_steps(
                 reason=f"retried by {who}",
             )
             queued.append(step.id)
-        queued.extend(_queue_ready_pending(run, workflow))
+        if not compensating:
+            queued.extend(_queue_ready_pending(run, workflow))
         # Steps queued before the run failed never started (their messages were
         # refused meanwhile): send them again.
-        queued.extend(
-            Step.objects.filter(run=run, status=StepStatus.QUEUED)
-            .exclude(pk__in=queued)
-            .values_list("id", flat=True)
-        )
+        again = Step.objects.filter(run=run, status=StepStatus.QUEUED).exclude(pk__in=queued)
+        if compensating:
+            again = again.exclude(compensates="")
+        queued.extend(again.values_list("id", flat=True))
         publish_on_commit(queued)
     run.refresh_from_db()
     return run

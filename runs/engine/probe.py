@@ -111,7 +111,7 @@ def _said(answer: str) -> str:
 def probe_of(run: Run, step: Step) -> StepDef | None:
     """The step's definition if it declares a probe (registry lookup, no query)."""
     wf = registry.get(run.workflow, run.version)
-    stepdef = wf.steps.get(step.name) if wf else None
+    stepdef = wf.stepdef(step.name) if wf else None
     return stepdef if stepdef is not None and stepdef.probe is not None else None
 
 

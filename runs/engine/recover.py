@@ -27,9 +27,15 @@ from django.db.models.functions import Now
 from runs import events, metrics
 from runs.logcontext import payload
 from runs.models import Attempt, Claim, Run, Step
-from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, StepStatus
+from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 
-from .complete import close_claims_on_give_up, ensure_json, fail_run, mark_unresolved
+from .complete import (
+    close_claims_on_give_up,
+    ensure_json,
+    fail_run,
+    mark_unresolved,
+    statuses_going_on,
+)
 from .dispatch import publish_on_commit
 from .start import Started
 
@@ -41,11 +47,13 @@ class SweepReport:
     crashed: list[int] = field(default_factory=list)
     republished: list[int] = field(default_factory=list)
     probes: list[int] = field(default_factory=list)
+    woken: list[int] = field(default_factory=list)  # waiting steps whose time came
 
     def __str__(self) -> str:
         return (
             f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished "
-            f"step(s), {len(self.probes)} republished probe(s)"
+            f"step(s), {len(self.probes)} republished probe(s), {len(self.woken)} woken "
+            "timer(s)"
         )
 
 
@@ -68,9 +76,12 @@ def sweep(*, limit: int = 200) -> SweepReport:
             tried.add(attempt_id)
             if recover_attempt(attempt_id=attempt_id):
                 report.crashed.append(attempt_id)
+    from .waits import wake_due
+
+    report.woken = wake_due(limit=limit)
     report.republished = republish_stale(limit=limit)
     report.probes = republish_probes(limit=limit)
-    if report.crashed or report.republished or report.probes:
+    if report.crashed or report.republished or report.probes or report.woken:
         log.info("recovery sweep: %s", report)
     return report
 
@@ -148,7 +159,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             probe_after=_probe_after(attempt),
         )
         return
-    active = Run.objects.filter(pk=step.run_id, status__in=RUN_ACTIVE).exists()
+    active = Run.objects.filter(pk=step.run_id, status__in=statuses_going_on(step)).exists()
     if step.has_attempts_left and active:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
         events.append_event(
@@ -176,7 +187,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         step=step.key,
         error=error,
     )
-    fail_run(step.run_id, f"step {step.key} failed: {error}")
+    fail_run(step.run_id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
 
 
 def settle_late_finish(
@@ -245,10 +256,11 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     A duplicate of a message that was merely slow is harmless."""
     bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
     active_run = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ACTIVE))
+    compensating = Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.COMPENSATING))
     with transaction.atomic():
         stale = list(
             Step.objects.select_for_update(skip_locked=True)
-            .filter(active_run)
+            .filter(Q(active_run) | (Q(compensating) & ~Q(compensates="")))
             .filter(
                 Q(status=StepStatus.QUEUED, queued_at__lt=Now() - bound)
                 | Q(status=StepStatus.RETRYING, next_attempt_at__lt=Now() - bound)

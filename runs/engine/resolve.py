@@ -246,7 +246,7 @@ def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> 
     )
     assert n == 1
     events.append_event(run.id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error)
-    fail_run(run.id, f"step {step.key} failed: {error}")
+    fail_run(run.id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
 
 
 def _resume_if_reconciled(run_id: uuid.UUID) -> None:
@@ -259,6 +259,13 @@ def _resume_if_reconciled(run_id: uuid.UUID) -> None:
         .update(status=RunStatus.RUNNING, updated_at=Now())
     ):
         events.append_event(run_id, events.RUN_RESUMED)
+        # A step of another branch still waits for a signal or a time: so does the run.
+        if (
+            Run.objects.filter(pk=run_id, status=RunStatus.RUNNING)
+            .filter(Exists(Step.objects.filter(run_id=OuterRef("pk"), status=StepStatus.WAITING)))
+            .update(status=RunStatus.WAITING, updated_at=Now())
+        ):
+            events.append_event(run_id, events.RUN_WAITING, reason="a step still waits")
 
 
 # --- previews -------------------------------------------------------------------------

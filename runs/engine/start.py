@@ -54,6 +54,17 @@ def active_run() -> Exists:
     return Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ACTIVE))
 
 
+def compensating_run() -> Exists:
+    """`EXISTS (the step's run is compensating)`: where compensation steps may start."""
+    return Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.COMPENSATING))
+
+
+def run_may_go_on(step: Step) -> Exists:
+    """Where this step may start: an active run, or a compensating one for a
+    compensation step."""
+    return compensating_run() if step.compensates else active_run()
+
+
 def lease_for(stepdef: StepDef) -> float:
     return stepdef.lease_seconds or float(settings.RUNS_LEASE_SECONDS)
 
@@ -65,10 +76,17 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
         return None
     run = step.run
     wf = registry.get(run.workflow, run.version)
-    if wf is None or step.name not in wf.steps:
+    stepdef = wf.stepdef(step.name) if wf is not None else None
+    if wf is None or stepdef is None:
         refuse(step, worker, f"workflow {run.workflow} v{run.version} is unknown to its worker")
         return None
-    stepdef = wf.steps[step.name]
+    if stepdef.is_wait:
+        # Waits hold no worker and take no attempt: parked or ended in one transaction.
+        from .waits import reach_wait
+
+        outcome = reach_wait(step_id=step.id, workflow=wf, stepdef=stepdef)
+        log.info("wait step %s: %s", step.key, outcome)
+        return None
     if step.status == StepStatus.RUNNING and step.current_attempt_id is not None:
         # A redelivery that finds an expired lease may take over; a live one wins.
         from .recover import recover_attempt
@@ -121,7 +139,7 @@ def _start(
         # meanwhile. A filter across the run relation would compile to
         # `id IN (SELECT …)`, whose status test stays on the old snapshot.
         n = (
-            Step.objects.filter(active_run(), pk=step_id)
+            Step.objects.filter(run_may_go_on(step), pk=step_id)
             .filter(
                 Q(status=StepStatus.QUEUED)
                 | Q(status=StepStatus.RETRYING, next_attempt_at__lte=Now())

@@ -27,6 +27,7 @@ from runs.states import StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
+from .complete import make_ready
 from .dispatch import publish_on_commit
 from .errors import InvalidSubmissionKey, SubmissionKeyConflict, UnknownVersion, UnknownWorkflow
 from .keys import canonical_json
@@ -112,7 +113,8 @@ def submit(
                 pending_deps=len(s.after),
                 max_attempts=s.retry.max_attempts,
                 plan_revision=run.plan_revision,
-                status=StepStatus.PENDING if s.after else StepStatus.QUEUED,
+                # A first step with a condition is decided below, by make_ready.
+                status=StepStatus.PENDING if s.after or s.when else StepStatus.QUEUED,
             )
             for s in wf.steps.values()
         )
@@ -130,7 +132,10 @@ def submit(
         )
         for step_id, name in first:
             events.append_event(run.id, events.STEP_QUEUED, step_id=step_id, step=name)
-        publish_on_commit([step_id for step_id, _ in first])
+        ready = [step_id for step_id, _ in first]
+        for step in Step.objects.filter(run=run, status=StepStatus.PENDING, pending_deps=0):
+            ready.extend(make_ready(run.id, step, wf))
+        publish_on_commit(ready)
     run.refresh_from_db()
     return Submission(run, created=True)
 

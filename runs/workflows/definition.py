@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from runs.states import EffectKind
@@ -136,6 +137,27 @@ class Field:
         return self.default is _MISSING
 
 
+ON_TIMEOUT = ("fail", "continue")
+ON_DUPLICATE = ("refuse", "queue")
+
+
+@dataclass(frozen=True)
+class WaitSpec:
+    """What a wait or sleep step waits for (runs/engine/waits.py).
+
+    A wait (`signal` set) ends when a signal of that name is consumed, or when
+    `timeout` passes: then `on_timeout="fail"` fails the step (and the run),
+    `"continue"` succeeds it with `{"timed_out": True}`. A sleep (`signal` None) ends
+    at `deadline(ctx)`, a datetime or a timedelta from now. Both are timed on the
+    database's clock and hold no worker while they wait."""
+
+    signal: str | None = None
+    timeout: timedelta | None = None
+    on_timeout: str = "fail"
+    on_duplicate: str = "refuse"
+    deadline: Callable[..., datetime | timedelta] | None = None
+
+
 @dataclass
 class StepDef:
     name: str
@@ -154,10 +176,21 @@ class StepDef:
     key_includes_input: bool = False
     probe: Callable[..., Any] | None = None
     verify: Callable[[Any], bool] | None = None
+    # Authoring (issue 13): a condition (`when(ctx) -> bool`, false: skipped), a wait or
+    # sleep, the map step whose per-item results ctx.collected holds, and the name of
+    # the compensation that undoes this step's effect when the run is cancelled or fails.
+    when: Callable[..., bool] | None = None
+    wait: WaitSpec | None = None
+    collect: str | None = None
+    compensate: str | None = None
 
     @property
     def is_map(self) -> bool:
         return self.over is not None
+
+    @property
+    def is_wait(self) -> bool:
+        return self.wait is not None
 
     def batch_size_for(self, run_input: Mapping[str, Any]) -> int:
         size = run_input[self.batch_size] if isinstance(self.batch_size, str) else self.batch_size
@@ -205,6 +238,8 @@ class Workflow:
     effects: Callable[[str], int] | None = None
     expected_effects: Callable[[dict[str, Any]], int] | None = None
     steps: dict[str, StepDef] = field(default_factory=dict)
+    # Declared with @wf.compensation: run only to undo a completed step (compensate=).
+    compensations: dict[str, StepDef] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
@@ -262,23 +297,178 @@ class Workflow:
         key_includes_input: bool = False,
         probe: Callable[..., Any] | None = None,
         verify: Callable[[Any], bool] | None = None,
+        when: Callable[..., bool] | None = None,
+        collect: str | None = None,
+        compensate: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declare a step: `fn(ctx) -> result` (the result must be JSON-serializable).
-        `kind` is required: it decides what the engine may do on retry and on crash."""
+        `kind` is required: it decides what the engine may do on retry and on crash.
+
+        `when(ctx) -> bool`: evaluated when the step's dependencies are done; false
+        skips the step (status `skipped`, result None) and its dependents proceed.
+        `collect="<map step>"`: ctx.collected iterates that map step's per-item results
+        in item order (the map step becomes a dependency). `compensate="<name>"`: the
+        compensation (declared before with `@wf.compensation`) that undoes this step's
+        effect if the run is cancelled or fails after the step succeeded."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             step_name = name or fn.__name__
+            deps = self._deps(after)
+            if collect is not None:
+                if collect not in self.steps or not self.steps[collect].is_map:
+                    raise WorkflowDefinitionError(
+                        f"{self.name}: step {step_name!r} collects {collect!r}, which is not "
+                        "a map step declared before it"
+                    )
+                if collect not in deps:
+                    deps = (*deps, collect)
+            if compensate is not None and compensate not in self.compensations:
+                raise WorkflowDefinitionError(
+                    f"{self.name}: step {step_name!r} names compensation {compensate!r}, "
+                    "which is not declared before it with @wf.compensation(kind=...)"
+                )
+            if compensate is not None and any(
+                s.compensate == compensate for s in self.steps.values()
+            ):
+                raise WorkflowDefinitionError(
+                    f"{self.name}: compensation {compensate!r} already undoes another step; "
+                    "declare one compensation per step (each is a step with its own claim)"
+                )
             self._add(
                 StepDef(
                     name=step_name,
                     fn=fn,
                     kind=self._kind(kind, step_name),
-                    after=self._deps(after),
+                    after=deps,
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
                     key_includes_input=key_includes_input,
                     probe=probe,
                     verify=verify,
+                    when=when,
+                    collect=collect,
+                    compensate=compensate,
+                )
+            )
+            return fn
+
+        return register
+
+    def compensation(
+        self,
+        *,
+        kind: EffectKind | str | None = None,
+        retry: Retry | None = None,
+        name: str | None = None,
+        lease_seconds: float | None = None,
+        probe: Callable[..., Any] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Declare a compensation: `fn(ctx) -> result`, run as a step of its own (with
+        its own effect kind, claim and retries) only when a run that completed the step
+        naming it (`compensate=`) is cancelled or fails. It is not part of the plan
+        otherwise. ctx.results holds the run's results, the compensated step's too."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            comp_name = name or fn.__name__
+            if comp_name in self.steps or comp_name in self.compensations:
+                raise WorkflowDefinitionError(f"{self.name}: duplicate step name {comp_name!r}")
+            self.compensations[comp_name] = StepDef(
+                name=comp_name,
+                fn=fn,
+                kind=self._kind(kind, comp_name),
+                after=(),
+                retry=retry or Retry(),
+                lease_seconds=lease_seconds,
+                probe=probe,
+            )
+            return fn
+
+        return register
+
+    def wait(
+        self,
+        *,
+        signal: str,
+        timeout: timedelta | None = None,
+        on_timeout: str = "fail",
+        on_duplicate: str = "refuse",
+        after: list[str] | tuple[str, ...] | None = None,
+        name: str | None = None,
+        when: Callable[..., bool] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Declare a step that waits for the signal `signal` (engine.send_signal). Its
+        result is `{"payload": …, "actor": …, "timed_out": False}`, or
+        `{"timed_out": True}` after `timeout` with `on_timeout="continue"`
+        (`"fail"`: the step and the run fail). A signal sent before the run reaches
+        the wait is kept for it; a second signal of the same name is refused
+        (`on_duplicate="refuse"`) or kept in order for a later wait (`"queue"`).
+        The decorated function only names the step: it is not called."""
+        if not isinstance(signal, str) or not signal or len(signal) > STEP_NAME_MAX:
+            raise WorkflowDefinitionError(f"{self.name}: wait needs a signal name (a string)")
+        if on_timeout not in ON_TIMEOUT:
+            raise WorkflowDefinitionError(
+                f"{self.name}: on_timeout must be one of {', '.join(ON_TIMEOUT)}, "
+                f"not {on_timeout!r}"
+            )
+        if on_duplicate not in ON_DUPLICATE:
+            raise WorkflowDefinitionError(
+                f"{self.name}: on_duplicate must be one of {', '.join(ON_DUPLICATE)}, "
+                f"not {on_duplicate!r}"
+            )
+        if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
+            raise WorkflowDefinitionError(f"{self.name}: timeout must be a positive timedelta")
+        for other in self.steps.values():
+            same = other.wait is not None and other.wait.signal == signal
+            if same and other.wait is not None and other.wait.on_duplicate != on_duplicate:
+                raise WorkflowDefinitionError(
+                    f"{self.name}: waits for signal {signal!r} disagree on on_duplicate"
+                )
+        spec = WaitSpec(
+            signal=signal, timeout=timeout, on_timeout=on_timeout, on_duplicate=on_duplicate
+        )
+        return self._wait_step(spec, after=after, name=name, when=when)
+
+    def sleep(
+        self,
+        *,
+        until: Callable[..., datetime] | None = None,
+        for_: Callable[..., timedelta] | None = None,
+        after: list[str] | tuple[str, ...] | None = None,
+        name: str | None = None,
+        when: Callable[..., bool] | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Declare a durable sleep: until `until(ctx)` (an aware datetime) or for
+        `for_(ctx)` (a timedelta), computed from the input or earlier results when the
+        step is reached; without either, the decorated function itself returns the
+        datetime or timedelta. Its result is `{"slept_until": <ISO time>}`."""
+        if until is not None and for_ is not None:
+            raise WorkflowDefinitionError(f"{self.name}: sleep takes until= or for_=, not both")
+        deadline = until or for_
+        return self._wait_step(WaitSpec(deadline=deadline), after=after, name=name, when=when)
+
+    def _wait_step(
+        self,
+        spec: WaitSpec,
+        *,
+        after: list[str] | tuple[str, ...] | None,
+        name: str | None,
+        when: Callable[..., bool] | None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            step_name = name or fn.__name__
+            if spec.signal is None and spec.deadline is None:
+                final = WaitSpec(deadline=fn)
+            else:
+                final = spec
+            self._add(
+                StepDef(
+                    name=step_name,
+                    fn=fn,
+                    kind=PURE,  # waiting has no external effect
+                    after=self._deps(after),
+                    retry=Retry(max_attempts=1),
+                    when=when,
+                    wait=final,
                 )
             )
             return fn
@@ -296,6 +486,7 @@ class Workflow:
         name: str | None = None,
         lease_seconds: float | None = None,
         key: Callable[[Any], Any] | None = None,
+        when: Callable[..., bool] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declare a map step: `fn(ctx, item)` is called once per item of the list that
         step `over` returned, in batches of `batch_size`. Each item is its own logical
@@ -330,6 +521,7 @@ class Workflow:
                     over=over,
                     batch_size=batch_size,
                     key=key,
+                    when=when,
                 )
             )
             return fn
@@ -360,7 +552,7 @@ class Workflow:
         return tuple(after)
 
     def _add(self, step: StepDef) -> None:
-        if step.name in self.steps:
+        if step.name in self.steps or step.name in self.compensations:
             raise WorkflowDefinitionError(f"{self.name}: duplicate step name {step.name!r}")
         if len(step.name) > STEP_NAME_MAX:
             raise WorkflowDefinitionError(
@@ -435,6 +627,17 @@ class Workflow:
     # -- using the definition ---------------------------------------------------
     def dependents(self, step_name: str) -> list[str]:
         return [s.name for s in self.steps.values() if step_name in s.after]
+
+    def stepdef(self, name: str) -> StepDef | None:
+        """A step of the plan, or a compensation, by name."""
+        return self.steps.get(name) or self.compensations.get(name)
+
+    def waits_for(self, signal: str) -> list[StepDef]:
+        """The wait steps that consume signal `signal`."""
+        return [s for s in self.steps.values() if s.wait and s.wait.signal == signal]
+
+    def signals(self) -> list[str]:
+        return sorted({s.wait.signal for s in self.steps.values() if s.wait and s.wait.signal})
 
     def validate_input(self, data: Any) -> dict[str, Any]:
         """Return the input with defaults filled in, or raise InvalidInput naming every
@@ -548,6 +751,9 @@ class Workflow:
             ],
             "steps": [
                 {"name": s.name, "kind": str(s.kind), "after": list(s.after), "map": s.is_map}
+                | ({"wait": s.wait.signal or "sleep"} if s.wait else {})
+                | ({"conditional": True} if s.when else {})
+                | ({"compensate": s.compensate} if s.compensate else {})
                 for s in self.steps.values()
             ],
         }
@@ -603,12 +809,14 @@ class FencingToken(NamedTuple):
 
 @dataclass
 class Context:
-    """What a step function receives."""
+    """What a step function receives. `results` maps the name of any earlier step of
+    the run that completed (or was skipped: None) to its result, read when asked for;
+    `collected` is set for a step declared with `collect=`."""
 
     run_id: str
     step_name: str
     input: dict[str, Any]
-    results: dict[str, Any]
+    results: Mapping[str, Any]
     idempotency_key: str | None
     attempt: int
     heartbeat: Callable[[], None]
@@ -616,3 +824,20 @@ class Context:
     item_key: str | None = None
     # Guarded steps only (see FencingToken).
     fencing_token: FencingToken | None = None
+    # Steps declared with collect=: the map step's per-item results, in item order.
+    collected: Collected | None = None
+
+
+class Collected:
+    """A map step's per-item results in item order, read from its item registry (the
+    item claims) one batch at a time, so a map of any size is never loaded at once.
+    Iterate it (or `list()` it when it is small); `len()` is the number of items."""
+
+    def __init__(self, fetch: Callable[[], Iterator[Any]], count: int) -> None:
+        self._fetch, self._count = fetch, count
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._fetch()
+
+    def __len__(self) -> int:
+        return self._count

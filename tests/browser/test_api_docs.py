@@ -28,8 +28,8 @@ def test_api_docs_render_without_cdn_or_csp_violation_and_submit(browser, transa
     assert "script-src 'self'" in csp and "unsafe" not in csp
     page.get_by_text("Submit a run").first.wait_for()
     assert (
-        page.locator(".opblock").count() == 12
-    )  # every operation of the schema, the step retry included
+        page.locator(".opblock").count() == 13
+    )  # every operation of the schema, the step retry and the signal included
     browser.screenshot("api-docs")
 
     page.get_by_text("Submit a run").first.click()

@@ -1,0 +1,185 @@
+"""Compensation (issue 13): when a run is cancelled or fails after steps that name a
+compensation (`compensate=`) succeeded, the run goes `compensating` and those
+compensations run as steps of their own (own effect kind, claim, retries, probe), one
+after another in reverse order of the completions they undo. When the last one
+succeeds the run ends as it was ending (`ends_as`: cancelled or failed). One that
+fails for good ends the run failed, naming it; one whose claim is unresolved goes to
+the reconciliation queue like any other, and the run stays compensating until it is
+resolved.
+
+While compensating, `Run.steps_remaining` counts the compensations not yet done: the
+steps of the plan no longer start (the run is not active), and one that was running
+and succeeds meanwhile gets its compensation added (compensate_late_step).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import connection
+from django.db.models import F
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Run, Step
+from runs.states import RUN_ACTIVE, RunStatus, StepStatus
+from runs.workflows import registry
+from runs.workflows.definition import Workflow
+
+from .dispatch import publish_on_commit
+
+
+def _compensable(workflow: Workflow) -> dict[str, str]:
+    """step name -> the name of its compensation."""
+    return {s.name: s.compensate for s in workflow.steps.values() if s.compensate}
+
+
+def begin_compensation(
+    run_id: uuid.UUID | str, *, ends_as: str, error: str, actor: str | None = None
+) -> bool:
+    """If steps of this active run that name a compensation have succeeded, move the
+    run to `compensating` (conditional on it being active), put their compensations in
+    the plan under a new revision (newest completion first, each after the previous),
+    and queue the first. False, changing nothing, when there is nothing to undo or the
+    run is no longer active. Call inside the transaction that ends the run."""
+    run = Run.objects.only("id", "workflow", "version").filter(pk=run_id).first()
+    workflow = registry.get(run.workflow, run.version) if run else None
+    if run is None or workflow is None or not workflow.compensations:
+        return False
+    run_id = run.id
+    compensable = _compensable(workflow)
+    done = list(
+        Step.objects.filter(
+            run_id=run_id,
+            parent__isnull=True,
+            status=StepStatus.SUCCEEDED,
+            name__in=list(compensable),
+        )
+        .order_by(F("finished_at").desc(nulls_last=True), "-id")
+        .values_list("name", flat=True)
+    )
+    if not done:
+        return False
+    n = Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).update(
+        status=RunStatus.COMPENSATING,
+        ends_as=ends_as,
+        error=error,
+        steps_remaining=len(done),
+        updated_at=Now(),
+    )
+    if n != 1:
+        return False
+    order = [compensable[name] for name in done]
+    events.append_event(
+        run_id,
+        events.RUN_COMPENSATING,
+        ends_as=ends_as,
+        error=error,
+        compensations=order,
+        actor=actor or "engine",
+    )
+    revision = _bump_revision(run_id)
+    previous: str | None = None
+    first: list[int] = []
+    for undone in done:
+        step = _plan(run_id, workflow, undone, compensable[undone], revision, after=previous)
+        if previous is None:
+            first.append(step.id)
+        previous = step.name
+    publish_on_commit(first)
+    return True
+
+
+def _plan(
+    run_id: uuid.UUID,
+    workflow: Workflow,
+    undone: str,
+    name: str,
+    revision: int,
+    *,
+    after: str | None,
+) -> Step:
+    stepdef = workflow.compensations[name]
+    status = StepStatus.PENDING if after else StepStatus.QUEUED
+    step = Step.objects.create(
+        run_id=run_id,
+        key=name,
+        name=name,
+        kind=stepdef.kind,
+        compensates=undone,
+        depends_on=[after] if after else [],
+        pending_deps=1 if after else 0,
+        max_attempts=stepdef.retry.max_attempts,
+        plan_revision=revision,
+        status=status,
+    )
+    if status == StepStatus.QUEUED:
+        Step.objects.filter(pk=step.id).update(queued_at=Now())
+    events.append_event(
+        run_id,
+        events.COMPENSATION_PLANNED,
+        step_id=step.id,
+        step=step.key,
+        compensates=undone,
+        status=status,
+        after=after,
+    )
+    return step
+
+
+def compensation_succeeded(*, run_id: uuid.UUID, step: Step) -> list[int]:
+    """A compensation succeeded: queue the next one, or end the run as it was ending
+    when this was the last."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET steps_remaining = steps_remaining - 1 "
+            "WHERE id = %s AND status = %s RETURNING steps_remaining, ends_as",
+            [run_id, RunStatus.COMPENSATING],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return []  # the run ended meanwhile (a compensation failed for good)
+    remaining, ends_as = int(row[0]), row[1]
+    if remaining == 0:
+        n = Run.objects.filter(pk=run_id, status=RunStatus.COMPENSATING).update(
+            status=ends_as, finished_at=Now(), updated_at=Now()
+        )
+        assert n == 1
+        event = events.RUN_CANCELLED if ends_as == RunStatus.CANCELLED else events.RUN_FAILED
+        events.append_event(run_id, event, compensated=True)
+        return []
+    ready: list[int] = []
+    for nxt in Step.objects.filter(
+        run_id=run_id, parent__isnull=True, depends_on__contains=[step.name]
+    ).exclude(compensates=""):
+        n = Step.objects.filter(pk=nxt.id, status=StepStatus.PENDING, pending_deps=1).update(
+            pending_deps=0, status=StepStatus.QUEUED, queued_at=Now()
+        )
+        if n == 1:
+            events.append_event(run_id, events.STEP_QUEUED, step_id=nxt.id, step=nxt.key)
+            ready.append(nxt.id)
+    return ready
+
+
+def compensate_late_step(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+    """A step of the plan that was running when its run began compensating has just
+    succeeded: if it names a compensation, that compensation joins the run's (queued
+    at once: it undoes the newest completion) and is counted in steps_remaining."""
+    name = _compensable(workflow).get(step.name)
+    if name is None or Step.objects.filter(run_id=run_id, key=name).exists():
+        return []
+    revision = Run.objects.values_list("plan_revision", flat=True).get(pk=run_id)
+    Run.objects.filter(pk=run_id, status=RunStatus.COMPENSATING).update(
+        steps_remaining=F("steps_remaining") + 1
+    )
+    planned = _plan(run_id, workflow, step.name, name, revision, after=None)
+    return [planned.id]
+
+
+def _bump_revision(run_id: uuid.UUID) -> int:
+    from .mapping import _bump_revision as bump
+
+    return bump(run_id)
+
+
+__all__ = ["begin_compensation", "compensate_late_step", "compensation_succeeded"]

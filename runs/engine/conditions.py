@@ -1,0 +1,41 @@
+"""Conditions (`when=` on a step, issue 13): decided when the step's dependencies are
+done, inside the transaction that found it ready."""
+
+from __future__ import annotations
+
+import traceback
+import uuid
+
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Run, Step
+from runs.states import StepStatus
+from runs.workflows.definition import StepDef
+
+
+def condition_holds(run_id: uuid.UUID, step: Step, stepdef: StepDef) -> bool | None:
+    """Evaluate the step's condition with a context of the run's input and results.
+    None if it raised: then the step has failed (pending → failed, with its event)
+    and so has the run, since a condition that cannot be decided cannot be guessed."""
+    from .complete import fail_run
+    from .waits import context_for
+
+    assert stepdef.when is not None
+    run_input = Run.objects.values_list("input", flat=True).get(pk=run_id)
+    try:
+        return bool(stepdef.when(context_for(run_id, dict(run_input), step.name)))
+    except Exception as exc:  # the definition's own code
+        error = (
+            "its condition raised "
+            + "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        )
+        n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
+            status=StepStatus.FAILED, error=error, finished_at=Now()
+        )
+        if n == 1:
+            events.append_event(
+                run_id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error
+            )
+            fail_run(run_id, f"step {step.key} failed: {error}")
+        return None

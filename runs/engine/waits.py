@@ -1,0 +1,322 @@
+"""Durable waits (issue 13): wait steps that wait for a named signal, sleep steps that
+wait for a time, the sweeper's timer wake-ups, and send_signal().
+
+A wait step holds no worker. When its message is delivered (the step is `queued`),
+reach_wait() decides in one transaction, with the step's row locked: consume a signal
+that was kept for it (the step succeeds with the payload), end it because its time
+has come (timeout: fail or continue; sleep: succeed), or park it `waiting` with a
+`wake_at` on the database's clock. It is woken (waiting → queued, then delivered
+again) by send_signal() or by the sweeper (wake_due()), each a conditional UPDATE
+`… WHERE status = 'waiting'`, so of two wakers exactly one wakes it.
+
+Lost wake-ups are excluded by lock order: send_signal() locks the run's wait step rows
+BEFORE it inserts its signal, and reach_wait() locks the step row before it looks for a
+signal. Whichever comes second waits for the first to commit, then sees its work: the
+signal (reach_wait) or the step `waiting` (send_signal, which then wakes it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Value
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Run, Signal, Step
+from runs.states import RUN_ACTIVE, RunStatus, StepStatus
+from runs.workflows import registry
+from runs.workflows.definition import Context, StepDef, Workflow
+
+from .complete import ensure_json, fail_run, step_succeeded
+from .dispatch import publish_on_commit
+from .errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal
+from .resolve import actor_name
+from .results import RunResults
+from .start import active_run
+
+log = logging.getLogger(__name__)
+
+
+def reach_wait(*, step_id: int, workflow: Workflow, stepdef: StepDef) -> str:
+    """The wait or sleep step `step_id` was delivered: end it or park it (see the
+    module's docstring). Returns a word for the logs."""
+    spec = stepdef.wait
+    assert spec is not None
+    with transaction.atomic():
+        step = (
+            Step.objects.select_for_update(of=("self",))
+            .filter(active_run(), pk=step_id, status=StepStatus.QUEUED)
+            .order_by()
+            .first()
+        )
+        if step is None:
+            return "skipped"  # a duplicate delivery, or the run is no longer active
+        run_id = step.run_id
+        if Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
+            status=RunStatus.RUNNING, updated_at=Now()
+        ):
+            events.append_event(run_id, events.RUN_STARTED)
+        if spec.signal is not None:
+            signal = _consume(run_id, spec.signal, step)
+            if signal is not None:
+                _succeed(step, workflow, {**signal, "timed_out": False})
+                return "signalled"
+            if step.wake_at is None and spec.timeout is not None:
+                _set_wake_at(step, Now() + Value(spec.timeout))
+            elif _due(step):
+                if spec.on_timeout == "continue":
+                    _succeed(step, workflow, {"timed_out": True})
+                    return "timed out, continued"
+                _fail(step, f"no signal {spec.signal!r} before its timeout ({spec.timeout})")
+                return "timed out, failed"
+        else:
+            if step.wake_at is None:
+                try:
+                    deadline = _deadline(step, stepdef)
+                except Exception as exc:  # the definition's own code
+                    _fail(step, f"its deadline could not be computed: {exc!r}")
+                    return "failed"
+                _set_wake_at(step, deadline)
+            if _due(step):
+                assert step.wake_at is not None
+                _succeed(step, workflow, {"slept_until": step.wake_at.isoformat()})
+                return "slept"
+        _park(step, spec.signal)
+        return "waiting"
+
+
+def _deadline(step: Step, stepdef: StepDef) -> Any:
+    """The sleep's end, from the definition's function: a datetime, or a timedelta
+    counted from the database's now()."""
+    assert stepdef.wait is not None and stepdef.wait.deadline is not None
+    run = Run.objects.only("id", "input").get(pk=step.run_id)
+    ctx = context_for(run.id, dict(run.input), step.name)
+    value = stepdef.wait.deadline(ctx)
+    if isinstance(value, timedelta):
+        return Now() + Value(value)
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value
+    raise TypeError(
+        f"sleep step {step.name!r}: its deadline must be a timedelta or an aware datetime, "
+        f"got {value!r}"
+    )
+
+
+def context_for(run_id: uuid.UUID, run_input: dict[str, Any], step_name: str) -> Context:
+    """A context for the engine's own calls into a definition (conditions, deadlines):
+    no idempotency key, no attempt, no heartbeat."""
+    return Context(
+        run_id=str(run_id),
+        step_name=step_name,
+        input=run_input,
+        results=RunResults(run_id),
+        idempotency_key=None,
+        attempt=0,
+        heartbeat=lambda: None,
+    )
+
+
+def _set_wake_at(step: Step, wake_at: Any) -> None:
+    Step.objects.filter(pk=step.id).update(wake_at=wake_at)
+    step.refresh_from_db(fields=["wake_at"])
+
+
+def _due(step: Step) -> bool:
+    return step.wake_at is not None and Step.objects.filter(pk=step.id, wake_at__lte=Now()).exists()
+
+
+def _consume(run_id: uuid.UUID, name: str, step: Step) -> dict[str, Any] | None:
+    """Take the oldest unconsumed signal `name` of the run for this step."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE runs_signal SET consumed_by_step_id = %s, consumed_at = now()
+            WHERE id = (
+                SELECT id FROM runs_signal
+                WHERE run_id = %s AND name = %s AND consumed_by_step_id IS NULL
+                ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING id, payload, actor
+            """,
+            [step.id, run_id, name],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    signal_id, payload, actor = row
+    if isinstance(payload, str):  # Django's psycopg set-up reads jsonb as its text
+        payload = json.loads(payload)
+    events.append_event(
+        run_id, events.SIGNAL_CONSUMED, step_id=step.id, step=step.key, signal=name, id=signal_id
+    )
+    return {"payload": payload, "actor": actor}
+
+
+def _succeed(step: Step, workflow: Workflow, result: Any) -> None:
+    n = Step.objects.filter(pk=step.id, status=StepStatus.QUEUED).update(
+        status=StepStatus.SUCCEEDED,
+        result=ensure_json(result),
+        started_at=Now(),
+        finished_at=Now(),
+    )
+    if n != 1:
+        raise RuntimeError(f"wait step {step.key} was not queued")
+    events.append_event(step.run_id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key)
+    ready = step_succeeded(run_id=step.run_id, step=step, workflow=workflow)
+    publish_on_commit(ready, fault_step=step.name)
+
+
+def _fail(step: Step, error: str) -> None:
+    n = Step.objects.filter(pk=step.id, status=StepStatus.QUEUED).update(
+        status=StepStatus.FAILED, error=error, started_at=Now(), finished_at=Now()
+    )
+    if n != 1:
+        raise RuntimeError(f"wait step {step.key} was not queued")
+    events.append_event(
+        step.run_id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error
+    )
+    fail_run(step.run_id, f"step {step.key} failed: {error}")
+
+
+def _park(step: Step, signal: str | None) -> None:
+    """queued → waiting; the run waits too if it was running."""
+    n = Step.objects.filter(pk=step.id, status=StepStatus.QUEUED).update(status=StepStatus.WAITING)
+    if n != 1:
+        raise RuntimeError(f"wait step {step.key} was not queued")
+    step.refresh_from_db(fields=["wake_at"])
+    events.append_event(
+        step.run_id,
+        events.STEP_WAITING,
+        step_id=step.id,
+        step=step.key,
+        signal=signal,
+        wake_at=step.wake_at.isoformat() if step.wake_at else None,
+    )
+    if Run.objects.filter(pk=step.run_id, status=RunStatus.RUNNING).update(
+        status=RunStatus.WAITING, updated_at=Now()
+    ):
+        events.append_event(step.run_id, events.RUN_WAITING, step=step.key)
+
+
+def _wake(step_id: int, run_id: uuid.UUID, key: str, reason: str) -> None:
+    """After a step went waiting → queued (caller's conditional UPDATE): its event, the
+    run back to running when no step of it waits any more, the message after commit."""
+    events.append_event(run_id, events.STEP_QUEUED, step_id=step_id, step=key, reason=reason)
+    still_waiting = Exists(Step.objects.filter(run_id=OuterRef("pk"), status=StepStatus.WAITING))
+    if (
+        Run.objects.filter(pk=run_id, status=RunStatus.WAITING)
+        .exclude(still_waiting)
+        .update(status=RunStatus.RUNNING, updated_at=Now())
+    ):
+        events.append_event(run_id, events.RUN_WOKEN, step=key, reason=reason)
+    publish_on_commit([step_id])
+
+
+# --- the sweeper's timers -------------------------------------------------------------
+def wake_due(*, limit: int = 200) -> list[int]:
+    """Wake waiting steps whose `wake_at` has come, on the database's clock. Each in
+    its own transaction (a sweep never holds two runs' rows), by a conditional UPDATE
+    on a row taken with SKIP LOCKED: two sweepers (two beats) wake a timer once."""
+    candidates = list(
+        Step.objects.filter(active_run(), status=StepStatus.WAITING, wake_at__lte=Now())
+        .order_by("wake_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    woken: list[int] = []
+    for step_id in candidates:
+        with transaction.atomic():
+            row = (
+                Step.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pk=step_id, status=StepStatus.WAITING, wake_at__lte=Now())
+                .order_by()
+                .values_list("run_id", "key")
+                .first()
+            )
+            if row is None:
+                continue  # another sweeper holds it, or woke it already
+            n = Step.objects.filter(pk=step_id, status=StepStatus.WAITING).update(
+                status=StepStatus.QUEUED, queued_at=Now()
+            )
+            assert n == 1, "we hold the row and saw it waiting"
+            _wake(step_id, row[0], row[1], "timer due")
+            woken.append(step_id)
+    return woken
+
+
+# --- signals --------------------------------------------------------------------------
+def send_signal(
+    *, run_id: uuid.UUID | str, name: str, payload: Any = None, actor: AbstractBaseUser | str
+) -> Signal:
+    """Send the signal `name` to a run, with its actor, as an event. If the run's wait
+    for it is waiting, it is woken in the same transaction (its message goes out after
+    commit); if the run has not reached the wait yet, the signal is kept for it.
+
+    Refuses, changing nothing: RunNotFound; RunNotActive (finished); UnknownSignal (no
+    wait of the run's workflow listens for `name`); DuplicateSignal (a signal of that
+    name was already received and the wait says `on_duplicate="refuse"`)."""
+    who = actor_name(actor)
+    payload = ensure_json(payload, "signal payload")
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id).only("id", "workflow", "version").first()
+        if run is None:
+            raise RunNotFound(run_id)
+        workflow = registry.get(run.workflow, run.version)
+        waits = workflow.waits_for(name) if workflow else []
+        if not waits:
+            raise UnknownSignal(run.id, name, workflow.signals() if workflow else [])
+        # Lock order: the wait steps, then the run (as every step transition does).
+        steps = list(
+            Step.objects.select_for_update(of=("self",))
+            .filter(run_id=run.id, name__in=[w.name for w in waits], parent__isnull=True)
+            .order_by("id")
+        )
+        run = Run.objects.select_for_update(of=("self",)).get(pk=run.id)
+        if run.status not in RUN_ACTIVE:
+            raise RunNotActive(run, f"sent signal {name!r}")
+        assert waits[0].wait is not None
+        on_duplicate = waits[0].wait.on_duplicate
+        signal_id = _insert_signal(run.id, name, payload, who, on_duplicate)
+        if signal_id is None:
+            first = Signal.objects.filter(run=run, name=name).order_by("id").first()
+            assert first is not None
+            raise DuplicateSignal(run.id, name, first.actor, first.created_at)
+        events.append_event(
+            run.id, events.SIGNAL_RECEIVED, signal=name, actor=who, payload=payload, id=signal_id
+        )
+        for step in steps:
+            if step.status != StepStatus.WAITING:
+                continue
+            n = Step.objects.filter(pk=step.id, status=StepStatus.WAITING).update(
+                status=StepStatus.QUEUED, queued_at=Now()
+            )
+            if n == 1:
+                _wake(step.id, run.id, step.key, f"signal {name!r} from {who}")
+                break  # one signal wakes one wait; the woken step consumes it
+    return Signal.objects.get(pk=signal_id)
+
+
+def _insert_signal(
+    run_id: uuid.UUID, name: str, payload: Any, actor: str, on_duplicate: str
+) -> int | None:
+    """INSERT the signal; None if signal_one_per_name_when_refused already holds one."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO runs_signal (run_id, name, payload, actor, on_duplicate, created_at)
+            VALUES (%s, %s, %s::jsonb, %s, %s, now())
+            ON CONFLICT DO NOTHING RETURNING id
+            """,
+            [run_id, name, json.dumps(payload), actor, on_duplicate],
+        )
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+__all__ = ["context_for", "reach_wait", "send_signal", "wake_due"]
