@@ -288,6 +288,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers keep their database connections (DESIGN.md §11). Celery's Django fixup closes
+# every connection before and after every task unless told to reuse them: it then
+# closes them only once per CELERY_DB_REUSE_MAX tasks. runs/tasks.py applies Django's
+# own rule around each task instead (close_old_connections: CONN_MAX_AGE, health
+# checks, a connection left broken by an error), as a web request would.
+CELERY_DB_REUSE_MAX = int(env_float("CELERY_DB_REUSE_MAX", 100_000))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Recovery (sweeps, probes) has a queue of its own, so it never waits behind a backlog
 # of step messages; workers consume both. A sweep that could not run within one

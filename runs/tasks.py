@@ -6,8 +6,8 @@ import os
 import socket
 
 from celery import shared_task
-from celery.signals import worker_ready
-from django.db import InterfaceError, OperationalError
+from celery.signals import task_postrun, task_prerun, worker_ready
+from django.db import InterfaceError, OperationalError, close_old_connections
 
 from runs import engine
 
@@ -45,3 +45,13 @@ def sweep() -> str:
 def sweep_at_start(**_: object) -> None:
     """A worker that starts after a crash recovers what the dead one left behind."""
     engine.sweep()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def keep_connections(**_: object) -> None:
+    """Django's per-request connection rule, per task: keep the connection (no new
+    connection and session set-up per step) unless it is older than CONN_MAX_AGE, fails
+    its health check or was left unusable by an error (config/settings.py,
+    CELERY_DB_REUSE_MAX)."""
+    close_old_connections()
