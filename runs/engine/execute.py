@@ -39,7 +39,9 @@ def dependency_results(run_id: uuid.UUID, stepdef: StepDef) -> dict[str, Any]:
 
 def _context_factory(started: Started) -> Any:
     run, step, stepdef = started.run, started.step, started.stepdef
-    results = dependency_results(run.id, stepdef)
+    results = (
+        started.results if started.results is not None else dependency_results(run.id, stepdef)
+    )
 
     def heartbeat() -> None:
         renew_lease(started.attempt.id, started.lease_seconds)
