@@ -83,7 +83,7 @@ def finish_attempt(
     completion does."""
     step, run, attempt = started.step, started.run, started.attempt
     name = step.name
-    with transaction.atomic():
+    with transaction.atomic(), events.buffered():
         if effect is not None:
             # The effect runs BEFORE the fence: a paused worker holding this transaction
             # open does not lock its attempt row, so the sweeper can still declare it
@@ -363,26 +363,72 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
         # Cancelled (or failed) meanwhile: an attempt that was running finishes and is
         # recorded, but nothing after it is queued.
         return []
-    dependents = workflow.dependents(step.name)
-    if not dependents:
+    plain, maps = _dependents(workflow, step.name)
+    if not plain and not maps:
         return []
+    # One statement for all dependents: each one's pending-dependency counter goes down,
+    # and a plain step whose last dependency this was is queued in the same UPDATE (a map
+    # step is expanded instead, below). Found by the (run, name) index, never a scan.
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            UPDATE runs_step SET pending_deps = pending_deps - 1
-            WHERE run_id = %s AND name = ANY(%s) AND parent_id IS NULL
-            RETURNING id, pending_deps
+            UPDATE runs_step
+            SET pending_deps = pending_deps - 1,
+                status = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                              AND name = ANY(%(plain)s) THEN %(queued)s ELSE status END,
+                queued_at = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                                 AND name = ANY(%(plain)s) THEN now() ELSE queued_at END
+            WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL
+            RETURNING id, key, name, pending_deps, status
             """,
-            [run_id, dependents],
+            {
+                "run": run_id,
+                "names": plain + maps,
+                "plain": plain,
+                "pending": StepStatus.PENDING,
+                "queued": StepStatus.QUEUED,
+            },
         )
-        now_ready = [row[0] for row in cursor.fetchall() if row[1] == 0]
+        rows = cursor.fetchall()
     queued: list[int] = []
-    for step_id in now_ready:
-        queued.extend(make_ready(run_id, Step.objects.get(pk=step_id), workflow))
+    for step_id, key, name, pending, status in rows:
+        if pending != 0:
+            continue
+        if name in maps:
+            from .mapping import expand
+
+            queued.extend(
+                expand(run_id=run_id, parent=Step.objects.get(pk=step_id), workflow=workflow)
+            )
+            continue
+        if status != StepStatus.QUEUED:
+            raise RuntimeError(f"step {key} was not pending")
+        events.append_event(run_id, events.STEP_QUEUED, step_id=step_id, step=key)
+        queued.append(step_id)
     return queued
 
 
+_DEPENDENTS: dict[int, tuple[Workflow, dict[str, tuple[list[str], list[str]]]]] = {}
+
+
+def _dependents(workflow: Workflow, step_name: str) -> tuple[list[str], list[str]]:
+    """The step's dependents, plain steps and map steps apart; computed once per worker
+    process (a workflow's definition does not change while the process runs)."""
+    entry = _DEPENDENTS.get(id(workflow))
+    if entry is None or entry[0] is not workflow:
+        entry = _DEPENDENTS[id(workflow)] = (workflow, {})
+    found = entry[1].get(step_name)
+    if found is None:
+        names = workflow.dependents(step_name)
+        found = entry[1][step_name] = (
+            [n for n in names if not workflow.steps[n].is_map],
+            [n for n in names if workflow.steps[n].is_map],
+        )
+    return found
+
+
 def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+    """Queue a pending step whose dependencies all succeeded (a map step: expand it)."""
     stepdef = workflow.steps[step.name]
     if stepdef.is_map:
         from .mapping import expand
