@@ -14,15 +14,17 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models.functions import Now
+from psycopg.types.json import Jsonb
 
 from runs import events
 from runs.models import Claim, Run, Step
-from runs.states import ClaimStatus, EffectKind, StepStatus
+from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 from runs.workflows.definition import Context, StepDef, Workflow
 
 from . import faults, keys
 from .claims import insert_claim
 from .complete import ensure_json, renew_lease, step_succeeded
+from .errors import AttemptFenced
 from .start import Started
 
 
@@ -159,16 +161,25 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     """Process a batch's items; return the counts for its batch_finished event."""
     step, run = started.step, started.run
     assert step.parent_id is not None
-    parent_revision = Step.objects.values_list("plan_revision", flat=True).get(pk=step.parent_id)
+    parent_revision = started.parent_revision
+    if parent_revision is None:
+        parent_revision = Step.objects.values_list("plan_revision", flat=True).get(
+            pk=step.parent_id
+        )
     pairs: list[dict[str, Any]] = step.items or []
     claim_keys = {
         p["key"]: keys.item_key(run.id, step.name, parent_revision, p["key"]) for p in pairs
     }
-    done = set(
-        Claim.objects.filter(key__in=claim_keys.values(), status=ClaimStatus.SUCCEEDED).values_list(
-            "item_key", flat=True
+    # A batch's first attempt has no item claims yet. A retried one skips the items an
+    # earlier attempt completed without touching them (a shortcut: an item whose claim
+    # exists is skipped by its claim insert anyway).
+    done: set[str | None] = set()
+    if step.attempts > 1:
+        done = set(
+            Claim.objects.filter(
+                key__in=claim_keys.values(), status=ClaimStatus.SUCCEEDED
+            ).values_list("item_key", flat=True)
         )
-    )
     completed = skipped = 0
     for pair in pairs:
         item_key, item = pair["key"], pair["item"]
@@ -209,6 +220,41 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
     )
 
 
+def _complete_item_and_renew(started: Started, claim_id: int, result: Any) -> None:
+    """The item's claim succeeds and the attempt's lease is renewed, in one statement;
+    AttemptFenced (rolling the item back, effect included) if the lease was lost."""
+    with connection.cursor() as cursor:
+        params: dict[str, Any] = {
+            "lease": started.lease_seconds,
+            "attempt": started.attempt.id,
+            "running": AttemptStatus.RUNNING,
+            "succeeded": ClaimStatus.SUCCEEDED,
+            "result": Jsonb(result),
+            "claim": claim_id,
+            "in_flight": ClaimStatus.IN_FLIGHT,
+        }
+        cursor.execute(
+            """
+            WITH lease AS (
+                UPDATE runs_attempt
+                SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+                WHERE id = %(attempt)s AND status = %(running)s AND lease_expires_at > now()
+                RETURNING 1
+            ), outcome AS (
+                UPDATE runs_claim SET status = %(succeeded)s, result = %(result)s,
+                                      completed_at = now()
+                WHERE id = %(claim)s AND status = %(in_flight)s
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM outcome)
+            """,
+            params,
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] != 1:
+        raise AttemptFenced(f"attempt {started.attempt.id} lost its lease")
+
+
 def _transactional_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
     """One transaction: claim + effect + claim outcome + fence (renewing the lease).
 
@@ -222,8 +268,7 @@ def _transactional_item(started: Started, ctx: Context, key: str, item_key: str,
         faults.hit("after_claim", name)
         result = ensure_json(started.stepdef.fn(ctx, item))
         faults.hit("after_effect", name)
-        _complete_item_claim(claim_id, result)
-        renew_lease(started.attempt.id, started.lease_seconds)
+        _complete_item_and_renew(started, claim_id, result)
     return True
 
 
