@@ -71,6 +71,12 @@ def close_django() -> None:
 
 
 # --- worker processes ----------------------------------------------------------------
+def _worker_log() -> Any:
+    path = ROOT / "var" / "bench-workers.log"
+    path.parent.mkdir(exist_ok=True)
+    return path.open("ab")
+
+
 @dataclass
 class Workers:
     """Celery worker process groups (`celery worker -c N` each, prefork, acks_late by
@@ -110,6 +116,9 @@ class Workers:
                     cwd=ROOT,
                     env=dict(os.environ),
                     start_new_session=True,
+                    # The workers' banners and warnings would bury the table.
+                    stdout=subprocess.DEVNULL,
+                    stderr=_worker_log(),
                 )
             )
         return self

@@ -209,9 +209,14 @@ class TxRecorder:
         return any(not s.startswith("SELECT") or "FOR UPDATE" in s for s in tx)
 
     def summary(self) -> str:
-        shape = " ".join(
-            f"{'W' if self.is_write(tx) else 'R'}{len(tx)}" for tx in self.transactions
-        )
+        marks = [f"{'W' if self.is_write(tx) else 'R'}{len(tx)}" for tx in self.transactions]
+        runs: list[list[Any]] = []  # run-length: "W4 x100"
+        for mark in marks:
+            if runs and runs[-1][0] == mark:
+                runs[-1][1] += 1
+            else:
+                runs.append([mark, 1])
+        shape = " ".join(m if n == 1 else f"{m} x{n}" for m, n in runs)
         writes = sum(1 for tx in self.transactions if self.is_write(tx))
         reads = len(self.transactions) - writes
         statements = sum(len(tx) for tx in self.transactions)
