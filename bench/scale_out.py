@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import common  # bench/, the directory of this script; sets Django up
 from django.core.management import call_command
 from engine import measure
 
