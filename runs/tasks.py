@@ -6,8 +6,8 @@ import os
 import socket
 
 from celery import shared_task
-from celery.signals import task_postrun, task_prerun, worker_ready
-from django.db import InterfaceError, OperationalError, close_old_connections
+from celery.signals import task_postrun, worker_ready
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from runs import engine
 
@@ -47,11 +47,16 @@ def sweep_at_start(**_: object) -> None:
     engine.sweep()
 
 
-@task_prerun.connect
 @task_postrun.connect
 def keep_connections(**_: object) -> None:
-    """Django's per-request connection rule, per task: keep the connection (no new
-    connection and session set-up per step) unless it is older than CONN_MAX_AGE, fails
-    its health check or was left unusable by an error (config/settings.py,
-    CELERY_DB_REUSE_MAX)."""
+    """Django's per-request connection rule, after each task: keep the connection (no
+    new connection and session set-up per step) unless it is older than CONN_MAX_AGE or
+    an error left it unusable (config/settings.py, CELERY_DB_REUSE_MAX).
+
+    The next task skips the health check (a `SELECT 1`, a transaction of its own before
+    every step): a connection that broke while idle (PostgreSQL restarted) fails that
+    task's first statement with OperationalError, which retries the task (DB_UNREACHABLE
+    above) and marks the connection, closed here, so the retry reconnects."""
     close_old_connections()
+    if connection.connection is not None:
+        connection.health_check_done = True  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Expression, F
 from django.db.models.functions import Now
+from psycopg.types.json import Jsonb
 
 from runs import events
 from runs.models import Attempt, Claim, Run, Step
@@ -84,6 +85,7 @@ def finish_attempt(
     step, run, attempt = started.step, started.run, started.attempt
     name = step.name
     with transaction.atomic(), events.buffered():
+        claim: Claim | None = started.claim
         if effect is not None:
             # The effect runs BEFORE the fence: a paused worker holding this transaction
             # open does not lock its attempt row, so the sweeper can still declare it
@@ -93,10 +95,10 @@ def finish_attempt(
             faults.hit("after_claim", name)
             result = ensure_json(effect())
             faults.hit("after_effect", name)
-            fence(attempt.id, AttemptStatus.SUCCEEDED)
-            Claim.objects.filter(pk=claim.id).update(
-                status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now()
-            )
+        else:
+            result = ensure_json(result)
+        _fence_and_succeed(started, result, claim)
+        if claim is not None:
             events.append_event(
                 run.id,
                 events.CLAIM_SUCCEEDED,
@@ -104,23 +106,6 @@ def finish_attempt(
                 attempt_number=attempt.number,
                 key=claim.key,
             )
-        else:
-            fence(attempt.id, AttemptStatus.SUCCEEDED)
-            result = ensure_json(result)
-        if started.claim is not None:
-            n = Claim.objects.filter(
-                pk=started.claim.id, status=ClaimStatus.IN_FLIGHT, attempt_id=attempt.id
-            ).update(status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now())
-            if n != 1:
-                raise AttemptFenced(f"claim {started.claim.key} is no longer this attempt's")
-            events.append_event(
-                run.id,
-                events.CLAIM_SUCCEEDED,
-                step_id=step.id,
-                attempt_number=attempt.number,
-                key=started.claim.key,
-            )
-        _leave_running(started, status=StepStatus.SUCCEEDED, result=result, finished_at=Now())
         if batch_counts is not None:
             events.append_event(
                 run.id,
@@ -140,6 +125,56 @@ def finish_attempt(
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow)
         # For a map step the fault points apply per item (mapping.py), not per batch.
         publish_on_commit(ready, fault_step=None if step.parent_id else name)
+
+
+_SUCCEED_SQL = """
+    WITH fenced AS (
+        UPDATE runs_attempt SET status = %(attempt_succeeded)s, finished_at = now(), error = ''
+        WHERE id = %(attempt)s AND status = %(attempt_running)s AND lease_expires_at > now()
+        RETURNING id
+    ), claim AS (
+        UPDATE runs_claim SET status = %(claim_succeeded)s, result = %(result)s,
+                              completed_at = now()
+        WHERE id = %(claim)s AND status = %(in_flight)s AND attempt_id = %(attempt)s
+          AND EXISTS (SELECT 1 FROM fenced)
+        RETURNING id
+    )
+    UPDATE runs_step SET status = %(succeeded)s, result = %(result)s, finished_at = now(),
+                         current_attempt_id = NULL
+    WHERE id = %(step)s AND status = %(running)s
+      AND current_attempt_id = (SELECT id FROM fenced)
+    RETURNING (SELECT count(*) FROM claim)
+"""
+
+
+def _fence_and_succeed(started: Started, result: Any, claim: Claim | None) -> None:
+    """The fence, the claim's outcome and the step's own transition, in one statement:
+    the attempt leaves `running` only while it still holds its lease (database clock),
+    the claim succeeds only if it is still this attempt's and in flight, the step only
+    if this attempt still owns it. Anything less raises AttemptFenced, and the whole
+    transaction (a transactional effect included) rolls back."""
+    params: dict[str, Any] = {
+        "attempt": started.attempt.id,
+        "attempt_succeeded": AttemptStatus.SUCCEEDED,
+        "attempt_running": AttemptStatus.RUNNING,
+        "claim": claim.id if claim is not None else None,
+        "claim_succeeded": ClaimStatus.SUCCEEDED,
+        "in_flight": ClaimStatus.IN_FLIGHT,
+        "result": Jsonb(result),
+        "succeeded": StepStatus.SUCCEEDED,
+        "running": StepStatus.RUNNING,
+        "step": started.step.id,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_SUCCEED_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise AttemptFenced(
+            f"attempt {started.attempt.id} no longer owns step {started.step.key} "
+            "(lease expired, or recovered by another worker)"
+        )
+    if claim is not None and row[0] != 1:
+        raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
 
 
 def _insert_transactional_claim(started: Started) -> Claim:
@@ -347,39 +382,32 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
         events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
         return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
 
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_run SET steps_remaining = steps_remaining - 1 WHERE id = %s "
-            "RETURNING steps_remaining, status",
-            [run_id],
-        )
-        row = cursor.fetchone()
-    assert row is not None
-    remaining, run_status = int(row[0]), row[1]
-    if remaining == 0:
-        _succeed_run(run_id, workflow)
-        return []
-    if run_status not in RUN_ACTIVE:
-        # Cancelled (or failed) meanwhile: an attempt that was running finishes and is
-        # recorded, but nothing after it is queued.
-        return []
     plain, maps = _dependents(workflow, step.name)
-    if not plain and not maps:
-        return []
-    # One statement for all dependents: each one's pending-dependency counter goes down,
-    # and a plain step whose last dependency this was is queued in the same UPDATE (a map
-    # step is expanded instead, below). Found by the (run, name) index, never a scan.
+    # One statement: the run's counter of remaining steps goes down and, while the run is
+    # active and has steps left, so do the dependents' pending-dependency counters; a
+    # plain dependent whose last dependency this was is queued in the same UPDATE (a map
+    # step is expanded below). Dependents are found by the (run, name) index, never by a
+    # scan of the plan. A cancelled (or failed) run queues nothing after this step.
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            UPDATE runs_step
-            SET pending_deps = pending_deps - 1,
-                status = CASE WHEN pending_deps = 1 AND status = %(pending)s
-                              AND name = ANY(%(plain)s) THEN %(queued)s ELSE status END,
-                queued_at = CASE WHEN pending_deps = 1 AND status = %(pending)s
-                                 AND name = ANY(%(plain)s) THEN now() ELSE queued_at END
-            WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL
-            RETURNING id, key, name, pending_deps, status
+            WITH r AS (
+                UPDATE runs_run SET steps_remaining = steps_remaining - 1 WHERE id = %(run)s
+                RETURNING steps_remaining, status
+            ), d AS (
+                UPDATE runs_step
+                SET pending_deps = pending_deps - 1,
+                    status = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                                  AND name = ANY(%(plain)s) THEN %(queued)s ELSE status END,
+                    queued_at = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                                     AND name = ANY(%(plain)s) THEN now() ELSE queued_at END
+                WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL
+                  AND (SELECT steps_remaining FROM r) <> 0
+                  AND (SELECT status FROM r) = ANY(%(active)s)
+                RETURNING id, key, name, pending_deps, status
+            )
+            SELECT r.steps_remaining, d.id, d.key, d.name, d.pending_deps, d.status
+            FROM r LEFT JOIN d ON true
             """,
             {
                 "run": run_id,
@@ -387,9 +415,16 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
                 "plain": plain,
                 "pending": StepStatus.PENDING,
                 "queued": StepStatus.QUEUED,
+                "active": list(RUN_ACTIVE),
             },
         )
-        rows = cursor.fetchall()
+        found = cursor.fetchall()
+    if not found:
+        raise LookupError(f"run {run_id} does not exist")
+    if int(found[0][0]) == 0:
+        _succeed_run(run_id, workflow)
+        return []
+    rows = [row[1:] for row in found if row[1] is not None]
     queued: list[int] = []
     for step_id, key, name, pending, status in rows:
         if pending != 0:
