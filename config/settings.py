@@ -317,6 +317,11 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Engine ---------------------------------------------------------------
+# A worker whose step's success makes exactly one step ready starts that step itself
+# after the commit, instead of a broker round trip, up to this many times per message
+# (0: always publish). A worker that dies in between leaves the step queued for the
+# sweeper's republish (RUNS_REPUBLISH_AFTER_SECONDS), as a lost message would.
+RUNS_DIRECT_SUCCESSORS = int(env_float("RUNS_DIRECT_SUCCESSORS", 20))
 # Default lease of an attempt; a step may declare its own. Renewed by ctx.heartbeat().
 RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # A queued step whose message has not started an attempt within this bound is

@@ -7,6 +7,7 @@ import socket
 
 from celery import shared_task
 from celery.signals import task_postrun, worker_ready
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from runs import engine
@@ -28,7 +29,11 @@ DB_UNREACHABLE = (OperationalError, InterfaceError)
     max_retries=20,
 )
 def execute_step(step_id: int) -> str:
-    return engine.execute_step(step_id=step_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    return engine.execute_step(
+        step_id=step_id,
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        successors=int(settings.RUNS_DIRECT_SUCCESSORS),
+    )
 
 
 @shared_task(name="runs.probe_claim", acks_late=True, reject_on_worker_lost=True)

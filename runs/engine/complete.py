@@ -123,8 +123,12 @@ def finish_attempt(
             step=step.key,
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow)
-        # For a map step the fault points apply per item (mapping.py), not per batch.
-        publish_on_commit(ready, fault_step=None if step.parent_id else name)
+        if started.may_continue and len(ready) == 1:
+            # The executor starts it after the commit (execute.py); no message.
+            started.continue_with = ready[0]
+        else:
+            # For a map step the fault points apply per item (mapping.py), not per batch.
+            publish_on_commit(ready, fault_step=None if step.parent_id else name)
 
 
 _SUCCEED_SQL = """

@@ -48,6 +48,10 @@ class Started:
     results: dict[str, Any] | None = None
     # A batch's: its map parent's plan revision (part of its items' claim keys).
     parent_revision: int | None = None
+    # Set by the executor: on success, keep a single ready successor for this worker to
+    # start after the commit (continue_with) instead of publishing it (execute.py).
+    may_continue: bool = False
+    continue_with: int | None = None
 
     @property
     def is_batch(self) -> bool:
