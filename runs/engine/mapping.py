@@ -200,7 +200,9 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     return {"items": len(pairs), "completed": completed, "skipped": skipped}
 
 
-def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:
+def _insert_item_claim(
+    started: Started, key: str, item_key: str, status: ClaimStatus = ClaimStatus.IN_FLIGHT
+) -> int | None:
     """INSERT the item's claim; None if the key is already claimed (by an earlier
     attempt that committed it). Gives way (ClaimBusy) to a zombie whose open
     transaction holds the key."""
@@ -211,6 +213,7 @@ def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:
         item_key=item_key,
         kind=started.step.kind,
         attempt_id=started.attempt.id,
+        status=status,
     )
 
 
@@ -220,30 +223,32 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
     )
 
 
-def _complete_item_and_renew(started: Started, claim_id: int, result: Any) -> None:
-    """The item's claim succeeds and the attempt's lease is renewed, in one statement;
-    AttemptFenced (rolling the item back, effect included) if the lease was lost."""
+def _fence_item(started: Started, claim_id: int, result: Any) -> None:
+    """The item's fence, last in its transaction: the attempt must still hold its lease
+    (database clock), else AttemptFenced rolls the item back, effect included. The lease
+    is renewed once half of it is spent (an UPDATE that changes no indexed column, and so
+    stays a heap-only tuple, until then); the claim gets the item's result if it has one."""
+    params: dict[str, Any] = {
+        "lease": started.lease_seconds,
+        "attempt": started.attempt.id,
+        "running": AttemptStatus.RUNNING,
+        "result": Jsonb(result),
+        "claim": claim_id if result is not None else None,
+    }
     with connection.cursor() as cursor:
-        params: dict[str, Any] = {
-            "lease": started.lease_seconds,
-            "attempt": started.attempt.id,
-            "running": AttemptStatus.RUNNING,
-            "succeeded": ClaimStatus.SUCCEEDED,
-            "result": Jsonb(result),
-            "claim": claim_id,
-            "in_flight": ClaimStatus.IN_FLIGHT,
-        }
         cursor.execute(
             """
             WITH lease AS (
                 UPDATE runs_attempt
-                SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+                SET lease_expires_at = CASE
+                    WHEN lease_expires_at < now() + make_interval(secs => %(lease)s / 2)
+                    THEN now() + make_interval(secs => %(lease)s)
+                    ELSE lease_expires_at END
                 WHERE id = %(attempt)s AND status = %(running)s AND lease_expires_at > now()
                 RETURNING 1
             ), outcome AS (
-                UPDATE runs_claim SET status = %(succeeded)s, result = %(result)s,
-                                      completed_at = now()
-                WHERE id = %(claim)s AND status = %(in_flight)s
+                UPDATE runs_claim SET result = %(result)s
+                WHERE id = %(claim)s AND EXISTS (SELECT 1 FROM lease)
                 RETURNING 1
             )
             SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM outcome)
@@ -258,17 +263,21 @@ def _complete_item_and_renew(started: Started, claim_id: int, result: Any) -> No
 def _transactional_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
     """One transaction: claim + effect + claim outcome + fence (renewing the lease).
 
+    The claim is inserted with its outcome (`succeeded`): the row is invisible to every
+    other session until this transaction commits, and it commits only together with the
+    effect and the fence, so no one can ever see it succeeded without its effect; a
+    second insert of the key waits for this transaction, as it would for `in_flight`.
     The fence comes last so a paused worker's open transaction never locks its attempt
     row: recovery can still take the batch over, and the zombie's commit then fails."""
     name = started.step.name
     with transaction.atomic():
-        claim_id = _insert_item_claim(started, key, item_key)
+        claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
         if claim_id is None:
             return False
         faults.hit("after_claim", name)
         result = ensure_json(started.stepdef.fn(ctx, item))
         faults.hit("after_effect", name)
-        _complete_item_and_renew(started, claim_id, result)
+        _fence_item(started, claim_id, result)
     return True
 
 
