@@ -98,7 +98,7 @@ FILL_SQL = [
     INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
                           steps_remaining, result, error, created_at, updated_at, finished_at)
     SELECT md5('scale-run-' || g)::uuid, 'charge-payment', 1, jsonb_build_object('amount', g),
-           CASE WHEN g % 50 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 3, 0,
+           CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 3, 0,
            '{"charge": {"ok": true}}'::jsonb, '',
            now() - make_interval(secs => g * 2.5), now() - make_interval(secs => g * 2.5 - 1),
            now() - make_interval(secs => g * 2.5 - 1)
