@@ -313,6 +313,15 @@ def main() -> None:
             args.runs * 10,
             cpu=cpu if kind == "pure" else None,
         )
+    # The same chain with as many worker processes as DBOS gets threads.
+    phases["pure4"] = measure(
+        "pure4",
+        lambda: [
+            engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(args.runs)
+        ],
+        args.runs * 10,
+        groups=(4,),
+    )
     phases["fan"] = measure(
         "fan",
         lambda: [
@@ -333,6 +342,10 @@ def main() -> None:
         ("plain Celery no-op tasks (prefork -c 2, acks_late)", f"{celery_rate:,.0f} tasks/s"),
         (f"migrate-records, {args.items} items, batches of 100", f"{mapped.rate:,.0f} items/s"),
         (f"10-step chain, pure, x{args.runs}", f"{pure.rate:,.0f} steps/s"),
+        (
+            f"10-step chain, pure, x{args.runs}, -c 4 (DBOS's concurrency)",
+            f"{phases['pure4'].rate:,.0f} steps/s",
+        ),
         (f"10-step chain, idempotent, x{args.runs}", f"{phases['idempotent'].rate:,.0f} steps/s"),
         (f"10-step chain, guarded, x{args.runs}", f"{phases['guarded'].rate:,.0f} steps/s"),
         (f"fan-out/fan-in 1->20->1, x{args.fan_runs}", f"{phases['fan'].rate:,.0f} steps/s"),
@@ -344,6 +357,7 @@ def main() -> None:
         ("map items / ceiling", f"{mapped.rate / ceil:.2f}"),
         ("10-step / plain Celery", f"{pure.rate / celery_rate:.2f}"),
         ("10-step / DBOS", f"{pure.rate / peer['steps_per_s']:.2f}"),
+        ("10-step -c 4 / DBOS 4 threads", f"{phases['pure4'].rate / peer['steps_per_s']:.2f}"),
     ]
     for key, phase in (("pure", pure), ("idempotent", phases["idempotent"]), ("map", mapped)):
         unit = "item" if key == "map" else "step"
@@ -400,6 +414,8 @@ def main() -> None:
                 "map_over_ceiling": round(mapped.rate / ceil, 3),
                 "chain_over_celery": round(pure.rate / celery_rate, 3),
                 "chain_over_dbos": round(pure.rate / peer["steps_per_s"], 3),
+                "chain_c4_steps_per_s": round(phases["pure4"].rate, 1),
+                "chain_c4_over_dbos": round(phases["pure4"].rate / peer["steps_per_s"], 3),
                 "commits_per_step": round(pure.per_unit("xact_commit"), 2),
                 "commits_per_item": round(mapped.per_unit("xact_commit"), 3),
                 "dbos_commits_per_step": round(peer["xact_per_step"], 2),
