@@ -144,9 +144,11 @@ def _start_sql() -> tuple[str, list[str], list[str]]:
     its dependencies (a batch's are its map parent's).
 
     The UPDATE is on one table with one WHERE on the row being updated (the run's
-    status in an EXISTS): a second delivery blocked on this row re-checks the status of
-    the row's newest version (READ COMMITTED re-evaluation), so it can never reopen a
-    step that started and finished meanwhile. The attempt's id is taken from its
+    status read by primary key in a scalar subquery; as an EXISTS the planner may turn
+    it into a join that scans every active run, bench/scale.py showed): a second
+    delivery blocked on this row re-checks the status of the row's newest version (READ
+    COMMITTED re-evaluation), so it can never reopen a step that started and finished
+    meanwhile. The attempt's id is taken from its
     sequence in the UPDATE itself (the foreign key is checked at commit)."""
     step_cols, step_names = _columns(Step, "s")
     run_cols, run_names = _columns(Run, "r")
@@ -158,8 +160,8 @@ def _start_sql() -> tuple[str, list[str], list[str]]:
                 current_attempt_id = nextval(pg_get_serial_sequence('runs_attempt', 'id'))
             WHERE id = %(step_id)s
               AND (status = %(queued)s OR (status = %(retrying)s AND next_attempt_at <= now()))
-              AND EXISTS (SELECT 1 FROM runs_run WHERE runs_run.id = runs_step.run_id
-                          AND runs_run.status = ANY(%(active)s))
+              AND (SELECT runs_run.status FROM runs_run WHERE runs_run.id = runs_step.run_id)
+                  = ANY(%(active)s)
             RETURNING *
         ), a AS (
             INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
