@@ -238,7 +238,7 @@ class CpuMeter:
 
         self.groups = groups  # name -> callable returning pids
         self.started = time.time()
-        self.machine0 = psutil.cpu_times()
+        psutil.cpu_percent(None)  # starts the machine-wide count
         self.t0: dict[int, float] = {}
         self.seen: dict[str, set[int]] = {}
         self.last: dict[int, float] = {}
@@ -271,17 +271,16 @@ class CpuMeter:
                     self.last[pid] = cpu
 
     def seconds(self) -> dict[str, float]:
-        """CPU seconds per group, and `machine`: every process's (other users' too)."""
+        """CPU seconds per group, and `machine_busy`: the fraction of all cores busy
+        meanwhile, every process's (other users' too)."""
         import psutil
 
-        now = psutil.cpu_times()
-        busy = sum(now) - now.idle - now.iowait - (sum(self.machine0) - self.machine0.idle)
-        busy += self.machine0.iowait
+        busy = psutil.cpu_percent(None) / 100  # every process's, all cores, since start
         out = {
             name: sum(self.last.get(p, 0.0) - self.t0.get(p, 0.0) for p in pids)
             for name, pids in self.seen.items()
         }
-        out["machine"] = busy
+        out["machine_busy"] = busy
         return out
 
 
