@@ -391,7 +391,8 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
     # active and has steps left, so do the dependents' pending-dependency counters; a
     # plain dependent whose last dependency this was is queued in the same UPDATE (a map
     # step is expanded below). Dependents are found by index (the run's steps, or
-    # (run, name)), never by a scan of the plan. A cancelled (or failed) run queues nothing after this step.
+    # (run, name)), never by a scan of the plan. A cancelled (or failed) run queues
+    # nothing after this step.
     with connection.cursor() as cursor:
         cursor.execute(
             """
