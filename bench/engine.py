@@ -7,7 +7,8 @@ Figures, never assertions.
 - ceiling: raw psycopg transactions/s that insert a claim and complete it (2 connections);
 - plain Celery: no-op tasks/s, same settings, same broker, prefork -c 2 (bench/noop.py);
 - durable-runs (one `celery worker -c 2`): migrate-records items/s (5,000 items);
-  steps/s of 200 runs of a 10-step chain of pure, then idempotent, then guarded steps;
+  steps/s of 200 runs of a 10-step chain of pure, then idempotent, then guarded steps
+  (the pure one also with -c 4, the peer's concurrency);
   a 1 → 20 → 1 fan-out/fan-in; the latency from a step's finish to its successor's start;
 - peer: DBOS Transact, the same 10-step chain x 200 workflows, 4 threads, same server;
 - database work per step / per map item, from pg_stat_database deltas (and
