@@ -34,8 +34,12 @@ lint: install
 	@# django-stubs loads the settings, which refuse to load without a SECRET_KEY.
 	SECRET_KEY=type-checking-only $(VENV)/bin/mypy runs/engine
 
+## bench: the engine's figures (bench/engine.py; README "Performance"); the bench extra
+##     brings the peer it is compared with (DBOS Transact) and psutil.
+BENCH_ARGS ?=
 bench: install
-	$(PY) scripts/stack.py run $(PY) bench/engine.py
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) scripts/stack.py run $(PY) bench/engine.py $(BENCH_ARGS)
 
 ## bench-ui: server time and queries of each page with 100,000 runs and 1,000,000 events,
 ##     seeded once into a database of its own (bench/seed_ui.py); BENCH_UI_ARGS="--explain 2"

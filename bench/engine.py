@@ -1,132 +1,429 @@
-"""Engine benchmarks: print figures, assert nothing (DESIGN.md §11).
+"""Engine benchmark (issue #11): one table and one JSON line, all measured in one run.
+Figures, never assertions.
 
-    make bench                      # embedded servers in var/bench/
-    DATABASE_URL=… CELERY_BROKER_URL=… .venv/bin/python bench/engine.py
+    make bench                                   # embedded servers in var/bench/
+    DATABASE_URL=… CELERY_BROKER_URL=… .venv/bin/python bench/engine.py [--quick]
 
-1. Statements and transactions per step and per map item, counted in-process.
-2. Throughput with one real worker process (prefork, concurrency 2): single-step runs
-   per second, and map items per second.
+- ceiling: raw psycopg transactions/s that insert a claim and complete it (2 connections);
+- plain Celery: no-op tasks/s, same settings, same broker, prefork -c 2 (bench/noop.py);
+- durable-runs (one `celery worker -c 2`): migrate-records items/s (5,000 items);
+  steps/s of 200 runs of a 10-step chain of pure, then idempotent, then guarded steps
+  (the pure one also with -c 4, the peer's concurrency);
+  a 1 → 20 → 1 fan-out/fan-in; the latency from a step's finish to its successor's start;
+- peer: DBOS Transact, the same 10-step chain x 200 workflows, 4 threads, same server;
+- database work per step / per map item, from pg_stat_database deltas (and
+  pg_stat_statements when the server loads it), plus each step's transactions as the
+  engine issues them, counted in-process.
+
+Throughput is timed on the database's clock, from the first attempt's start to the last
+run's finish: messages are queued before the workers start, so neither submission nor
+worker start-up is in the figure (DBOS's figure includes starting its workflows).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
+import platform
+import statistics
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-os.environ.setdefault("RUNS_QUEUE", f"durable-runs-bench-{uuid.uuid4().hex[:6]}")
+import common  # bench/, the directory of this script; sets Django up
+import redis
+from ceiling import ceiling
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+from django.db.models import Max, Min
 
-import django  # noqa: E402
-
-django.setup()
-
-from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
-
-from runs import engine  # noqa: E402
-from runs.models import Run, Step  # noqa: E402
-from runs.states import RUN_FINISHED  # noqa: E402
+from runs import engine
+from runs.models import Run, Step
+from runs.states import RUN_FINISHED, RunStatus
 
 
-def count_statements(fn) -> tuple[int, int]:
-    with CaptureQueriesContext(connection) as ctx:
-        fn()
-    sql = [q["sql"].strip().upper() for q in ctx.captured_queries]
-    control = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK")
-    statements = [s for s in sql if not s.startswith(control)]
-    return len(statements), sum(1 for s in sql if s == "COMMIT")
+@dataclass
+class Phase:
+    name: str
+    units: int  # steps or items
+    elapsed: float
+    db: dict[str, float]
+
+    @property
+    def rate(self) -> float:
+        return self.units / self.elapsed
+
+    def per_unit(self, key: str) -> float:
+        return self.db.get(key, float("nan")) / self.units
 
 
-def per_step_costs() -> None:
-    run = engine.submit_run(workflow="charge-payment", input={"amount": 1})
-    step = Step.objects.get(run=run)
-    n, tx = count_statements(lambda: engine.execute_step(step_id=step.id, worker="bench"))
-    print(f"idempotent step (start + effect + finish): {n} statements in {tx} transactions")
+def _span(run_ids: list[uuid.UUID], batches_only: bool = False) -> float:
+    """Seconds on the database's clock from the first step's start to the last finish."""
+    steps = Step.objects.filter(run_id__in=run_ids)
+    if batches_only:
+        steps = steps.filter(parent__isnull=False)
+    agg = steps.aggregate(first=Min("started_at"), last=Max("finished_at"))
+    return float((agg["last"] - agg["first"]).total_seconds())
 
+
+def _finished(counters: common.DbCounters, run_ids: list[uuid.UUID]) -> bool:
+    rows = counters.poll(
+        "SELECT count(*) FROM runs_run WHERE id = ANY(%s) AND NOT (status = ANY(%s))",
+        [run_ids, list(RUN_FINISHED)],
+    )
+    return int(rows[0][0]) == 0
+
+
+def measure(
+    name: str,
+    submit: Any,
+    units: int,
+    *,
+    groups: tuple[int, ...] = (2,),
+    batches_only: bool = False,
+    timeout: float = 900,
+    cpu: dict[str, float] | None = None,
+) -> Phase:
+    """Submit (workers stopped: the messages wait in the queue), start the workers,
+    wait for every run to finish, stop them; time and count on the database."""
+    run_ids = [r.id for r in submit()]
+    common.close_django()
+    counters = common.DbCounters()
+    before = counters.snapshot()
+    own = counters.own
+    workers = common.Workers(groups=groups).start()
+    meter = common.CpuMeter(
+        {
+            "workers": workers.pids,
+            "postgres": lambda: common.postgres_backends(settings.DATABASES["default"]["NAME"]),
+            "redis": common.redis_pids,
+        }
+    )
+    try:
+
+        def done() -> bool:
+            meter.sample()
+            return _finished(counters, run_ids)
+
+        common.wait_until(done, timeout)
+        meter.sample()
+    finally:
+        workers.stop()
+    after = counters.snapshot()
+    db = counters.delta(before, after, own)
+    counters.close()
+    failed = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.SUCCEEDED).count()
+    if failed:
+        raise SystemExit(f"{name}: {failed} runs did not succeed")
+    if cpu is not None:
+        cpu.update(meter.seconds())
+    return Phase(name, units, _span(run_ids, batches_only), db)
+
+
+def plain_celery(n: int) -> float:
+    """No-op tasks per second through the same settings and broker."""
+    import noop
+
+    queue = f"{common.QUEUE}-noop"
+    counter = f"bench-noop-{uuid.uuid4().hex[:8]}"
+    r = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    for _ in range(n):
+        noop.noop.apply_async((counter,), queue=queue, routing_key=queue)
+    with common.Workers(groups=(2,), app="bench.noop", queues=queue):
+        common.wait_until(lambda: int(r.get(counter) or 0) >= n, 300, every=0.1)
+    first, last = float(r.get(f"{counter}:first") or 0), float(r.get(f"{counter}:last") or 0)
+    r.delete(counter, f"{counter}:first", f"{counter}:last")
+    return n / (last - first)
+
+
+def latency(runs: int) -> tuple[float, float]:
+    """Median and p99 (ms) from a step's finish to its successor's start, on the
+    database's clock, with idle workers (one run at a time: no queue in front)."""
+    gaps: list[float] = []
+    with common.Workers(groups=(2,)):
+        time.sleep(3)  # started and connected
+        for i in range(runs):
+            run = engine.submit_run(workflow="bench-chain-pure", input={"n": i})
+            common.wait_until(
+                lambda run=run: Run.objects.filter(pk=run.id, status__in=RUN_FINISHED).exists(),
+                120,
+                every=0.02,
+            )
+            steps = {s.name: s for s in Step.objects.filter(run=run)}
+            for k in range(1, 10):
+                prev, nxt = steps[f"s{k - 1}"], steps[f"s{k}"]
+                gaps.append((nxt.started_at - prev.finished_at).total_seconds() * 1000)
+    gaps.sort()
+    return statistics.median(gaps), gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]
+
+
+def dbos_peer(runs: int) -> dict[str, float]:
+    name = f"{settings.DATABASES['default']['NAME']}_dbos"
+    common.ensure_database(name)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(common.ROOT / "bench" / "peer_dbos.py"),
+            *("--url", common.url(name), "--runs", str(runs), "--threads", "4"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        print(out.stderr[-2000:], file=sys.stderr)
+        return {"steps_per_s": float("nan"), "xact_per_step": float("nan")}
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --- transactions as the engine issues them --------------------------------------------
+class TxRecorder:
+    """Groups the statements this process sends into transactions: a statement outside
+    an atomic block is a transaction of its own (autocommit); an atomic block's
+    statements are one. A transaction is read-only when it only SELECTs (no FOR UPDATE)."""
+
+    def __init__(self) -> None:
+        self.transactions: list[list[str]] = []
+        self._open: list[str] | None = None
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        text = " ".join(sql.split()).upper()
+        if connection.in_atomic_block:
+            if self._open is None:
+                self._open = []
+                self.transactions.append(self._open)
+            self._open.append(text)
+        else:
+            self.transactions.append([text])
+        return execute(sql, params, many, context)
+
+    def end_atomic(self) -> None:
+        self._open = None
+
+    @staticmethod
+    def is_write(tx: list[str]) -> bool:
+        return any(not s.startswith("SELECT") or "FOR UPDATE" in s for s in tx)
+
+    def summary(self) -> str:
+        marks = [f"{'W' if self.is_write(tx) else 'R'}{len(tx)}" for tx in self.transactions]
+        runs: list[list[Any]] = []  # run-length: "W4 x100"
+        for mark in marks:
+            if runs and runs[-1][0] == mark:
+                runs[-1][1] += 1
+            else:
+                runs.append([mark, 1])
+        shape = " ".join(m if n == 1 else f"{m} x{n}" for m, n in runs)
+        writes = sum(1 for tx in self.transactions if self.is_write(tx))
+        reads = len(self.transactions) - writes
+        statements = sum(len(tx) for tx in self.transactions)
+        return f"{writes} write + {reads} read-only transactions, {statements} statements [{shape}]"
+
+
+def record(fn: Any) -> TxRecorder:
+    rec = TxRecorder()
+    real_commit = connection.commit
+
+    def commit() -> None:
+        rec.end_atomic()
+        real_commit()
+
+    connection.commit = commit  # type: ignore[method-assign]
+    try:
+        with connection.execute_wrapper(rec):
+            fn()
+    finally:
+        del connection.commit
+    return rec
+
+
+def in_process_costs() -> dict[str, str]:
+    """One middle step of each chain kind and one map batch, run in this process."""
+    out: dict[str, str] = {}
+    partial: list[uuid.UUID] = []
+    for wf in ("bench-chain-pure", "bench-chain-idempotent", "bench-chain-guarded"):
+        run = engine.submit_run(workflow=wf, input={"n": 0})
+        for k in range(5):
+            step = Step.objects.get(run=run, name=f"s{k}")
+            if k < 4:
+                engine.execute_step(step_id=step.id, worker="bench")
+        out[wf] = record(
+            lambda step=step: engine.execute_step(step_id=step.id, worker="bench")
+        ).summary()
+        partial.append(run.id)
     run = engine.submit_run(workflow="migrate-records", input={"count": 100, "batch_size": 100})
     engine.execute_step(step_id=Step.objects.get(run=run, key="list_records").id, worker="bench")
     batch = Step.objects.get(run=run, key="migrate[0]")
-    n, tx = count_statements(lambda: engine.execute_step(step_id=batch.id, worker="bench"))
-    print(
-        f"map batch of 100 transactional items: {n} statements in {tx} transactions "
-        f"({n / 100:.2f} statements per item)"
-    )
+    out["map batch (100 items)"] = record(
+        lambda: engine.execute_step(step_id=batch.id, worker="bench")
+    ).summary()
+    # Their messages must not reach the measured phases' workers.
+    for run_id in partial:
+        engine.cancel_run(run_id=run_id, actor="bench")
+    from config.celery import app
 
-
-def wait_all(runs: list[Run], timeout: float) -> float:
-    ids = [r.id for r in runs]
-    start = time.monotonic()
-    while Run.objects.filter(pk__in=ids).exclude(status__in=RUN_FINISHED).exists():
-        if time.monotonic() - start > timeout:
-            raise SystemExit("benchmark timed out")
-        time.sleep(0.05)
-    return time.monotonic() - start
-
-
-def throughput(n_runs: int, n_items: int) -> None:
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--concurrency",
-            "2",
-            "--loglevel",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
-    try:
-        time.sleep(3)  # worker start-up is not what we measure
-        t0 = time.monotonic()
-        runs = [
-            engine.submit_run(workflow="charge-payment", input={"amount": 1}) for _ in range(n_runs)
-        ]
-        submit = time.monotonic() - t0
-        elapsed = wait_all(runs, 600) + submit
-        print(
-            f"{n_runs} charge-payment runs: {n_runs / elapsed:.0f} runs/s "
-            f"(submit {n_runs / submit:.0f}/s)"
-        )
-        t0 = time.monotonic()
-        run = engine.submit_run(
-            workflow="migrate-records", input={"count": n_items, "batch_size": 100}
-        )
-        elapsed = wait_all([run], 600)
-        print(
-            f"migrate-records, {n_items} items in batches of 100: {n_items / elapsed:.0f} items/s"
-        )
-    finally:
-        worker.terminate()
-        worker.wait(30)
+    app.control.purge()
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=300)
-    parser.add_argument("--items", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=200, help="runs per chain phase")
+    parser.add_argument("--items", type=int, default=5000, help="migrate-records items")
+    parser.add_argument("--fan-runs", type=int, default=50)
+    parser.add_argument("--quick", action="store_true", help="a fifth of everything")
+    parser.add_argument("--skip-peer", action="store_true")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.items, args.fan_runs = args.runs // 5, args.items // 5, args.fan_runs // 5
     call_command("migrate", verbosity=0)
+    dbname = settings.DATABASES["default"]["NAME"]
     print(
-        f"PostgreSQL {connection.pg_version}, "
-        f"broker {os.environ.get('CELERY_BROKER_URL', 'default')}"
+        f"PostgreSQL {connection.pg_version} ({dbname}), broker {settings.CELERY_BROKER_URL}, "
+        f"{platform.machine()} {platform.processor() or ''} x{__import__('os').cpu_count()}, "
+        f"Python {platform.python_version()}"
     )
-    per_step_costs()
-    throughput(args.runs, args.items)
+    costs = in_process_costs()
+
+    ceil = ceiling(common.dsn(), connections=2, seconds=5.0)
+    celery_rate = plain_celery(2000 if not args.quick else 500)
+
+    cpu: dict[str, float] = {}
+    phases: dict[str, Phase] = {}
+    phases["map"] = measure(
+        "map",
+        lambda: [
+            engine.submit_run(
+                workflow="migrate-records", input={"count": args.items, "batch_size": 100}
+            )
+        ],
+        args.items,
+        batches_only=True,
+    )
+    for kind in ("pure", "idempotent", "guarded"):
+        phases[kind] = measure(
+            kind,
+            lambda kind=kind: [
+                engine.submit_run(workflow=f"bench-chain-{kind}", input={"n": i})
+                for i in range(args.runs)
+            ],
+            args.runs * 10,
+            cpu=cpu if kind == "pure" else None,
+        )
+    # The same chain with as many worker processes as DBOS gets threads.
+    phases["pure4"] = measure(
+        "pure4",
+        lambda: [
+            engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(args.runs)
+        ],
+        args.runs * 10,
+        groups=(4,),
+    )
+    phases["fan"] = measure(
+        "fan",
+        lambda: [
+            engine.submit_run(workflow="bench-fan", input={"n": i}) for i in range(args.fan_runs)
+        ],
+        args.fan_runs * 22,
+    )
+    lat_median, lat_p99 = latency(10 if not args.quick else 4)
+    peer = (
+        {"steps_per_s": float("nan"), "xact_per_step": float("nan")}
+        if args.skip_peer
+        else dbos_peer(args.runs)
+    )
+
+    pure, mapped = phases["pure"], phases["map"]
+    rows: list[tuple[str, str]] = [
+        ("ceiling: claim insert+complete, raw psycopg, 2 conns", f"{ceil:,.0f} tx/s"),
+        ("plain Celery no-op tasks (prefork -c 2, acks_late)", f"{celery_rate:,.0f} tasks/s"),
+        (f"migrate-records, {args.items} items, batches of 100", f"{mapped.rate:,.0f} items/s"),
+        (f"10-step chain, pure, x{args.runs}", f"{pure.rate:,.0f} steps/s"),
+        (
+            f"10-step chain, pure, x{args.runs}, -c 4 (DBOS's concurrency)",
+            f"{phases['pure4'].rate:,.0f} steps/s",
+        ),
+        (f"10-step chain, idempotent, x{args.runs}", f"{phases['idempotent'].rate:,.0f} steps/s"),
+        (f"10-step chain, guarded, x{args.runs}", f"{phases['guarded'].rate:,.0f} steps/s"),
+        (f"fan-out/fan-in 1->20->1, x{args.fan_runs}", f"{phases['fan'].rate:,.0f} steps/s"),
+        ("finish -> successor start, median / p99", f"{lat_median:.1f} / {lat_p99:.1f} ms"),
+        (
+            f"DBOS Transact 10-step chain x{args.runs}, 4 threads",
+            f"{peer['steps_per_s']:,.0f} steps/s",
+        ),
+        ("map items / ceiling", f"{mapped.rate / ceil:.2f}"),
+        ("10-step / plain Celery", f"{pure.rate / celery_rate:.2f}"),
+        ("10-step / DBOS", f"{pure.rate / peer['steps_per_s']:.2f}"),
+        ("10-step -c 4 / DBOS 4 threads", f"{phases['pure4'].rate / peer['steps_per_s']:.2f}"),
+    ]
+    for key, phase in (("pure", pure), ("idempotent", phases["idempotent"]), ("map", mapped)):
+        unit = "item" if key == "map" else "step"
+        rows.append(
+            (
+                f"DB per {unit} ({key}): commits / rows written / WAL records*",
+                f"{phase.per_unit('xact_commit'):.2f} / "
+                f"{(phase.db['tup_inserted'] + phase.db['tup_updated']) / phase.units:.2f} / "
+                f"{phase.per_unit('wal_records'):.1f}",
+            )
+        )
+    rows.append(("DBOS per step: commits", f"{peer['xact_per_step']:.2f}"))
+    rows.append(
+        (
+            "CPU seconds during the pure chain: workers / postgres / redis",
+            " / ".join(f"{cpu.get(k, 0):.1f}" for k in ("workers", "postgres", "redis"))
+            + f" (of {pure.elapsed * 2:.1f} available)",
+        )
+    )
+    width = max(len(k) for k, _ in rows)
+    print()
+    print(f"| {'measure':<{width}} | value |")
+    print(f"|{'-' * (width + 2)}|-------|")
+    for k, v in rows:
+        print(f"| {k:<{width}} | {v} |")
+    print()
+    statements = common.DbCounters().statements_extension
+    print(
+        "* commits: pg_stat_database.xact_commit of the bench database (read-only "
+        "transactions included, the bench's own reads subtracted); WAL records: pg_stat_wal, "
+        "cluster-wide (other databases' work shows too). pg_stat_statements is "
+        + (
+            "loaded."
+            if statements
+            else "NOT loaded on this server: statement counts below are in-process."
+        )
+    )
+    for name, summary in costs.items():
+        print(f"  {name}: {summary}")
+    print(
+        json.dumps(
+            {
+                "bench": "engine",
+                "ceiling_tx_per_s": round(ceil, 1),
+                "celery_noop_per_s": round(celery_rate, 1),
+                "map_items_per_s": round(mapped.rate, 1),
+                "chain_pure_steps_per_s": round(pure.rate, 1),
+                "chain_idempotent_steps_per_s": round(phases["idempotent"].rate, 1),
+                "chain_guarded_steps_per_s": round(phases["guarded"].rate, 1),
+                "fan_steps_per_s": round(phases["fan"].rate, 1),
+                "latency_ms_median": round(lat_median, 2),
+                "latency_ms_p99": round(lat_p99, 2),
+                "dbos_steps_per_s": round(peer["steps_per_s"], 1),
+                "map_over_ceiling": round(mapped.rate / ceil, 3),
+                "chain_over_celery": round(pure.rate / celery_rate, 3),
+                "chain_over_dbos": round(pure.rate / peer["steps_per_s"], 3),
+                "chain_c4_steps_per_s": round(phases["pure4"].rate, 1),
+                "chain_c4_over_dbos": round(phases["pure4"].rate / peer["steps_per_s"], 3),
+                "commits_per_step": round(pure.per_unit("xact_commit"), 2),
+                "commits_per_item": round(mapped.per_unit("xact_commit"), 3),
+                "dbos_commits_per_step": round(peer["xact_per_step"], 2),
+                "in_process": costs,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -329,6 +329,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers keep their database connections (DESIGN.md §11). Celery's Django fixup closes
+# every connection before and after every task unless told to reuse them: it then
+# closes them only once per CELERY_DB_REUSE_MAX tasks. runs/tasks.py applies Django's
+# own rule around each task instead (close_old_connections: CONN_MAX_AGE, health
+# checks, a connection left broken by an error), as a web request would.
+CELERY_DB_REUSE_MAX = int(env_float("CELERY_DB_REUSE_MAX", 100_000))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Recovery (sweeps, probes) has a queue of its own, so it never waits behind a backlog
 # of step messages; workers consume both. A sweep that could not run within one
@@ -361,6 +367,11 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Engine ---------------------------------------------------------------
+# A worker whose step's success makes exactly one step ready starts that step itself
+# after the commit, instead of a broker round trip, up to this many times per message
+# (0: always publish). A worker that dies in between leaves the step queued for the
+# sweeper's republish (RUNS_REPUBLISH_AFTER_SECONDS), as a lost message would.
+RUNS_DIRECT_SUCCESSORS = int(env_float("RUNS_DIRECT_SUCCESSORS", 20))
 # Default lease of an attempt; a step may declare its own. Renewed by ctx.heartbeat().
 RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # A queued step whose message has not started an attempt within this bound is

@@ -1,13 +1,20 @@
 """append_event(): the only writer of the event log (DESIGN.md §8).
 
-Sequence numbers come from `UPDATE run SET last_seq = last_seq + 1 RETURNING`, which
+Sequence numbers come from `UPDATE run SET last_seq = last_seq + n RETURNING`, which
 serializes event writers of one run on its row for the rest of their transaction.
-That is why map items write no events (DESIGN.md §4): batch-level facts only.
+That is why map items write no events (DESIGN.md §4): batch-level facts only, and why
+the engine's start and finish buffer their events (`buffered()`) and write them in one
+statement at the end of their transaction: the run's row is then locked only from that
+statement to the commit, not from the first event on (which serialised the parallel
+steps and batches of one run).
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -57,6 +64,74 @@ RUN_COMPENSATING = "run_compensating"
 COMPENSATION_PLANNED = "compensation_planned"  # a compensation step entered the plan
 
 
+class _Local(threading.local):
+    pending: list[tuple[uuid.UUID | str, str, int | None, int | None, dict[str, Any]]] | None = None
+
+
+_local = _Local()
+
+
+@contextmanager
+def buffered() -> Iterator[None]:
+    """Events appended inside are written when the block ends without an exception, in
+    one statement per run, seq allocated in order. Use it INSIDE the transaction that
+    makes the changes (`with transaction.atomic(), events.buffered():`), around code
+    that does not roll back to a savepoint and carry on (the events of the rolled-back
+    part would still be written). Nested blocks write with the outermost."""
+    if _local.pending is not None:
+        yield
+        return
+    pending: list[tuple[uuid.UUID | str, str, int | None, int | None, dict[str, Any]]] = []
+    _local.pending = pending
+    try:
+        yield
+    finally:
+        _local.pending = None
+    _write(pending)
+
+
+_WRITE_MANY = """
+    WITH seq AS (
+        UPDATE runs_run SET last_seq = last_seq + %(n)s WHERE id = %(run)s RETURNING last_seq
+    )
+    INSERT INTO runs_event
+        (run_id, seq, type, step_id, attempt_number, schema_version, payload, created_at)
+    SELECT %(run)s, seq.last_seq - %(n)s + e.ord, e.type, e.step_id, e.attempt_number,
+           %(version)s, e.payload, statement_timestamp()
+    FROM seq, unnest(%(types)s::text[], %(steps)s::bigint[], %(attempts)s::integer[],
+                     %(payloads)s::jsonb[]) WITH ORDINALITY AS e(type, step_id, attempt_number,
+                                                                  payload, ord)
+"""
+
+
+def _write(
+    pending: list[tuple[uuid.UUID | str, str, int | None, int | None, dict[str, Any]]],
+) -> None:
+    runs: dict[str, list[tuple[str, int | None, int | None, dict[str, Any]]]] = {}
+    for run_id, type, step_id, attempt_number, payload in pending:
+        runs.setdefault(str(run_id), []).append((type, step_id, attempt_number, payload))
+    for run_id, entries in runs.items():
+        if len(entries) == 1:
+            type, step_id, attempt_number, payload = entries[0]
+            _append_now(run_id, type, step_id, attempt_number, payload)
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _WRITE_MANY,
+                {
+                    "n": len(entries),
+                    "run": run_id,
+                    "version": Event.SCHEMA_VERSION,
+                    "types": [e[0] for e in entries],
+                    "steps": [e[1] for e in entries],
+                    "attempts": [e[2] for e in entries],
+                    "payloads": [Jsonb(e[3]) for e in entries],
+                },
+            )
+            if cursor.rowcount != len(entries):
+                raise LookupError(f"run {run_id} does not exist")
+
+
 def append_event(
     run_id: uuid.UUID | str,
     type: str,
@@ -64,10 +139,23 @@ def append_event(
     step_id: int | None = None,
     attempt_number: int | None = None,
     **payload: Any,
+) -> None:
+    """Append one event to the run's log. Call inside the transaction that makes the
+    change the event records. One statement: the seq is allocated and the event
+    inserted together; inside `buffered()`, at the end of the block with the others."""
+    if _local.pending is not None:
+        _local.pending.append((run_id, type, step_id, attempt_number, payload))
+        return
+    _append_now(run_id, type, step_id, attempt_number, payload)
+
+
+def _append_now(
+    run_id: uuid.UUID | str,
+    type: str,
+    step_id: int | None,
+    attempt_number: int | None,
+    payload: dict[str, Any],
 ) -> int:
-    """Append one event to the run's log and return its seq. Call inside the
-    transaction that makes the change the event records. One statement: the seq is
-    allocated and the event inserted together."""
     params: list[Any] = [
         run_id,
         run_id,

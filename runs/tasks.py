@@ -6,8 +6,9 @@ import os
 import socket
 
 from celery import shared_task
-from celery.signals import worker_ready
-from django.db import InterfaceError, OperationalError
+from celery.signals import task_postrun, worker_ready
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from runs import engine
 
@@ -28,7 +29,11 @@ DB_UNREACHABLE = (OperationalError, InterfaceError)
     max_retries=20,
 )
 def execute_step(step_id: int) -> str:
-    return engine.execute_step(step_id=step_id, worker=f"{socket.gethostname()}:{os.getpid()}")
+    return engine.execute_step(
+        step_id=step_id,
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        successors=int(settings.RUNS_DIRECT_SUCCESSORS),
+    )
 
 
 @shared_task(name="runs.probe_claim", acks_late=True, reject_on_worker_lost=True)
@@ -59,3 +64,18 @@ def fire_schedules() -> str:
 def sweep_at_start(**_: object) -> None:
     """A worker that starts after a crash recovers what the dead one left behind."""
     engine.sweep()
+
+
+@task_postrun.connect
+def keep_connections(**_: object) -> None:
+    """Django's per-request connection rule, after each task: keep the connection (no
+    new connection and session set-up per step) unless it is older than CONN_MAX_AGE or
+    an error left it unusable (config/settings.py, CELERY_DB_REUSE_MAX).
+
+    The next task skips the health check (a `SELECT 1`, a transaction of its own before
+    every step): a connection that broke while idle (PostgreSQL restarted) fails that
+    task's first statement with OperationalError, which retries the task (DB_UNREACHABLE
+    above) and marks the connection, closed here, so the retry reconnects."""
+    close_old_connections()
+    if connection.connection is not None:
+        connection.health_check_done = True  # type: ignore[attr-defined]

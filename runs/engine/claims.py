@@ -35,6 +35,7 @@ def insert_claim(
     item_key: str | None,
     kind: str,
     attempt_id: int,
+    status: ClaimStatus = ClaimStatus.IN_FLIGHT,
 ) -> int | None:
     """INSERT an in-flight claim in the current transaction; its id, or None if the key
     is already claimed (committed by an earlier attempt). Raises ClaimBusy if another
@@ -42,7 +43,11 @@ def insert_claim(
 
     lock_timeout is set for this statement's wait only: the subquery sets it (local to
     the transaction) before the insert can wait, and RETURNING resets it, so the step's
-    own effect runs without it."""
+    own effect runs without it.
+
+    `status`: a map item inserts its claim already `succeeded` (mapping.py): no other
+    session can see the row before this transaction commits, and it commits only with
+    the effect."""
     timeout_ms = int(float(settings.RUNS_CLAIM_LOCK_TIMEOUT_SECONDS) * 1000)
     try:
         with connection.cursor() as cursor:
@@ -50,8 +55,9 @@ def insert_claim(
                 """
                 INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status,
                                         attempt_id, error, resolved_by, resolution_note,
-                                        created_at)
-                SELECT %s, %s, %s, %s, %s, %s, %s, '', '', '', now()
+                                        created_at, completed_at)
+                SELECT %s, %s, %s, %s, %s, %s, %s, '', '', '', now(),
+                       CASE WHEN %s = %s THEN now() END
                 FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded_wait
                 ON CONFLICT (key) DO NOTHING
                 RETURNING id, set_config('lock_timeout', '0', true)
@@ -62,8 +68,10 @@ def insert_claim(
                     step_id,
                     item_key,
                     kind,
-                    ClaimStatus.IN_FLIGHT,
+                    status,
                     attempt_id,
+                    status,
+                    ClaimStatus.SUCCEEDED,
                     f"{timeout_ms}ms",
                 ],
             )

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Expression, F
 from django.db.models.functions import Now
+from psycopg.types.json import Jsonb
 
 from runs import events
 from runs.models import Attempt, Claim, Run, Step
@@ -83,7 +84,8 @@ def finish_attempt(
     completion does."""
     step, run, attempt = started.step, started.run, started.attempt
     name = step.name
-    with transaction.atomic():
+    with transaction.atomic(), events.buffered():
+        claim: Claim | None = started.claim
         if effect is not None:
             # The effect runs BEFORE the fence: a paused worker holding this transaction
             # open does not lock its attempt row, so the sweeper can still declare it
@@ -93,10 +95,10 @@ def finish_attempt(
             faults.hit("after_claim", name)
             result = ensure_json(effect())
             faults.hit("after_effect", name)
-            fence(attempt.id, AttemptStatus.SUCCEEDED)
-            Claim.objects.filter(pk=claim.id).update(
-                status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now()
-            )
+        else:
+            result = ensure_json(result)
+        _fence_and_succeed(started, result, claim)
+        if claim is not None:
             events.append_event(
                 run.id,
                 events.CLAIM_SUCCEEDED,
@@ -104,23 +106,6 @@ def finish_attempt(
                 attempt_number=attempt.number,
                 key=claim.key,
             )
-        else:
-            fence(attempt.id, AttemptStatus.SUCCEEDED)
-            result = ensure_json(result)
-        if started.claim is not None:
-            n = Claim.objects.filter(
-                pk=started.claim.id, status=ClaimStatus.IN_FLIGHT, attempt_id=attempt.id
-            ).update(status=ClaimStatus.SUCCEEDED, result=result, completed_at=Now())
-            if n != 1:
-                raise AttemptFenced(f"claim {started.claim.key} is no longer this attempt's")
-            events.append_event(
-                run.id,
-                events.CLAIM_SUCCEEDED,
-                step_id=step.id,
-                attempt_number=attempt.number,
-                key=started.claim.key,
-            )
-        _leave_running(started, status=StepStatus.SUCCEEDED, result=result, finished_at=Now())
         if batch_counts is not None:
             events.append_event(
                 run.id,
@@ -138,8 +123,62 @@ def finish_attempt(
             step=step.key,
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow)
-        # For a map step the fault points apply per item (mapping.py), not per batch.
-        publish_on_commit(ready, fault_step=None if step.parent_id else name)
+        if started.may_continue and len(ready) == 1:
+            # The executor starts it after the commit (execute.py); no message.
+            started.continue_with = ready[0]
+        else:
+            # For a map step the fault points apply per item (mapping.py), not per batch.
+            publish_on_commit(ready, fault_step=None if step.parent_id else name)
+
+
+_SUCCEED_SQL = """
+    WITH fenced AS (
+        UPDATE runs_attempt SET status = %(attempt_succeeded)s, finished_at = now(), error = ''
+        WHERE id = %(attempt)s AND status = %(attempt_running)s AND lease_expires_at > now()
+        RETURNING id
+    ), claim AS (
+        UPDATE runs_claim SET status = %(claim_succeeded)s, result = %(result)s,
+                              completed_at = now()
+        WHERE id = %(claim)s AND status = %(in_flight)s AND attempt_id = %(attempt)s
+          AND EXISTS (SELECT 1 FROM fenced)
+        RETURNING id
+    )
+    UPDATE runs_step SET status = %(succeeded)s, result = %(result)s, finished_at = now(),
+                         current_attempt_id = NULL
+    WHERE id = %(step)s AND status = %(running)s
+      AND current_attempt_id = (SELECT id FROM fenced)
+    RETURNING (SELECT count(*) FROM claim)
+"""
+
+
+def _fence_and_succeed(started: Started, result: Any, claim: Claim | None) -> None:
+    """The fence, the claim's outcome and the step's own transition, in one statement:
+    the attempt leaves `running` only while it still holds its lease (database clock),
+    the claim succeeds only if it is still this attempt's and in flight, the step only
+    if this attempt still owns it. Anything less raises AttemptFenced, and the whole
+    transaction (a transactional effect included) rolls back."""
+    params: dict[str, Any] = {
+        "attempt": started.attempt.id,
+        "attempt_succeeded": AttemptStatus.SUCCEEDED,
+        "attempt_running": AttemptStatus.RUNNING,
+        "claim": claim.id if claim is not None else None,
+        "claim_succeeded": ClaimStatus.SUCCEEDED,
+        "in_flight": ClaimStatus.IN_FLIGHT,
+        "result": Jsonb(result),
+        "succeeded": StepStatus.SUCCEEDED,
+        "running": StepStatus.RUNNING,
+        "step": started.step.id,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_SUCCEED_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise AttemptFenced(
+            f"attempt {started.attempt.id} no longer owns step {started.step.key} "
+            "(lease expired, or recovered by another worker)"
+        )
+    if claim is not None and row[0] != 1:
+        raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
 
 
 def _insert_transactional_claim(started: Started) -> Claim:
@@ -369,45 +408,90 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
         from .compensate import compensation_succeeded
 
         return compensation_succeeded(run_id=run_id, step=step)
-    # While a run compensates, steps_remaining counts its compensations: a step of
-    # the plan that finishes meanwhile (it was running) does not touch it, but gets a
-    # compensation of its own if it has one.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_run SET steps_remaining = steps_remaining - 1 "
-            "WHERE id = %s AND status <> %s RETURNING steps_remaining, status",
-            [run_id, RunStatus.COMPENSATING],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        from .compensate import compensate_late_step
-
-        return compensate_late_step(run_id=run_id, step=step, workflow=workflow)
-    remaining, run_status = int(row[0]), row[1]
-    if remaining == 0:
-        _succeed_run(run_id, workflow)
-        return []
-    if run_status not in RUN_ACTIVE:
-        # Cancelled (or failed) meanwhile: an attempt that was running finishes and is
-        # recorded, but nothing after it is queued.
-        return []
-    dependents = workflow.dependents(step.name)
-    if not dependents:
-        return []
+    direct, careful = _dependents(workflow, step.name)
+    # One statement: the run's counter of remaining steps goes down and, while the run is
+    # active and has steps left, so do the dependents' pending-dependency counters; a
+    # plain dependent whose last dependency this was is queued in the same UPDATE (a map
+    # step, or one with a condition, is made ready below). Dependents are found by index
+    # (the run's steps, or (run, name)), never by a scan of the plan. A cancelled (or
+    # failed) run queues nothing after this step. While a run compensates,
+    # steps_remaining counts its compensations: a step of the plan that finishes
+    # meanwhile (it was running) does not touch it, but gets a compensation of its own.
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            UPDATE runs_step SET pending_deps = pending_deps - 1
-            WHERE run_id = %s AND name = ANY(%s) AND parent_id IS NULL
-            RETURNING id, pending_deps
+            WITH r AS (
+                UPDATE runs_run SET steps_remaining = steps_remaining - 1
+                WHERE id = %(run)s AND status <> %(compensating)s
+                RETURNING steps_remaining, status
+            ), d AS (
+                UPDATE runs_step
+                SET pending_deps = pending_deps - 1,
+                    status = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                                  AND name = ANY(%(plain)s) THEN %(queued)s ELSE status END,
+                    queued_at = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                                     AND name = ANY(%(plain)s) THEN now() ELSE queued_at END
+                WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL
+                  AND (SELECT steps_remaining FROM r) <> 0
+                  AND (SELECT status FROM r) = ANY(%(active)s)
+                RETURNING id, key, name, pending_deps, status
+            )
+            SELECT r.steps_remaining, d.id, d.key, d.name, d.pending_deps, d.status
+            FROM r LEFT JOIN d ON true
             """,
-            [run_id, dependents],
+            {
+                "run": run_id,
+                "names": direct + careful,
+                "plain": direct,
+                "pending": StepStatus.PENDING,
+                "queued": StepStatus.QUEUED,
+                "active": list(RUN_ACTIVE),
+                "compensating": RunStatus.COMPENSATING,
+            },
         )
-        now_ready = [row[0] for row in cursor.fetchall() if row[1] == 0]
+        found = cursor.fetchall()
+    if not found:  # the run compensates (it exists: this step's row refers to it)
+        from .compensate import compensate_late_step
+
+        return compensate_late_step(run_id=run_id, step=step, workflow=workflow)
+    if int(found[0][0]) == 0:
+        _succeed_run(run_id, workflow)
+        return []
+    rows = [row[1:] for row in found if row[1] is not None]
     queued: list[int] = []
-    for step_id in now_ready:
-        queued.extend(make_ready(run_id, Step.objects.get(pk=step_id), workflow))
+    for step_id, key, name, pending, status in rows:
+        if pending != 0:
+            continue
+        if name in careful:  # a map step, or one with a condition
+            queued.extend(make_ready(run_id, Step.objects.get(pk=step_id), workflow))
+            continue
+        if status != StepStatus.QUEUED:
+            raise RuntimeError(f"step {key} was not pending")
+        events.append_event(run_id, events.STEP_QUEUED, step_id=step_id, step=key)
+        queued.append(step_id)
     return queued
+
+
+_DEPENDENTS: dict[int, tuple[Workflow, dict[str, tuple[list[str], list[str]]]]] = {}
+
+
+def _dependents(workflow: Workflow, step_name: str) -> tuple[list[str], list[str]]:
+    """The step's dependents: those queued directly by the UPDATE that makes them ready,
+    and those make_ready() decides (map steps, expanded; steps with a condition, maybe
+    skipped). Computed once per worker process (a workflow's definition does not change
+    while the process runs)."""
+    entry = _DEPENDENTS.get(id(workflow))
+    if entry is None or entry[0] is not workflow:
+        entry = _DEPENDENTS[id(workflow)] = (workflow, {})
+    found = entry[1].get(step_name)
+    if found is None:
+        names = workflow.dependents(step_name)
+        careful = {n for n in names if workflow.steps[n].is_map or workflow.steps[n].when}
+        found = entry[1][step_name] = (
+            [n for n in names if n not in careful],
+            [n for n in names if n in careful],
+        )
+    return found
 
 
 def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:

@@ -10,6 +10,8 @@ import traceback
 import uuid
 from typing import Any
 
+from django.db import connection
+
 from runs import metrics
 from runs.logcontext import log_context, payload
 from runs.models import Step
@@ -44,7 +46,12 @@ def dependency_results(run_id: uuid.UUID, stepdef: StepDef) -> dict[str, Any]:
 
 def _context_factory(started: Started) -> Any:
     run, step, stepdef = started.run, started.step, started.stepdef
-    results = RunResults(run.id, dependency_results(run.id, stepdef))
+    # The start brought the dependencies' results along (perf); any earlier step's is
+    # read when asked for (RunResults).
+    results = RunResults(
+        run.id,
+        started.results if started.results is not None else dependency_results(run.id, stepdef),
+    )
     gathered = collected(run.id, stepdef.collect) if stepdef.collect else None
 
     def heartbeat() -> None:
@@ -67,25 +74,52 @@ def _context_factory(started: Started) -> Any:
     return make
 
 
-def execute_step(*, step_id: int, worker: str) -> str:
+def execute_step(*, step_id: int, worker: str, successors: int = 0) -> str:
     """Run one attempt of a step; return a word saying how it ended (for logs). Every
-    log line written meanwhile carries the run, step, attempt and worker."""
+    log line written meanwhile carries the run, step, attempt and worker.
+
+    `successors` (the Celery task passes settings.RUNS_DIRECT_SUCCESSORS): when a step's
+    success makes exactly one step ready, this worker starts it itself, after the commit,
+    instead of publishing a message for it and waiting for the broker to bring it back;
+    at most that many times per message, so a long chain does not keep a worker from the
+    rest of the queue. The start is the same conditional UPDATE as a message's, so a
+    duplicate start stays harmless; a worker that dies before it leaves the step queued
+    with no message, which the sweeper republishes (the same repair as for a lost
+    message)."""
     with log_context(worker=worker):
         started = start_attempt(step_id=step_id, worker=worker)
         if started is None:
             return "skipped"
-        with log_context(
-            run_id=str(started.run.id), step=started.step.key, attempt=started.attempt.number
-        ):
-            labels = (started.run.workflow, str(started.step.kind))
-            metrics.STEPS.labels(*labels, "started").inc()
-            _observe_queue_wait(started, labels)
-            began = time.monotonic()
-            outcome = run_attempt(started)
-            metrics.STEP_SECONDS.labels(*labels).observe(time.monotonic() - began)
-            metrics.STEPS.labels(*labels, outcome).inc()
-            log.info("step %s attempt %s %s", started.step.key, started.attempt.number, outcome)
-            return outcome
+        while True:
+            # Only outside a caller's transaction: the successor must start after a commit.
+            started.may_continue = successors > 0 and not connection.in_atomic_block
+            outcome = _run_observed(started)
+            successor = started.continue_with
+            if successor is None:
+                return outcome
+            successors -= 1
+            if started.step.parent_id is None:
+                faults.hit("after_commit", started.step.name)
+            following = start_attempt(step_id=successor, worker=worker)
+            if following is None:
+                return outcome
+            started = following
+
+
+def _run_observed(started: Started) -> str:
+    """run_attempt, with the attempt's log context and its metrics."""
+    with log_context(
+        run_id=str(started.run.id), step=started.step.key, attempt=started.attempt.number
+    ):
+        labels = (started.run.workflow, str(started.step.kind))
+        metrics.STEPS.labels(*labels, "started").inc()
+        _observe_queue_wait(started, labels)
+        began = time.monotonic()
+        outcome = run_attempt(started)
+        metrics.STEP_SECONDS.labels(*labels).observe(time.monotonic() - began)
+        metrics.STEPS.labels(*labels, outcome).inc()
+        log.info("step %s attempt %s %s", started.step.key, started.attempt.number, outcome)
+        return outcome
 
 
 def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:

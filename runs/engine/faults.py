@@ -62,10 +62,17 @@ def parse(spec: str) -> dict[tuple[str, str], int]:
     return faults
 
 
+_parsed: tuple[str, dict[tuple[str, str], int]] = ("", {})
+
+
 def _active() -> dict[tuple[str, str], int]:
+    global _parsed
     if not enabled():
         return {}
-    return parse(os.environ.get("RUNS_FAULTS", ""))
+    spec = os.environ.get("RUNS_FAULTS", "")
+    if spec != _parsed[0]:  # parsed once per value, not at every point of every item
+        _parsed = (spec, parse(spec))
+    return _parsed[1]
 
 
 def hit(point: str, step_name: str) -> None:

@@ -15,15 +15,17 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models.functions import Now
+from psycopg.types.json import Jsonb
 
 from runs import events
 from runs.models import Claim, MapRegistry, Run, Step
-from runs.states import ClaimStatus, EffectKind, StepStatus
+from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 from runs.workflows.definition import Context, StepDef, Workflow
 
 from . import faults, keys
 from .claims import insert_claim
 from .complete import ensure_json, renew_lease, step_succeeded
+from .errors import AttemptFenced
 from .start import Started
 
 
@@ -160,12 +162,21 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     """Process a batch's items; return the counts for its batch_finished event."""
     step, run = started.step, started.run
     assert step.parent_id is not None
-    parent_revision = Step.objects.values_list("plan_revision", flat=True).get(pk=step.parent_id)
+    parent_revision = started.parent_revision
+    if parent_revision is None:
+        parent_revision = Step.objects.values_list("plan_revision", flat=True).get(
+            pk=step.parent_id
+        )
     pairs: list[dict[str, Any]] = step.items or []
     claim_keys = {
         p["key"]: keys.item_key(run.id, step.name, parent_revision, p["key"]) for p in pairs
     }
-    done = completed_items(step, pairs, claim_keys)
+    # A batch's first attempt has no completed items, so nothing is read (and an item
+    # whose claim exists would be skipped by its claim insert anyway). A retried one
+    # skips the items done before: those with a succeeded claim, and those the map's
+    # compacted registry covers (retention compacts only finished runs, so a registry
+    # never meets a batch's first attempt).
+    done: set[str] = completed_items(step, pairs, claim_keys) if step.attempts > 1 else set()
     completed = skipped = 0
     for pair in pairs:
         item_key, item = pair["key"], pair["item"]
@@ -206,7 +217,9 @@ def completed_items(
     return done
 
 
-def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:
+def _insert_item_claim(
+    started: Started, key: str, item_key: str, status: ClaimStatus = ClaimStatus.IN_FLIGHT
+) -> int | None:
     """INSERT the item's claim; None if the key is already claimed (by an earlier
     attempt that committed it). Gives way (ClaimBusy) to a zombie whose open
     transaction holds the key."""
@@ -217,6 +230,7 @@ def _insert_item_claim(started: Started, key: str, item_key: str) -> int | None:
         item_key=item_key,
         kind=started.step.kind,
         attempt_id=started.attempt.id,
+        status=status,
     )
 
 
@@ -226,21 +240,61 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
     )
 
 
+def _fence_item(started: Started, claim_id: int, result: Any) -> None:
+    """The item's fence, last in its transaction: the attempt must still hold its lease
+    (database clock), else AttemptFenced rolls the item back, effect included. The lease
+    is renewed once half of it is spent (an UPDATE that changes no indexed column, and so
+    stays a heap-only tuple, until then); the claim gets the item's result if it has one."""
+    params: dict[str, Any] = {
+        "lease": started.lease_seconds,
+        "attempt": started.attempt.id,
+        "running": AttemptStatus.RUNNING,
+        "result": Jsonb(result),
+        "claim": claim_id if result is not None else None,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH lease AS (
+                UPDATE runs_attempt
+                SET lease_expires_at = CASE
+                    WHEN lease_expires_at < now() + make_interval(secs => %(lease)s / 2)
+                    THEN now() + make_interval(secs => %(lease)s)
+                    ELSE lease_expires_at END
+                WHERE id = %(attempt)s AND status = %(running)s AND lease_expires_at > now()
+                RETURNING 1
+            ), outcome AS (
+                UPDATE runs_claim SET result = %(result)s
+                WHERE id = %(claim)s AND EXISTS (SELECT 1 FROM lease)
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM outcome)
+            """,
+            params,
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] != 1:
+        raise AttemptFenced(f"attempt {started.attempt.id} lost its lease")
+
+
 def _transactional_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
     """One transaction: claim + effect + claim outcome + fence (renewing the lease).
 
+    The claim is inserted with its outcome (`succeeded`): the row is invisible to every
+    other session until this transaction commits, and it commits only together with the
+    effect and the fence, so no one can ever see it succeeded without its effect; a
+    second insert of the key waits for this transaction, as it would for `in_flight`.
     The fence comes last so a paused worker's open transaction never locks its attempt
     row: recovery can still take the batch over, and the zombie's commit then fails."""
     name = started.step.name
     with transaction.atomic():
-        claim_id = _insert_item_claim(started, key, item_key)
+        claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
         if claim_id is None:
             return False
         faults.hit("after_claim", name)
         result = ensure_json(started.stepdef.fn(ctx, item))
         faults.hit("after_effect", name)
-        _complete_item_claim(claim_id, result)
-        renew_lease(started.attempt.id, started.lease_seconds)
+        _fence_item(started, claim_id, result)
     return True
 
 

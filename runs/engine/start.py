@@ -7,23 +7,25 @@ nothing and return None.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, Field, Model, OuterRef
 from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Attempt, Claim, Run, Step
-from runs.states import RUN_ACTIVE, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import StepDef, Workflow
 
 from . import faults, keys
 from .dispatch import publish_now
-from .timing import db_now_plus
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,14 @@ class Started:
     stepdef: StepDef
     lease_seconds: float
     claim: Claim | None = None
+    # The results of the step's dependencies (ctx.results), when the start read them.
+    results: dict[str, Any] | None = None
+    # A batch's: its map parent's plan revision (part of its items' claim keys).
+    parent_revision: int | None = None
+    # Set by the executor: on success, keep a single ready successor for this worker to
+    # start after the commit (continue_with) instead of publishing it (execute.py).
+    may_continue: bool = False
+    continue_with: int | None = None
 
     @property
     def is_batch(self) -> bool:
@@ -70,6 +80,15 @@ def lease_for(stepdef: StepDef) -> float:
 
 
 def start_attempt(*, step_id: int, worker: str) -> Started | None:
+    if not faults.enabled():
+        # The common case, a queued step: one statement moves it to running, creates its
+        # attempt and returns all the attempt needs (no read before, no re-read after).
+        try:
+            started = _start_queued(step_id, worker)
+        except (_NotStartableHere, ClaimNotTakeable):
+            started = None  # rolled back; the careful path below says why
+        if started is not None:
+            return started
     step = Step.objects.select_related("run").filter(pk=step_id).first()
     if step is None:
         log.info("step %s does not exist (deleted?); message dropped", step_id)
@@ -98,9 +117,10 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
     if step.parent_id is None and step.kind != EffectKind.TRANSACTIONAL:
         faults.hit("before_claim", step.name)
 
-    lease = lease_for(stepdef)
     try:
-        started = _start(step, run, wf, stepdef, worker, lease)
+        started = _start_queued(step_id, worker)
+    except _NotStartableHere:
+        started = None
     except ClaimNotTakeable as exc:
         # Nothing was written (the start rolled back); say why on the step.
         refuse(step, worker, str(exc))
@@ -128,47 +148,131 @@ def _republish_if_early(step_id: int) -> None:
         publish_now([step_id], countdown=remaining)
 
 
-def _start(
-    step: Step, run: Run, wf: Workflow, stepdef: StepDef, worker: str, lease: float
-) -> Started | None:
-    step_id = step.id
-    with transaction.atomic():
-        # One table, one WHERE on the row being updated: a second delivery blocked on
-        # this row re-checks the status of the row's newest version (READ COMMITTED
-        # re-evaluation), so it can never reopen a step that started and finished
-        # meanwhile. A filter across the run relation would compile to
-        # `id IN (SELECT …)`, whose status test stays on the old snapshot.
-        n = (
-            Step.objects.filter(run_may_go_on(step), pk=step_id)
-            .filter(
-                Q(status=StepStatus.QUEUED)
-                | Q(status=StepStatus.RETRYING, next_attempt_at__lte=Now())
-            )
-            .update(
-                status=StepStatus.RUNNING,
-                attempts=F("attempts") + 1,
-                started_at=Now(),
-                next_attempt_at=None,
-                error="",
-            )
+class _NotStartableHere(Exception):
+    """The step's workflow (or the step) is unknown to this worker, or the step is a
+    wait: roll the start back and let the careful path handle it."""
+
+
+def _columns(model: type[Model], alias: str) -> tuple[str, list[str]]:
+    fields = model._meta.concrete_fields
+    return ", ".join(f"{alias}.{f.column}" for f in fields), [f.attname for f in fields]
+
+
+def _start_sql() -> tuple[str, list[str], list[str]]:
+    """One statement: queued (or retrying and due) → running, the attempt inserted and
+    made current, and what the attempt needs returned: the step, its run, the results of
+    its dependencies (a batch's are its map parent's).
+
+    The UPDATE is on one table with one WHERE on the row being updated (the run's
+    status read by primary key in a scalar subquery; as an EXISTS the planner may turn
+    it into a join that scans every active run, bench/scale.py showed): a second
+    delivery blocked on this row re-checks the status of the row's newest version (READ
+    COMMITTED re-evaluation), so it can never reopen a step that started and finished
+    meanwhile. The attempt's id is taken from its
+    sequence in the UPDATE itself (the foreign key is checked at commit)."""
+    step_cols, step_names = _columns(Step, "s")
+    run_cols, run_names = _columns(Run, "r")
+    sql = f"""
+        WITH s AS (
+            UPDATE runs_step
+            SET status = %(running)s, attempts = attempts + 1, started_at = now(),
+                next_attempt_at = NULL, error = '',
+                current_attempt_id = nextval(pg_get_serial_sequence('runs_attempt', 'id'))
+            WHERE id = %(step_id)s
+              AND (status = %(queued)s OR (status = %(retrying)s AND next_attempt_at <= now()))
+              AND (SELECT runs_run.status FROM runs_run WHERE runs_run.id = runs_step.run_id)
+                  = ANY(CASE WHEN compensates = '' THEN %(active)s::text[]
+                             ELSE %(compensating)s::text[] END)
+            RETURNING *
+        ), a AS (
+            INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
+                                      lease_expires_at, error)
+            SELECT current_attempt_id, id, run_id, attempts, %(running_attempt)s, %(worker)s,
+                   now(), now() + make_interval(secs => %(lease)s), ''
+            FROM s
+            RETURNING id
         )
-        if n != 1:
+        SELECT {step_cols}, {run_cols},
+               (SELECT coalesce(jsonb_object_agg(d.name, d.result), '{{}}'::jsonb)
+                FROM runs_step d
+                WHERE d.run_id = s.run_id AND d.parent_id IS NULL
+                  AND d.name = ANY(CASE WHEN s.parent_id IS NULL THEN s.depends_on ELSE
+                      (SELECT p.depends_on FROM runs_step p WHERE p.id = s.parent_id) END)),
+               (SELECT count(*) FROM a),
+               (SELECT p.plan_revision FROM runs_step p WHERE p.id = s.parent_id)
+        FROM s JOIN runs_run r ON r.id = s.run_id
+    """
+    return sql, step_names, run_names
+
+
+_START_SQL: tuple[str, list[str], list[str]] | None = None
+
+
+def _start_queued(step_id: int, worker: str) -> Started | None:
+    """Start the step if it is queued (or retrying and due): one transaction, whose
+    events are written together at its end. None if it is not startable."""
+    global _START_SQL
+    if _START_SQL is None:
+        _START_SQL = _start_sql()
+    sql, step_names, run_names = _START_SQL
+    default_lease = float(settings.RUNS_LEASE_SECONDS)
+    with transaction.atomic(), events.buffered():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql,
+                {
+                    "step_id": step_id,
+                    "running": StepStatus.RUNNING,
+                    "queued": StepStatus.QUEUED,
+                    "retrying": StepStatus.RETRYING,
+                    "active": list(RUN_ACTIVE),
+                    # A compensation step starts only while its run is compensating.
+                    "compensating": [RunStatus.COMPENSATING],
+                    "running_attempt": AttemptStatus.RUNNING,
+                    "worker": worker,
+                    "lease": default_lease,
+                },
+            )
+            row = cursor.fetchone()
+        if row is None:
             return None
-        step.refresh_from_db()
-        attempt = Attempt.objects.create(
-            step=step,
-            run=run,
+        n_step, n_run = len(step_names), len(run_names)
+        step = Step.from_db("default", step_names, _decoded(Step, step_names, row[:n_step]))
+        run = Run.from_db(
+            "default", run_names, _decoded(Run, run_names, row[n_step : n_step + n_run])
+        )
+        results, _, parent_revision = row[n_step + n_run :]
+        if isinstance(results, str):  # jsonb arrives as text on Django's connections
+            results = json.loads(results)
+        step.run = run
+        wf = registry.get(run.workflow, run.version)
+        stepdef = wf.stepdef(step.name) if wf is not None else None
+        if wf is None or stepdef is None or stepdef.is_wait:
+            # Unknown here, or a wait (which takes no attempt): the careful path decides.
+            raise _NotStartableHere
+
+        lease = lease_for(stepdef)
+        assert step.current_attempt_id is not None
+        if lease != default_lease:
+            from .complete import renew_lease
+
+            renew_lease(step.current_attempt_id, lease)
+        attempt = Attempt(
+            id=step.current_attempt_id,
+            step_id=step.id,
+            run_id=run.id,
             number=step.attempts,
             worker=worker,
-            lease_expires_at=db_now_plus(lease),
+            status=AttemptStatus.RUNNING,
         )
-        attempt.refresh_from_db()
-        Step.objects.filter(pk=step_id).update(current_attempt=attempt)
         step.current_attempt = attempt
-        if Run.objects.filter(pk=run.id, status=RunStatus.PENDING).update(
-            status=RunStatus.RUNNING, updated_at=Now()
-        ):
+        # The run's status as of this statement's snapshot: a run already running never
+        # goes back to pending, so only a pending one needs the conditional UPDATE.
+        if run.status == RunStatus.PENDING and Run.objects.filter(
+            pk=run.id, status=RunStatus.PENDING
+        ).update(status=RunStatus.RUNNING, updated_at=Now()):
             events.append_event(run.id, events.RUN_STARTED)
+        run.status = RunStatus.RUNNING
         events.append_event(
             run.id,
             events.STEP_STARTED,
@@ -188,7 +292,26 @@ def _start(
         stepdef=stepdef,
         lease_seconds=lease,
         claim=claim,
+        results=results,
+        parent_revision=parent_revision,
     )
+
+
+def _decoded(model: type[Model], names: list[str], values: Any) -> list[Any]:
+    """Raw column values as the model's fields hold them (JSON columns come back from
+    a raw cursor already decoded by psycopg; the fields' from_db_value expects text)."""
+    fields = _fields_by_attname(model)
+    out = list(values)
+    for i, name in enumerate(names):
+        convert = getattr(fields[name], "from_db_value", None)
+        if convert is not None and out[i] is not None:
+            out[i] = convert(out[i], None, connection)
+    return out
+
+
+@cache
+def _fields_by_attname(model: type[Model]) -> dict[str, Field[Any, Any]]:
+    return {f.attname: f for f in model._meta.concrete_fields}
 
 
 def refuse(step: Step, worker: str, reason: str) -> None:
@@ -254,7 +377,16 @@ def take_claim(
     if row is None:
         existing = Claim.objects.get(key=key)
         raise ClaimNotTakeable(f"claim {key} is {existing.status}; the engine will not retake it")
-    claim = Claim.objects.get(pk=row[0])
+    claim = Claim(
+        id=row[0],
+        key=key,
+        run_id=run.id,
+        step_id=step.id,
+        item_key=item,
+        kind=step.kind,
+        status=ClaimStatus.IN_FLIGHT,
+        attempt_id=attempt.id,
+    )
     events.append_event(
         run.id,
         events.CLAIM_TAKEN,

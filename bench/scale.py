@@ -1,0 +1,310 @@
+"""Scale (issue #11): the 10-step pure chain measured on a near-empty database and on
+one holding 1,000,000 finished runs (each with its step, attempt, claim and events),
+written by bulk INSERT … SELECT generate_series, not by the engine. Prints both rates,
+their ratio, the indexes of the engine's tables and EXPLAIN ANALYZE of the statements
+a step runs, on the full database.
+
+    DATABASE_URL=… CELERY_BROKER_URL=… .venv/bin/python bench/scale.py [--runs 200]
+
+Databases: <name>_scale_empty (recreated each time) and <name>_scale (filled once,
+kept: --refill to start again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+HERE = Path(__file__).resolve().parent
+FILL = 1_000_000
+
+
+def _with_db(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _child(url: str, *args: str) -> dict:
+    env = dict(os.environ, DATABASE_URL=url)
+    out = subprocess.run(
+        [sys.executable, str(HERE / "scale.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        sys.stderr.write(out.stdout[-3000:] + out.stderr[-3000:])
+        raise SystemExit(f"scale.py {' '.join(args)} failed")
+    for line in out.stdout.splitlines():
+        if line.startswith("EXPLAIN|") or line.startswith("INDEX|"):
+            print(line.split("|", 1)[1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def orchestrate(args: argparse.Namespace) -> None:
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/durable_runs")
+    name = urlsplit(base).path.lstrip("/")
+    empty_url, full_url = _with_db(base, f"{name}_scale_empty"), _with_db(base, f"{name}_scale")
+    runs = str(args.runs)
+    empty = _child(empty_url, "--child-measure", "--recreate", "--runs", runs)
+    fill = _child(full_url, "--child-fill", *(["--refill"] if args.refill else []))
+    full = _child(full_url, "--child-measure", "--explain", "--runs", runs)
+    ratio = full["steps_per_s"] / empty["steps_per_s"]
+    print()
+    print("| database | runs in it | 10-step chain steps/s | commits/step |")
+    print("|---|---|---|---|")
+    for label, r in (("near-empty", empty), ("full", full)):
+        print(
+            f"| {label} | {r['runs_before']:,} | {r['steps_per_s']:,.0f} | "
+            f"{r['commits_per_step']:.2f} |"
+        )
+    print(f"full / empty: {ratio:.2f} (fill took {fill['fill_seconds']:.0f}s)")
+    print(json.dumps({"bench": "scale", "empty": empty, "full": full, "ratio": round(ratio, 3)}))
+
+
+# --- children: Django on the database DATABASE_URL names ------------------------------
+def _recreate(url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin = urlunsplit(parts._replace(path="/postgres", scheme="postgresql"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _ensure(url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin = urlunsplit(parts._replace(path="/postgres", scheme="postgresql"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+FILL_SQL = [
+    # Runs of charge-payment (one idempotent step), finished over the last 30 days.
+    """
+    INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
+                          steps_remaining, result, error, created_at, updated_at, finished_at)
+    SELECT md5('scale-run-' || g)::uuid, 'charge-payment', 1, jsonb_build_object('amount', g),
+           CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 3, 0,
+           '{"charge": {"ok": true}}'::jsonb, '',
+           now() - make_interval(secs => g * 2.5), now() - make_interval(secs => g * 2.5 - 1),
+           now() - make_interval(secs => g * 2.5 - 1)
+    FROM generate_series(1, %(n)s) AS g
+    """,
+    """
+    INSERT INTO runs_step (id, run_id, key, name, kind, status, depends_on, pending_deps,
+                           plan_revision, claim_generation, attempts, deferred_attempts,
+                           max_attempts, queued_at, result, error, created_at, started_at,
+                           finished_at)
+    SELECT %(step0)s + g, md5('scale-run-' || g)::uuid, 'charge', 'charge', 'idempotent',
+           'succeeded', '{}', 0, 1, 1, 1, 0, 5, now() - make_interval(secs => g * 2.5),
+           '{"ok": true}'::jsonb, '', now() - make_interval(secs => g * 2.5),
+           now() - make_interval(secs => g * 2.5), now() - make_interval(secs => g * 2.5 - 1)
+    FROM generate_series(1, %(n)s) AS g
+    """,
+    """
+    INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
+                              lease_expires_at, finished_at, error)
+    SELECT %(attempt0)s + g, %(step0)s + g, md5('scale-run-' || g)::uuid, 1, 'succeeded',
+           'scale', now() - make_interval(secs => g * 2.5),
+           now() - make_interval(secs => g * 2.5 - 60), now() - make_interval(secs => g * 2.5 - 1),
+           ''
+    FROM generate_series(1, %(n)s) AS g
+    """,
+    """
+    INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id, result,
+                            error, resolved_by, resolution_note, created_at, completed_at)
+    SELECT md5('scale-run-' || g) || '/charge/r1/g1', md5('scale-run-' || g)::uuid,
+           %(step0)s + g, NULL, 'idempotent', 'succeeded', %(attempt0)s + g,
+           '{"ok": true}'::jsonb, '', '', '', now() - make_interval(secs => g * 2.5),
+           now() - make_interval(secs => g * 2.5 - 1)
+    FROM generate_series(1, %(n)s) AS g
+    """,
+    """
+    INSERT INTO runs_event (run_id, seq, type, step_id, attempt_number, schema_version, payload,
+                            created_at)
+    SELECT md5('scale-run-' || g)::uuid, e.seq, e.type,
+           CASE WHEN e.seq = 2 THEN %(step0)s + g END, CASE WHEN e.seq = 2 THEN 1 END, 1,
+           '{}'::jsonb, now() - make_interval(secs => g * 2.5 - e.seq)
+    FROM generate_series(1, %(n)s) AS g,
+         (VALUES (1, 'run_submitted'), (2, 'step_succeeded'), (3, 'run_succeeded'))
+           AS e(seq, type)
+    """,
+]
+
+
+def child_fill(refill: bool) -> None:
+    url = os.environ["DATABASE_URL"]
+    if refill:
+        _recreate(url)
+    else:
+        _ensure(url)
+    import common  # noqa: F401  (Django on DATABASE_URL)
+    from django.core.management import call_command
+    from django.db import connection
+
+    from runs.models import Run
+
+    call_command("migrate", verbosity=0)
+    t0 = time.monotonic()
+    if Run.objects.filter(workflow="charge-payment").count() < FILL:
+        with connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit = off")
+            cursor.execute("SELECT coalesce(max(id), 0) FROM runs_step")
+            step0 = cursor.fetchone()[0]
+            cursor.execute("SELECT coalesce(max(id), 0) FROM runs_attempt")
+            attempt0 = cursor.fetchone()[0]
+            params = {"n": FILL, "step0": step0, "attempt0": attempt0}
+            for sql in FILL_SQL:
+                cursor.execute(sql, params)
+            for table in ("runs_step", "runs_attempt"):
+                cursor.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(SELECT max(id) FROM {table}))"
+                )
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+    print(json.dumps({"fill_seconds": time.monotonic() - t0}))
+
+
+def child_measure(recreate: bool, explain: bool, runs: int) -> None:
+    url = os.environ["DATABASE_URL"]
+    if recreate:
+        _recreate(url)
+    import common  # noqa: F401  (Django on DATABASE_URL)
+    from django.core.management import call_command
+    from engine import measure
+
+    from runs import engine
+    from runs.models import Run
+
+    call_command("migrate", verbosity=0)
+    before = Run.objects.count()
+    phase = measure(
+        "pure",
+        lambda: [
+            engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(runs)
+        ],
+        runs * 10,
+    )
+    if explain:
+        explain_step_statements()
+    print(
+        json.dumps(
+            {
+                "runs_before": before,
+                "steps_per_s": phase.rate,
+                "commits_per_step": phase.per_unit("xact_commit"),
+            }
+        )
+    )
+
+
+def explain_step_statements() -> None:
+    """EXPLAIN ANALYZE of what starting and finishing one chain step runs, each in a
+    transaction rolled back afterwards; then the indexes of the engine's tables."""
+    from django.db import connection, transaction
+
+    from runs import engine
+    from runs.engine import start
+    from runs.models import Step
+
+    run = engine.submit_run(workflow="bench-chain-pure", input={"n": 1})
+    step = Step.objects.get(run=run, name="s0")
+    sql, _, _ = start._start_sql()
+    statements = {
+        "start (step -> running, attempt, run, dependency results)": (
+            sql,
+            {
+                "step_id": step.id,
+                "running": "running",
+                "queued": "queued",
+                "retrying": "retrying",
+                "active": ["pending", "running"],
+                "running_attempt": "running",
+                "worker": "explain",
+                "lease": 60.0,
+            },
+        ),
+        "successors (dependents' counters, queue the ready ones)": (
+            "UPDATE runs_step SET pending_deps = pending_deps - 1 "
+            "WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL "
+            "RETURNING id, pending_deps",
+            {"run": run.id, "names": ["s1"]},
+        ),
+        "events (seq allocation + insert)": (
+            "WITH seq AS (UPDATE runs_run SET last_seq = last_seq + 2 WHERE id = %(run)s "
+            "RETURNING last_seq) INSERT INTO runs_event (run_id, seq, type, schema_version, "
+            "payload, created_at) SELECT %(run)s, seq.last_seq - 2 + g, 'explain', 1, '{}', "
+            "now() FROM seq, generate_series(1, 2) g",
+            {"run": run.id},
+        ),
+        "claim insert (unique key)": (
+            "INSERT INTO runs_claim (key, run_id, step_id, kind, status, error, resolved_by, "
+            "resolution_note, created_at) VALUES (%(key)s, %(run)s, %(step)s, 'idempotent', "
+            "'in_flight', '', '', '', now()) ON CONFLICT (key) DO NOTHING RETURNING id",
+            {"key": f"{run.id}/explain", "run": run.id, "step": step.id},
+        ),
+    }
+    for label, (text, params) in statements.items():
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "EXPLAIN (ANALYZE, COSTS OFF, BUFFERS OFF, TIMING ON) " + text, params
+                    )
+                    plan = [r[0] for r in cursor.fetchall()]
+                raise _Rollback
+        except _Rollback:
+            pass
+        print(f"EXPLAIN|-- {label}")
+        for line in plan:
+            print(f"EXPLAIN|   {line}")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexname, pg_size_pretty(pg_relation_size(indexname::regclass)) "
+            "FROM pg_indexes WHERE tablename IN ('runs_run', 'runs_step', 'runs_attempt', "
+            "'runs_claim', 'runs_event') ORDER BY tablename, indexname"
+        )
+        for table, index, size in cursor.fetchall():
+            print(f"INDEX|   {table}.{index} ({size})")
+    # Its queued first step must not be republished into a later measurement.
+    engine.cancel_run(run_id=run.id, actor="bench")
+
+
+class _Rollback(Exception):
+    pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--refill", action="store_true")
+    parser.add_argument("--child-measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-fill", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--recreate", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--explain", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_measure:
+        child_measure(args.recreate, args.explain, args.runs)
+    elif args.child_fill:
+        child_fill(args.refill)
+    else:
+        orchestrate(args)
+
+
+if __name__ == "__main__":
+    main()

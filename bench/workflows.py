@@ -1,0 +1,50 @@
+"""Workflows only the engine benchmark registers (bench/common.py adds this module to
+RUNS_WORKFLOW_MODULES for its workers): chains of 10 steps of each kind that needs no
+external system, and a fan-out/fan-in. Every step does (almost) nothing, so what is
+measured is the engine's cost per step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runs.workflows import GUARDED, IDEMPOTENT, PURE, Context, Retry, workflow
+
+CHAIN_LENGTH = 10
+FAN_WIDTH = 20
+
+
+def _chain(name: str, kind: str) -> Any:
+    wf = workflow(name, version=1, input={"n": int}, description=f"bench: 10 {kind} steps")
+    for i in range(CHAIN_LENGTH):
+
+        def step(ctx: Context, i: int = i) -> int:
+            previous = ctx.results.get(f"s{i - 1}", ctx.input["n"]) if i else ctx.input["n"]
+            return int(previous) + 1
+
+        wf.step(kind=kind, name=f"s{i}", retry=Retry(max_attempts=3))(step)
+    return wf
+
+
+chain_pure = _chain("bench-chain-pure", PURE)
+chain_idempotent = _chain("bench-chain-idempotent", IDEMPOTENT)
+chain_guarded = _chain("bench-chain-guarded", GUARDED)
+
+fan = workflow("bench-fan", version=1, input={"n": int}, description="bench: 1 -> 20 -> 1")
+
+
+@fan.step(kind=PURE)
+def split(ctx: Context) -> int:
+    return int(ctx.input["n"])
+
+
+for _i in range(FAN_WIDTH):
+
+    def _part(ctx: Context, i: int = _i) -> int:
+        return int(ctx.results["split"]) + i
+
+    fan.step(kind=PURE, name=f"part{_i}", after=["split"])(_part)
+
+
+@fan.step(kind=PURE, after=[f"part{i}" for i in range(FAN_WIDTH)])
+def join(ctx: Context) -> int:
+    return sum(int(v) for v in ctx.results.values())
