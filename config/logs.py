@@ -13,7 +13,12 @@ from runs.logcontext import current
 
 CONTEXT_KEYS = ("request_id", "user", "run_id", "step", "attempt", "worker")
 # LogRecord's own attributes: anything else on a record came from `extra=`.
-_RECORD_KEYS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "context"}
+_RECORD_KEYS = set(vars(logging.makeLogRecord({}))) | {
+    "message",
+    "asctime",
+    "context",
+    "context_text",
+}
 
 
 class ContextFilter(logging.Filter):

@@ -133,18 +133,20 @@ def finish_attempt(
 
 _SUCCEED_SQL = """
     WITH fenced AS (
-        UPDATE runs_attempt SET status = %(attempt_succeeded)s, finished_at = now(), error = ''
-        WHERE id = %(attempt)s AND status = %(attempt_running)s AND lease_expires_at > now()
+        UPDATE runs_attempt
+        SET status = %(attempt_succeeded)s, finished_at = statement_timestamp(), error = ''
+        WHERE id = %(attempt)s AND status = %(attempt_running)s
+          AND lease_expires_at > statement_timestamp()
         RETURNING id
     ), claim AS (
         UPDATE runs_claim SET status = %(claim_succeeded)s, result = %(result)s,
-                              completed_at = now()
+                              completed_at = statement_timestamp()
         WHERE id = %(claim)s AND status = %(in_flight)s AND attempt_id = %(attempt)s
           AND EXISTS (SELECT 1 FROM fenced)
         RETURNING id
     )
-    UPDATE runs_step SET status = %(succeeded)s, result = %(result)s, finished_at = now(),
-                         current_attempt_id = NULL
+    UPDATE runs_step SET status = %(succeeded)s, result = %(result)s,
+                         finished_at = statement_timestamp(), current_attempt_id = NULL
     WHERE id = %(step)s AND status = %(running)s
       AND current_attempt_id = (SELECT id FROM fenced)
     RETURNING (SELECT count(*) FROM claim)
@@ -430,7 +432,8 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
                     status = CASE WHEN pending_deps = 1 AND status = %(pending)s
                                   AND name = ANY(%(plain)s) THEN %(queued)s ELSE status END,
                     queued_at = CASE WHEN pending_deps = 1 AND status = %(pending)s
-                                     AND name = ANY(%(plain)s) THEN now() ELSE queued_at END
+                                     AND name = ANY(%(plain)s) THEN statement_timestamp()
+                                     ELSE queued_at END
                 WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL
                   AND (SELECT steps_remaining FROM r) <> 0
                   AND (SELECT status FROM r) = ANY(%(active)s)

@@ -171,12 +171,11 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     claim_keys = {
         p["key"]: keys.item_key(run.id, step.name, parent_revision, p["key"]) for p in pairs
     }
-    # A batch's first attempt has no completed items, so nothing is read (and an item
-    # whose claim exists would be skipped by its claim insert anyway). A retried one
-    # skips the items done before: those with a succeeded claim, and those the map's
-    # compacted registry covers (retention compacts only finished runs, so a registry
-    # never meets a batch's first attempt).
-    done: set[str] = completed_items(step, pairs, claim_keys) if step.attempts > 1 else set()
+    # The items done before (a retried batch, or one re-run after retention compacted
+    # its map): those with a succeeded claim, and those the compacted registry covers,
+    # whose claims are gone, so their claim insert would no longer refuse them. Two
+    # reads per batch, not per item.
+    done = completed_items(step, pairs, claim_keys)
     completed = skipped = 0
     for pair in pairs:
         item_key, item = pair["key"], pair["item"]
@@ -258,10 +257,12 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
             WITH lease AS (
                 UPDATE runs_attempt
                 SET lease_expires_at = CASE
-                    WHEN lease_expires_at < now() + make_interval(secs => %(lease)s / 2)
-                    THEN now() + make_interval(secs => %(lease)s)
+                    WHEN lease_expires_at
+                         < statement_timestamp() + make_interval(secs => %(lease)s / 2)
+                    THEN statement_timestamp() + make_interval(secs => %(lease)s)
                     ELSE lease_expires_at END
-                WHERE id = %(attempt)s AND status = %(running)s AND lease_expires_at > now()
+                WHERE id = %(attempt)s AND status = %(running)s
+                  AND lease_expires_at > statement_timestamp()
                 RETURNING 1
             ), outcome AS (
                 UPDATE runs_claim SET result = %(result)s

@@ -137,8 +137,9 @@ def _republish_if_early(step_id: int) -> None:
     republish bound."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT EXTRACT(EPOCH FROM next_attempt_at - now())::float FROM runs_step "
-            "WHERE id = %s AND status = %s AND next_attempt_at > now()",
+            "SELECT EXTRACT(EPOCH FROM next_attempt_at - statement_timestamp())::float "
+            "FROM runs_step WHERE id = %s AND status = %s "
+            "AND next_attempt_at > statement_timestamp()",
             [step_id, StepStatus.RETRYING],
         )
         row = cursor.fetchone()
@@ -168,18 +169,20 @@ def _start_sql() -> tuple[str, list[str], list[str]]:
     it into a join that scans every active run, bench/scale.py showed): a second
     delivery blocked on this row re-checks the status of the row's newest version (READ
     COMMITTED re-evaluation), so it can never reopen a step that started and finished
-    meanwhile. The attempt's id is taken from its
-    sequence in the UPDATE itself (the foreign key is checked at commit)."""
+    meanwhile. The attempt's id is taken from its sequence in the UPDATE itself (the
+    foreign key is checked at commit). A retry is due by statement_timestamp(), the
+    clock Django's Now() reads, which set its next_attempt_at."""
     step_cols, step_names = _columns(Step, "s")
     run_cols, run_names = _columns(Run, "r")
     sql = f"""
         WITH s AS (
             UPDATE runs_step
-            SET status = %(running)s, attempts = attempts + 1, started_at = now(),
+            SET status = %(running)s, attempts = attempts + 1, started_at = statement_timestamp(),
                 next_attempt_at = NULL, error = '',
                 current_attempt_id = nextval(pg_get_serial_sequence('runs_attempt', 'id'))
             WHERE id = %(step_id)s
-              AND (status = %(queued)s OR (status = %(retrying)s AND next_attempt_at <= now()))
+              AND (status = %(queued)s
+                   OR (status = %(retrying)s AND next_attempt_at <= statement_timestamp()))
               AND (SELECT runs_run.status FROM runs_run WHERE runs_run.id = runs_step.run_id)
                   = ANY(CASE WHEN compensates = '' THEN %(active)s::text[]
                              ELSE %(compensating)s::text[] END)
@@ -188,7 +191,8 @@ def _start_sql() -> tuple[str, list[str], list[str]]:
             INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
                                       lease_expires_at, error)
             SELECT current_attempt_id, id, run_id, attempts, %(running_attempt)s, %(worker)s,
-                   now(), now() + make_interval(secs => %(lease)s), ''
+                   statement_timestamp(),
+                   statement_timestamp() + make_interval(secs => %(lease)s), ''
             FROM s
             RETURNING id
         )
