@@ -123,7 +123,8 @@ def _run_observed(started: Started) -> str:
 
 
 def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:
-    queued, began = started.step.queued_at, getattr(started.attempt, "started_at", None)
+    # The step's started_at is set by the statement that starts the attempt.
+    queued, began = started.step.queued_at, started.step.started_at
     if queued is not None and began is not None and not hasattr(began, "resolve_expression"):
         metrics.QUEUE_WAIT.labels(*labels).observe(max(0.0, (began - queued).total_seconds()))
 
