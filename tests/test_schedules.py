@@ -7,7 +7,13 @@ from datetime import timedelta
 import pytest
 
 from runs import engine
-from runs.engine.schedules import db_now, due_ticks, sync_declared_schedules, tick_key
+from runs.engine.schedules import (
+    db_now,
+    due_ticks,
+    next_tick_after,
+    sync_declared_schedules,
+    tick_key,
+)
 from runs.models import Run, Schedule, SubmissionKey
 from runs.workflows import PURE, Context, Workflow, WorkflowDefinitionError, registry
 
@@ -110,7 +116,8 @@ def test_disabled_schedules_do_not_fire():
 
 def test_due_ticks_on_whole_seconds_and_time_zones():
     now = db_now()
-    first = now.replace(second=0, microsecond=0) - timedelta(hours=3)
+    # (now - 3 h, now] holds exactly three hourly ticks, whatever the time of day.
+    first = now - timedelta(hours=3) + timedelta(microseconds=1)
     ticks, left_out = due_ticks("0 * * * *", "Asia/Kolkata", first, now, keep=10)
     # Kolkata is UTC+5:30: its whole hours fall on UTC half hours.
     assert all(t.minute == 30 for t in ticks) and left_out == 0
@@ -187,7 +194,8 @@ def test_declared_schedules_become_rows_and_code_owns_them(declared_workflow):
 
 def test_a_declared_schedule_computes_its_input_from_the_tick(declared_workflow):
     sync_declared_schedules()
-    tick = (db_now() - timedelta(days=1)).replace(hour=3, minute=0, second=0, microsecond=0)
+    # The latest 03:00 that has passed: the one tick due, whatever the time of day.
+    tick = next_tick_after("0 3 * * *", "UTC", db_now()) - timedelta(days=1)
     Schedule.objects.filter(name="nightly-decl").update(next_tick_at=tick)
     report = engine.fire_due_schedules()
     assert [t for _, t, _ in report.submitted] == [tick]
