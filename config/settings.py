@@ -146,6 +146,9 @@ _server_options = " ".join(
     [
         f"-c idle_in_transaction_session_timeout={int(RUNS_IDLE_IN_TRANSACTION_SECONDS * 1000)}",
         "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
+        # Only the engine's own statements are prepared (runs/prepared.py), all looked up
+        # by key: one generic plan each, never planned again per execution.
+        "-c plan_cache_mode=force_generic_plan",
     ]
 )
 DATABASES["default"].setdefault("OPTIONS", {})

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import connection
 from psycopg.types.json import Jsonb
 
+from . import prepared
 from .models import Event
 
 # Event types. Payloads are small JSON objects; Event.schema_version says how to read them.
@@ -90,6 +90,18 @@ def buffered() -> Iterator[None]:
     _write(pending)
 
 
+def buffer_mark() -> int:
+    """How many events the open buffer holds: rewind_buffer(mark) drops those appended
+    after it, for the part of a transaction that rolled back to a savepoint."""
+    assert _local.pending is not None, "buffer_mark() outside buffered()"
+    return len(_local.pending)
+
+
+def rewind_buffer(mark: int) -> None:
+    assert _local.pending is not None, "rewind_buffer() outside buffered()"
+    del _local.pending[mark:]
+
+
 _WRITE_MANY = """
     WITH seq AS (
         UPDATE runs_run SET last_seq = last_seq + %(n)s WHERE id = %(run)s RETURNING last_seq
@@ -115,7 +127,7 @@ def _write(
             type, step_id, attempt_number, payload = entries[0]
             _append_now(run_id, type, step_id, attempt_number, payload)
             continue
-        with connection.cursor() as cursor:
+        with prepared.cursor() as cursor:
             cursor.execute(
                 _WRITE_MANY,
                 {
@@ -165,7 +177,7 @@ def _append_now(
         Event.SCHEMA_VERSION,
         Jsonb(payload),
     ]
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(
             """
             WITH seq AS (

@@ -130,7 +130,9 @@ class SubmissionKey(models.Model):
 
 
 class Step(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: step_run_key_unique (run, key) serves every lookup by run,
+    # and a step's row is rewritten three times per step (each write updates every index).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     # Unique within the run: the definition's step name, or "name[i]" for batch i of a map.
     key = models.CharField(max_length=200)
     name = models.CharField(max_length=100)
@@ -160,8 +162,14 @@ class Step(models.Model):
     deferred_attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     # The attempt that owns the step while it runs; finishes are fenced on it.
+    # Never looked up by (only read with its step); unindexed, like the FKs above.
     current_attempt = models.ForeignKey(
-        "Attempt", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        "Attempt",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
     )
     queued_at = models.DateTimeField(null=True, blank=True)
     # Wait and sleep steps: when the sweeper wakes the step (its timeout, or the end of
@@ -278,7 +286,10 @@ class Signal(models.Model):
 
 
 class Attempt(models.Model):
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="attempt_set")
+    # attempt_step_number_unique (step, number) serves lookups by step.
+    step = models.ForeignKey(
+        Step, on_delete=models.CASCADE, related_name="attempt_set", db_index=False
+    )
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
     status = models.CharField(
@@ -326,7 +337,8 @@ class Claim(models.Model):
 
     key = models.CharField(max_length=300)
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims")
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="claims")
+    # claim_step_status_idx (step, status) serves lookups by step.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="claims", db_index=False)
     # NULL for a step-level claim, the item key for a map item (NULL is meaningful here).
     item_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     kind = models.CharField(max_length=16, choices=EffectKind.choices)

@@ -16,6 +16,7 @@ from examples.fakes import CodeHost
 from examples.models import Merge, TargetRecord
 from runs.workflows import (
     GUARDED,
+    IDEMPOTENT,
     PURE,
     TRANSACTIONAL,
     Context,
@@ -130,6 +131,42 @@ def first(ctx: Context) -> str:
 @chain.step(kind=PURE)
 def second(ctx: Context) -> str:
     return f"second after {ctx.results['first']}"
+
+
+# --- chains whose next step a worker starts in the finish's transaction ---------------
+# held-chain: its middle step holds inside its effect, so a test can SIGKILL the worker
+# while the step that started in `ready`'s finish transaction runs.
+held_chain = workflow("held-chain", version=1, input=HOLD_INPUT)
+
+
+@held_chain.step(kind=PURE)
+def ready(ctx: Context) -> str:
+    return "ready"
+
+
+@held_chain.step(kind=PURE, after=["ready"])
+def hold(ctx: Context) -> str:
+    _hold(ctx)
+    return f"held after {ctx.results['ready']}"
+
+
+@held_chain.step(kind=PURE, after=["hold"])
+def conclude(ctx: Context) -> str:
+    return f"concluded after {ctx.results['hold']}"
+
+
+# pure-then-charge: the next step takes a claim at its start (an idempotent effect).
+pure_then_charge = workflow("pure-then-charge", version=1, input={})
+
+
+@pure_then_charge.step(kind=PURE)
+def quote(ctx: Context) -> int:
+    return 700
+
+
+@pure_then_charge.step(kind=IDEMPOTENT, after=["quote"])
+def bill(ctx: Context) -> dict[str, Any]:
+    return {"billed": ctx.results["quote"], "key": ctx.idempotency_key}
 
 
 # --- a guarded merge that lets a test act between the effect and its finish ------------

@@ -15,9 +15,10 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError
 from psycopg import errors as pg_errors
 
+from runs import prepared
 from runs.states import ClaimStatus
 
 from .errors import EngineError
@@ -50,7 +51,7 @@ def insert_claim(
     the effect."""
     timeout_ms = int(float(settings.RUNS_CLAIM_LOCK_TIMEOUT_SECONDS) * 1000)
     try:
-        with connection.cursor() as cursor:
+        with prepared.cursor() as cursor:
             cursor.execute(
                 """
                 INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status,

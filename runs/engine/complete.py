@@ -21,7 +21,7 @@ from django.db.models import Expression, F
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
-from runs import events
+from runs import events, prepared
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
@@ -30,7 +30,7 @@ from . import faults
 from .claims import insert_claim
 from .dispatch import publish_on_commit
 from .errors import AttemptFenced
-from .start import Started, step_claim_key
+from .start import Started, start_successor, step_claim_key
 from .timing import db_now_plus
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,11 @@ def finish_attempt(
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow)
         if started.may_continue and len(ready) == 1:
-            # The executor starts it after the commit (execute.py); no message.
-            started.continue_with = ready[0]
+            # This worker runs it next (execute.py), no message: started here, committed
+            # with this finish, or else after the commit.
+            started.continued = start_successor(started, ready[0])
+            if started.continued is None:
+                started.continue_with = ready[0]
         else:
             # For a map step the fault points apply per item (mapping.py), not per batch.
             publish_on_commit(ready, fault_step=None if step.parent_id else name)
@@ -171,7 +174,7 @@ def _fence_and_succeed(started: Started, result: Any, claim: Claim | None) -> No
         "running": StepStatus.RUNNING,
         "step": started.step.id,
     }
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(_SUCCEED_SQL, params)
         row = cursor.fetchone()
     if row is None:
@@ -419,7 +422,7 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
     # failed) run queues nothing after this step. While a run compensates,
     # steps_remaining counts its compensations: a step of the plan that finishes
     # meanwhile (it was running) does not touch it, but gets a compensation of its own.
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(
             """
             WITH r AS (

@@ -79,13 +79,15 @@ def execute_step(*, step_id: int, worker: str, successors: int = 0) -> str:
     log line written meanwhile carries the run, step, attempt and worker.
 
     `successors` (the Celery task passes settings.RUNS_DIRECT_SUCCESSORS): when a step's
-    success makes exactly one step ready, this worker starts it itself, after the commit,
-    instead of publishing a message for it and waiting for the broker to bring it back;
-    at most that many times per message, so a long chain does not keep a worker from the
-    rest of the queue. The start is the same conditional UPDATE as a message's, so a
-    duplicate start stays harmless; a worker that dies before it leaves the step queued
-    with no message, which the sweeper republishes (the same repair as for a lost
-    message)."""
+    success makes exactly one step ready, this worker starts it itself instead of
+    publishing a message for it and waiting for the broker to bring it back; at most
+    that many times per message, so a long chain does not keep a worker from the rest of
+    the queue. Where it can (start.start_successor), the start is part of the finish's
+    transaction: a worker that dies after that commit leaves the successor running under
+    a lease, recovered as any crashed attempt is. Otherwise it starts after the commit,
+    through the same conditional UPDATE as a message's, so a duplicate start stays
+    harmless; a worker that dies before it leaves the step queued with no message, which
+    the sweeper republishes (the same repair as for a lost message)."""
     with log_context(worker=worker):
         started = start_attempt(step_id=step_id, worker=worker)
         if started is None:
@@ -94,10 +96,13 @@ def execute_step(*, step_id: int, worker: str, successors: int = 0) -> str:
             # Only outside a caller's transaction: the successor must start after a commit.
             started.may_continue = successors > 0 and not connection.in_atomic_block
             outcome = _run_observed(started)
+            successors -= 1
+            if started.continued is not None:
+                started = started.continued  # its start committed with the finish
+                continue
             successor = started.continue_with
             if successor is None:
                 return outcome
-            successors -= 1
             if started.step.parent_id is None:
                 faults.hit("after_commit", started.step.name)
             following = start_attempt(step_id=successor, worker=worker)

@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
-from runs import events
+from runs import events, prepared
 from runs.models import Claim, MapRegistry, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 from runs.workflows.definition import Context, StepDef, Workflow
@@ -251,7 +251,7 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
         "result": Jsonb(result),
         "claim": claim_id if result is not None else None,
     }
-    with connection.cursor() as cursor:
+    with prepared.cursor() as cursor:
         cursor.execute(
             """
             WITH lease AS (

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, Field, Model, OuterRef
 from django.db.models.functions import Now
 
-from runs import events
+from runs import events, prepared
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
@@ -48,10 +48,12 @@ class Started:
     results: dict[str, Any] | None = None
     # A batch's: its map parent's plan revision (part of its items' claim keys).
     parent_revision: int | None = None
-    # Set by the executor: on success, keep a single ready successor for this worker to
-    # start after the commit (continue_with) instead of publishing it (execute.py).
+    # Set by the executor: on success, keep a single ready successor for this worker,
+    # started in the finish's own transaction (continued: start_successor) or else after
+    # its commit (continue_with), instead of publishing a message for it (execute.py).
     may_continue: bool = False
     continue_with: int | None = None
+    continued: Started | None = None
 
     @property
     def is_batch(self) -> bool:
@@ -215,79 +217,83 @@ _START_SQL: tuple[str, list[str], list[str]] | None = None
 def _start_queued(step_id: int, worker: str) -> Started | None:
     """Start the step if it is queued (or retrying and due): one transaction, whose
     events are written together at its end. None if it is not startable."""
+    with transaction.atomic(), events.buffered():
+        return _start_in_transaction(step_id, worker)
+
+
+def _start_in_transaction(step_id: int, worker: str) -> Started | None:
+    """The start's statements, in the caller's transaction (its events in the caller's
+    buffer)."""
     global _START_SQL
     if _START_SQL is None:
         _START_SQL = _start_sql()
     sql, step_names, run_names = _START_SQL
     default_lease = float(settings.RUNS_LEASE_SECONDS)
-    with transaction.atomic(), events.buffered():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                sql,
-                {
-                    "step_id": step_id,
-                    "running": StepStatus.RUNNING,
-                    "queued": StepStatus.QUEUED,
-                    "retrying": StepStatus.RETRYING,
-                    "active": list(RUN_ACTIVE),
-                    # A compensation step starts only while its run is compensating.
-                    "compensating": [RunStatus.COMPENSATING],
-                    "running_attempt": AttemptStatus.RUNNING,
-                    "worker": worker,
-                    "lease": default_lease,
-                },
-            )
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        n_step, n_run = len(step_names), len(run_names)
-        step = Step.from_db("default", step_names, _decoded(Step, step_names, row[:n_step]))
-        run = Run.from_db(
-            "default", run_names, _decoded(Run, run_names, row[n_step : n_step + n_run])
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "step_id": step_id,
+                "running": StepStatus.RUNNING,
+                "queued": StepStatus.QUEUED,
+                "retrying": StepStatus.RETRYING,
+                "active": list(RUN_ACTIVE),
+                # A compensation step starts only while its run is compensating.
+                "compensating": [RunStatus.COMPENSATING],
+                "running_attempt": AttemptStatus.RUNNING,
+                "worker": worker,
+                "lease": default_lease,
+            },
         )
-        results, _, parent_revision = row[n_step + n_run :]
-        if isinstance(results, str):  # jsonb arrives as text on Django's connections
-            results = json.loads(results)
-        step.run = run
-        wf = registry.get(run.workflow, run.version)
-        stepdef = wf.stepdef(step.name) if wf is not None else None
-        if wf is None or stepdef is None or stepdef.is_wait:
-            # Unknown here, or a wait (which takes no attempt): the careful path decides.
-            raise _NotStartableHere
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    n_step, n_run = len(step_names), len(run_names)
+    step = Step.from_db("default", step_names, _decoded(Step, step_names, row[:n_step]))
+    run = Run.from_db("default", run_names, _decoded(Run, run_names, row[n_step : n_step + n_run]))
+    results, _, parent_revision = row[n_step + n_run :]
+    if isinstance(results, str):  # jsonb arrives as text on Django's connections
+        results = json.loads(results)
+    step.run = run
+    wf = registry.get(run.workflow, run.version)
+    stepdef = wf.stepdef(step.name) if wf is not None else None
+    if wf is None or stepdef is None or stepdef.is_wait:
+        # Unknown here, or a wait (which takes no attempt): the careful path decides.
+        raise _NotStartableHere
 
-        lease = lease_for(stepdef)
-        assert step.current_attempt_id is not None
-        if lease != default_lease:
-            from .complete import renew_lease
+    lease = lease_for(stepdef)
+    assert step.current_attempt_id is not None
+    if lease != default_lease:
+        from .complete import renew_lease
 
-            renew_lease(step.current_attempt_id, lease)
-        attempt = Attempt(
-            id=step.current_attempt_id,
-            step_id=step.id,
-            run_id=run.id,
-            number=step.attempts,
-            worker=worker,
-            status=AttemptStatus.RUNNING,
-        )
-        step.current_attempt = attempt
-        # The run's status as of this statement's snapshot: a run already running never
-        # goes back to pending, so only a pending one needs the conditional UPDATE.
-        if run.status == RunStatus.PENDING and Run.objects.filter(
-            pk=run.id, status=RunStatus.PENDING
-        ).update(status=RunStatus.RUNNING, updated_at=Now()):
-            events.append_event(run.id, events.RUN_STARTED)
-        run.status = RunStatus.RUNNING
-        events.append_event(
-            run.id,
-            events.STEP_STARTED,
-            step_id=step.id,
-            attempt_number=attempt.number,
-            step=step.key,
-            worker=worker,
-        )
-        claim = None
-        if step.parent_id is None and step.kind in CLAIM_AT_START:
-            claim = take_claim(run=run, step=step, stepdef=stepdef, attempt=attempt, item=None)
+        renew_lease(step.current_attempt_id, lease)
+    attempt = Attempt(
+        id=step.current_attempt_id,
+        step_id=step.id,
+        run_id=run.id,
+        number=step.attempts,
+        worker=worker,
+        status=AttemptStatus.RUNNING,
+    )
+    step.current_attempt = attempt
+    # The run's status as of this statement's snapshot: a run already running never
+    # goes back to pending, so only a pending one needs the conditional UPDATE.
+    if run.status == RunStatus.PENDING and Run.objects.filter(
+        pk=run.id, status=RunStatus.PENDING
+    ).update(status=RunStatus.RUNNING, updated_at=Now()):
+        events.append_event(run.id, events.RUN_STARTED)
+    run.status = RunStatus.RUNNING
+    events.append_event(
+        run.id,
+        events.STEP_STARTED,
+        step_id=step.id,
+        attempt_number=attempt.number,
+        step=step.key,
+        worker=worker,
+    )
+    claim = None
+    if step.parent_id is None and step.kind in CLAIM_AT_START:
+        claim = take_claim(run=run, step=step, stepdef=stepdef, attempt=attempt, item=None)
     return Started(
         step=step,
         run=run,
@@ -299,6 +305,57 @@ def _start_queued(step_id: int, worker: str) -> Started | None:
         results=results,
         parent_revision=parent_revision,
     )
+
+
+def start_successor(previous: Started, step_id: int) -> Started | None:
+    """Start the one step that `previous`'s success made ready, inside the transaction
+    that records that success, so that the finish and the successor's start commit
+    together: one commit per step of a chain instead of two. None: not started here
+    (the caller starts it after the commit, as a message would).
+
+    Committing the start early changes nothing a crash can observe: a worker that dies
+    after this commit leaves the successor running under a lease that the sweeper
+    recovers, as if it had died just after a start of its own. Only where nothing in the
+    start can fail after its UPDATE without taking the finish down with it: every
+    dependent `previous` can make ready is a plain step of its workflow (not a wait, a
+    map or a conditional step: the careful path decides those). A successor that takes
+    a claim starts under a savepoint, since an existing claim may refuse it. Not with
+    fault injection, whose `after_commit` point sits between the two."""
+    if faults.enabled():
+        return None
+    kinds = _plain_dependent_kinds(previous.workflow, previous.step)
+    if kinds is None:
+        return None
+    worker = previous.attempt.worker
+    if not any(kind in CLAIM_AT_START for kind in kinds):
+        return _start_in_transaction(step_id, worker)
+    mark = events.buffer_mark()
+    try:
+        with transaction.atomic():  # a savepoint
+            return _start_in_transaction(step_id, worker)
+    except ClaimNotTakeable:
+        events.rewind_buffer(mark)  # the savepoint's events went with it
+        return None
+
+
+_PLAIN_DEPENDENTS: dict[tuple[int, str], tuple[Workflow, tuple[str, ...] | None]] = {}
+
+
+def _plain_dependent_kinds(workflow: Workflow, step: Step) -> tuple[str, ...] | None:
+    """The effect kinds of the steps `step`'s success can make ready, if all of its
+    dependents are plain (no wait, map or condition); else None.
+    Computed once per process per step name (definitions do not change meanwhile)."""
+    if step.parent_id is not None or step.compensates:
+        return None  # a batch completes its map; a compensation, the compensating run
+    key = (id(workflow), step.name)
+    entry = _PLAIN_DEPENDENTS.get(key)
+    if entry is None or entry[0] is not workflow:
+        defs = [workflow.steps[n] for n in workflow.dependents(step.name)]
+        plain = bool(defs) and all(not (d.is_wait or d.is_map or d.when) for d in defs)
+        # A run that began compensating meanwhile makes a compensation ready instead.
+        kinds = [d.kind for d in defs] + [c.kind for c in workflow.compensations.values()]
+        entry = _PLAIN_DEPENDENTS[key] = (workflow, tuple(map(str, kinds)) if plain else None)
+    return entry[1]
 
 
 def _decoded(model: type[Model], names: list[str], values: Any) -> list[Any]:
@@ -406,4 +463,11 @@ class ClaimNotTakeable(Exception):
     pass
 
 
-__all__ = ["Started", "refuse", "start_attempt", "step_claim_key", "take_claim"]
+__all__ = [
+    "Started",
+    "refuse",
+    "start_attempt",
+    "start_successor",
+    "step_claim_key",
+    "take_claim",
+]

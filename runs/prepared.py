@@ -1,0 +1,61 @@
+"""A cursor for the engine's hot statements that PostgreSQL prepares once per connection.
+
+Django's psycopg cursors bind parameters on the client: every statement is sent as text
+and parsed and planned again each time. The engine runs the same few statements for
+every step (start, finish, events, a map item's claim and fence), and with its CTEs
+planning them cost about as much as executing them (bench/, pg_stat_statements with
+track_planning: 1.2 s of planning beside 1.45 s of execution for 2,000 steps). A
+server-binding cursor on the same connection has psycopg prepare each statement on its
+first execution and then send only its parameters (plan_cache_mode decides whether
+PostgreSQL then plans it again per execution: config/settings.py).
+
+It is the same connection, in the same transaction: atomic blocks, on_commit hooks,
+Django's error wrapping and execute wrappers (query counting) behave as with
+`connection.cursor()`. RUNS_PREPARED_STATEMENTS=0 turns it off, for a pooler that cannot
+keep prepared statements (PgBouncer in transaction mode before 1.21)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+
+def cursor() -> Any:
+    """A Django cursor wrapper around a server-binding psycopg cursor; use it as
+    `with prepared.cursor() as c: c.execute(sql, params)`."""
+    if not getattr(settings, "RUNS_PREPARED_STATEMENTS", True):
+        return connection.cursor()
+    # What connection.cursor() does, with the cursor class swapped.
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        conn = connection.connection
+        if conn.prepare_threshold is None:
+            # Django turns psycopg's preparation off for the connection (for poolers);
+            # only server-binding cursors, these, ever prepare, so turning it back on
+            # changes nothing for Django's own (client-binding) cursors.
+            conn.prepare_threshold = 5
+        raw = _server_binding_class()(conn)
+        return connection._prepare_cursor(raw)  # type: ignore[attr-defined]
+
+
+_CLASS: type | None = None
+
+
+def _server_binding_class() -> type:
+    global _CLASS
+    if _CLASS is None:
+        from django.db.backends.postgresql import base
+
+        server_binding: Any = base.ServerBindingCursor
+
+        class PreparingCursor(server_binding):  # type: ignore[misc]
+            # Prepared on their first execution: a worker runs them thousands of times.
+            def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+                kwargs["prepare"] = True
+                return super().execute(query, params, **kwargs)
+
+        _CLASS = PreparingCursor
+    return _CLASS

@@ -1,0 +1,128 @@
+"""A worker that finishes a step and has exactly one successor to run starts it in the
+finish's own transaction (runs/engine/start.py, start_successor): one commit per step
+of a chain. These tests run the engine in-process; the crash of a worker holding such
+a start is in tests/integration/test_successors_live.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from runs import engine, history
+from runs.engine.start import step_claim_key
+from runs.models import Attempt, Claim, Event, Run, Step
+from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.workflows import registry
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def commits(monkeypatch) -> Iterator[list[int]]:
+    """Counts the commits of this process's connection."""
+    counted: list[int] = []
+    real = connection.commit
+
+    def commit() -> None:
+        counted.append(1)
+        real()
+
+    monkeypatch.setattr(connection, "commit", commit)
+    yield counted
+
+
+def step(run: Run, name: str) -> Step:
+    return Step.objects.get(run=run, name=name)
+
+
+def written_together(run: Run, first: tuple[str, str], second: tuple[str, str]) -> bool:
+    """Whether two events (type, step name) were written by one statement (the buffered
+    events of one transaction): in that order, with the same statement timestamp."""
+    a, b = (
+        Event.objects.get(run=run, type=type, step__name=name) for type, name in (first, second)
+    )
+    return b.seq > a.seq and a.created_at == b.created_at
+
+
+def test_a_chain_commits_once_per_step(commits):
+    run = engine.submit_run(workflow="pure-chain", input={})
+    commits.clear()
+
+    assert engine.execute_step(step_id=step(run, "first").id, worker="t", successors=5) == (
+        "succeeded"
+    )
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    assert [(s.name, s.status, s.attempts) for s in run.steps.order_by("id")] == [
+        ("first", StepStatus.SUCCEEDED, 1),
+        ("second", StepStatus.SUCCEEDED, 1),
+    ]
+    # first's start; first's finish with second's start; second's finish with the run's.
+    assert len(commits) == 3
+    assert written_together(run, ("step_succeeded", "first"), ("step_started", "second"))
+    assert history.verify_run(run) == []
+
+
+def test_without_direct_successors_each_step_commits_its_start_and_finish(commits):
+    run = engine.submit_run(workflow="pure-chain", input={})
+    commits.clear()
+    engine.execute_step(step_id=step(run, "first").id, worker="t", successors=0)
+    engine.execute_step(step_id=step(run, "second").id, worker="t", successors=0)
+
+    assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED
+    assert len(commits) == 4
+    assert not written_together(run, ("step_succeeded", "first"), ("step_started", "second"))
+
+
+def test_a_successor_that_takes_a_claim_starts_under_a_savepoint():
+    run = engine.submit_run(workflow="pure-then-charge", input={})
+
+    engine.execute_step(step_id=step(run, "quote").id, worker="t", successors=5)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    bill = step(run, "bill")
+    claim = Claim.objects.get(step=bill)
+    assert (claim.status, bill.result) == (
+        ClaimStatus.SUCCEEDED,
+        {"billed": 700, "key": claim.key},
+    )
+    assert written_together(run, ("step_succeeded", "quote"), ("step_started", "bill"))
+    assert history.verify_run(run) == []
+
+
+def test_a_successor_its_claim_refuses_leaves_the_finish_whole():
+    """The successor's key already has a succeeded claim (written here directly): its
+    start rolls back to the savepoint, the finish before it commits, and the careful
+    path says why the step does not start."""
+    run = engine.submit_run(workflow="pure-then-charge", input={})
+    bill = step(run, "bill")
+    stepdef = registry.get("pure-then-charge", 1).stepdef("bill")
+    key = step_claim_key(run, bill, stepdef)
+    Claim.objects.create(
+        key=key,
+        run=run,
+        step=bill,
+        kind=EffectKind.IDEMPOTENT,
+        status=ClaimStatus.SUCCEEDED,
+        completed_at=timezone.now(),
+    )
+
+    engine.execute_step(step_id=step(run, "quote").id, worker="t", successors=5)
+
+    quote, bill = step(run, "quote"), step(run, "bill")
+    assert (quote.status, quote.result) == (StepStatus.SUCCEEDED, 700)
+    assert (bill.status, bill.attempts) == (StepStatus.QUEUED, 0)
+    assert f"claim {key} is succeeded" in bill.error
+    assert not Attempt.objects.filter(step=bill).exists()
+    # The savepoint's events went with it: none says bill started or took its claim.
+    assert list(
+        Event.objects.filter(run=run, step=bill).order_by("seq").values_list("type", flat=True)
+    ) == ["step_queued", "step_refused"]
+    assert list(Event.objects.filter(run=run).values_list("seq", flat=True).order_by("seq")) == (
+        list(range(1, Event.objects.filter(run=run).count() + 1))
+    )
