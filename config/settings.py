@@ -375,6 +375,10 @@ CELERY_BEAT_SCHEDULE = {
 # (0: always publish). A worker that dies in between leaves the step queued for the
 # sweeper's republish (RUNS_REPUBLISH_AFTER_SECONDS), as a lost message would.
 RUNS_DIRECT_SUCCESSORS = int(env_float("RUNS_DIRECT_SUCCESSORS", 20))
+# The engine's per-step statements are prepared once per connection (runs/prepared.py).
+# 0 for a connection pooler that cannot keep prepared statements (PgBouncer in
+# transaction mode before 1.21, or without max_prepared_statements).
+RUNS_PREPARED_STATEMENTS = env_bool("RUNS_PREPARED_STATEMENTS", True)
 # Default lease of an attempt; a step may declare its own. Renewed by ctx.heartbeat().
 RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # A queued step whose message has not started an attempt within this bound is

@@ -345,8 +345,14 @@ class Claim(models.Model):
     status = models.CharField(
         max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.IN_FLIGHT
     )
+    # Never looked up by (attempts are never deleted: their runs keep their log).
     attempt = models.ForeignKey(
-        Attempt, on_delete=models.SET_NULL, null=True, blank=True, related_name="claims"
+        Attempt,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="claims",
+        db_index=False,
     )
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")

@@ -24,14 +24,25 @@ from django.db import connection
 
 def cursor() -> Any:
     """A Django cursor wrapper around a server-binding psycopg cursor; use it as
-    `with prepared.cursor() as c: c.execute(sql, params)`."""
-    if not getattr(settings, "RUNS_PREPARED_STATEMENTS", True):
+    `with prepared.cursor() as c: c.execute(sql, params)`. One per connection, kept
+    open and reused (a `with` block does not close it)."""
+    if not settings.RUNS_PREPARED_STATEMENTS:
         return connection.cursor()
     # What connection.cursor() does, with the cursor class swapped.
     connection.close_if_health_check_failed()
     connection.ensure_connection()
+    conn = connection.connection
+    if connection.queries_logged:  # a debug wrapper records queries: a fresh one each time
+        return _new(conn)
+    kept = getattr(connection, "_runs_prepared_cursor", None)
+    if kept is None or kept.conn is not conn or kept.wrapper.cursor.closed:
+        kept = _Kept(conn, _new(conn))
+        connection._runs_prepared_cursor = kept  # type: ignore[attr-defined]
+    return kept
+
+
+def _new(conn: Any) -> Any:
     with connection.wrap_database_errors:
-        conn = connection.connection
         if conn.prepare_threshold is None:
             # Django turns psycopg's preparation off for the connection (for poolers);
             # only server-binding cursors, these, ever prepare, so turning it back on
@@ -39,6 +50,19 @@ def cursor() -> Any:
             conn.prepare_threshold = 5
         raw = _server_binding_class()(conn)
         return connection._prepare_cursor(raw)  # type: ignore[attr-defined]
+
+
+class _Kept:
+    """A kept cursor: `with` hands out its wrapper and leaves it open."""
+
+    def __init__(self, conn: Any, wrapper: Any) -> None:
+        self.conn, self.wrapper = conn, wrapper
+
+    def __enter__(self) -> Any:
+        return self.wrapper
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 _CLASS: type | None = None

@@ -30,7 +30,7 @@ from . import faults
 from .claims import insert_claim
 from .dispatch import publish_on_commit
 from .errors import AttemptFenced
-from .start import Started, start_successor, step_claim_key
+from .start import Started, sql_array, start_successor, step_claim_key
 from .timing import db_now_plus
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def finish_attempt(
             faults.hit("after_effect", name)
         else:
             result = ensure_json(result)
-        _fence_and_succeed(started, result, claim)
+        found = _fence_and_succeed(started, result, claim)
         if claim is not None:
             events.append_event(
                 run.id,
@@ -122,7 +122,7 @@ def finish_attempt(
             attempt_number=attempt.number,
             step=step.key,
         )
-        ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow)
+        ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
         if started.may_continue and len(ready) == 1:
             # This worker runs it next (execute.py), no message: started here, committed
             # with this finish, or else after the commit.
@@ -134,7 +134,7 @@ def finish_attempt(
             publish_on_commit(ready, fault_step=None if step.parent_id else name)
 
 
-_SUCCEED_SQL = """
+_FENCE_CTES = """
     WITH fenced AS (
         UPDATE runs_attempt
         SET status = %(attempt_succeeded)s, finished_at = statement_timestamp(), error = ''
@@ -147,21 +147,33 @@ _SUCCEED_SQL = """
         WHERE id = %(claim)s AND status = %(in_flight)s AND attempt_id = %(attempt)s
           AND EXISTS (SELECT 1 FROM fenced)
         RETURNING id
-    )
+    )"""
+
+_STEP_SUCCEEDS = """
     UPDATE runs_step SET status = %(succeeded)s, result = %(result)s,
                          finished_at = statement_timestamp(), current_attempt_id = NULL
     WHERE id = %(step)s AND status = %(running)s
-      AND current_attempt_id = (SELECT id FROM fenced)
+      AND current_attempt_id = (SELECT id FROM fenced)"""
+
+_SUCCEED_SQL = f"""{_FENCE_CTES}
+    {_STEP_SUCCEEDS}
     RETURNING (SELECT count(*) FROM claim)
 """
 
 
-def _fence_and_succeed(started: Started, result: Any, claim: Claim | None) -> None:
+def _fence_and_succeed(
+    started: Started, result: Any, claim: Claim | None
+) -> list[tuple[Any, ...]] | None:
     """The fence, the claim's outcome and the step's own transition, in one statement:
     the attempt leaves `running` only while it still holds its lease (database clock),
     the claim succeeds only if it is still this attempt's and in flight, the step only
     if this attempt still owns it. Anything less raises AttemptFenced, and the whole
-    transaction (a transactional effect included) rolls back."""
+    transaction (a transactional effect included) rolls back.
+
+    For a step of the plan (not a batch, not a compensation) the same statement goes on
+    with what step_succeeded() would do next: the run's remaining-steps counter and the
+    dependents' counters (_DEPENDENTS_SQL), only if the step's own transition happened;
+    its rows are returned for step_succeeded(found=...). None otherwise."""
     params: dict[str, Any] = {
         "attempt": started.attempt.id,
         "attempt_succeeded": AttemptStatus.SUCCEEDED,
@@ -174,16 +186,28 @@ def _fence_and_succeed(started: Started, result: Any, claim: Claim | None) -> No
         "running": StepStatus.RUNNING,
         "step": started.step.id,
     }
+    step = started.step
+    with_dependents = step.parent_id is None and not step.compensates
+    if with_dependents:
+        direct, careful = _dependents(started.workflow, step.name)
+        params.update(_dependents_params(started.run.id, direct, careful))
     with prepared.cursor() as cursor:
-        cursor.execute(_SUCCEED_SQL, params)
-        row = cursor.fetchone()
-    if row is None:
+        cursor.execute(_SUCCEED_AND_DEPENDENTS_SQL if with_dependents else _SUCCEED_SQL, params)
+        rows = cursor.fetchall()
+    done, claimed = (rows[0][0], rows[0][1]) if with_dependents else (len(rows), rows[:1])
+    if not done:
         raise AttemptFenced(
             f"attempt {started.attempt.id} no longer owns step {started.step.key} "
             "(lease expired, or recovered by another worker)"
         )
-    if claim is not None and row[0] != 1:
+    if with_dependents:
+        if claim is not None and claimed != 1:
+            raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
+        # As _DEPENDENTS_SQL returns them; none when the run compensates (r is empty).
+        return [row[2:] for row in rows if row[2] is not None]
+    if claim is not None and rows[0][0] != 1:
         raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
+    return None
 
 
 def _insert_transactional_claim(started: Started) -> Claim:
@@ -388,12 +412,19 @@ def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> No
         events.append_event(run_id, events.RUN_FAILED, error=error)
 
 
-def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+def step_succeeded(
+    *,
+    run_id: uuid.UUID,
+    step: Step,
+    workflow: Workflow,
+    found: list[tuple[Any, ...]] | None = None,
+) -> list[int]:
     """Propagate a step's success; return the ids of steps that became queued.
 
     A batch decrements its map parent; a top-level step decrements the run's counter
     and its dependents' pending-dependency counters (an indexed lookup by name, never a
-    scan of the plan)."""
+    scan of the plan). `found`: the rows of that UPDATE when the finish's own statement
+    already ran it (_fence_and_succeed)."""
     if step.parent_id is not None:
         remaining = _decrement("runs_step", "pending_children", step.parent_id)
         if remaining != 0:
@@ -422,40 +453,10 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
     # failed) run queues nothing after this step. While a run compensates,
     # steps_remaining counts its compensations: a step of the plan that finishes
     # meanwhile (it was running) does not touch it, but gets a compensation of its own.
-    with prepared.cursor() as cursor:
-        cursor.execute(
-            """
-            WITH r AS (
-                UPDATE runs_run SET steps_remaining = steps_remaining - 1
-                WHERE id = %(run)s AND status <> %(compensating)s
-                RETURNING steps_remaining, status
-            ), d AS (
-                UPDATE runs_step
-                SET pending_deps = pending_deps - 1,
-                    status = CASE WHEN pending_deps = 1 AND status = %(pending)s
-                                  AND name = ANY(%(plain)s) THEN %(queued)s ELSE status END,
-                    queued_at = CASE WHEN pending_deps = 1 AND status = %(pending)s
-                                     AND name = ANY(%(plain)s) THEN statement_timestamp()
-                                     ELSE queued_at END
-                WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL
-                  AND (SELECT steps_remaining FROM r) <> 0
-                  AND (SELECT status FROM r) = ANY(%(active)s)
-                RETURNING id, key, name, pending_deps, status
-            )
-            SELECT r.steps_remaining, d.id, d.key, d.name, d.pending_deps, d.status
-            FROM r LEFT JOIN d ON true
-            """,
-            {
-                "run": run_id,
-                "names": direct + careful,
-                "plain": direct,
-                "pending": StepStatus.PENDING,
-                "queued": StepStatus.QUEUED,
-                "active": list(RUN_ACTIVE),
-                "compensating": RunStatus.COMPENSATING,
-            },
-        )
-        found = cursor.fetchall()
+    if found is None:
+        with prepared.cursor() as cursor:
+            cursor.execute(_DEPENDENTS_SQL, _dependents_params(run_id, direct, careful))
+            found = cursor.fetchall()
     if not found:  # the run compensates (it exists: this step's row refers to it)
         from .compensate import compensate_late_step
 
@@ -476,6 +477,55 @@ def step_succeeded(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list
         events.append_event(run_id, events.STEP_QUEUED, step_id=step_id, step=key)
         queued.append(step_id)
     return queued
+
+
+# The run's remaining-steps counter, then the dependents' counters (step_succeeded).
+_DEPENDENTS_CTES = (
+    """
+    r AS (
+        UPDATE runs_run SET steps_remaining = steps_remaining - 1
+        WHERE id = %(run)s AND status <> %(compensating)s {only_if}
+        RETURNING steps_remaining, status
+    ), d AS (
+        UPDATE runs_step
+        SET pending_deps = pending_deps - 1,
+            status = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                          AND name = ANY(%(plain)s) THEN %(queued)s ELSE status END,
+            queued_at = CASE WHEN pending_deps = 1 AND status = %(pending)s
+                             AND name = ANY(%(plain)s) THEN statement_timestamp()
+                             ELSE queued_at END
+        WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL
+          AND (SELECT steps_remaining FROM r) <> 0
+          AND (SELECT status FROM r) = ANY("""
+    + sql_array(RUN_ACTIVE)
+    + """)
+        RETURNING id, key, name, pending_deps, status
+    )"""
+)
+_DEPENDENTS_SQL = f"""
+    WITH {_DEPENDENTS_CTES.format(only_if="")}
+    SELECT r.steps_remaining, d.id, d.key, d.name, d.pending_deps, d.status
+    FROM r LEFT JOIN d ON true
+"""
+# The finish of a step of the plan: fence, claim, step, run counter, dependents.
+_SUCCEED_AND_DEPENDENTS_SQL = f"""{_FENCE_CTES}, done AS ({_STEP_SUCCEEDS}
+        RETURNING id
+    ), {_DEPENDENTS_CTES.format(only_if="AND EXISTS (SELECT 1 FROM done)")}
+    SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM claim),
+           r.steps_remaining, d.id, d.key, d.name, d.pending_deps, d.status
+    FROM (SELECT 1) AS one LEFT JOIN r ON true LEFT JOIN d ON true
+"""
+
+
+def _dependents_params(run_id: uuid.UUID, direct: list[str], careful: list[str]) -> dict[str, Any]:
+    return {
+        "run": run_id,
+        "names": direct + careful,
+        "plain": direct,
+        "pending": StepStatus.PENDING,
+        "queued": StepStatus.QUEUED,
+        "compensating": RunStatus.COMPENSATING,
+    }
 
 
 _DEPENDENTS: dict[int, tuple[Workflow, dict[str, tuple[list[str], list[str]]]]] = {}

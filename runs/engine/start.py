@@ -161,13 +161,22 @@ def _columns(model: type[Model], alias: str) -> tuple[str, list[str]]:
     return ", ".join(f"{alias}.{f.column}" for f in fields), [f.attname for f in fields]
 
 
+def sql_array(values: Any) -> str:
+    """A constant text array written into a statement (status names of our own enums),
+    rather than a parameter psycopg would encode for every execution."""
+    items = [str(v) for v in values]
+    assert all(v.replace("_", "").isalnum() for v in items), items
+    return "ARRAY[" + ", ".join(f"'{v}'" for v in items) + "]::text[]"
+
+
 def _start_sql() -> tuple[str, list[str], list[str]]:
     """One statement: queued (or retrying and due) → running, the attempt inserted and
     made current, and what the attempt needs returned: the step, its run, the results of
     its dependencies (a batch's are its map parent's).
 
     The UPDATE is on one table with one WHERE on the row being updated (the run's
-    status read by primary key in a scalar subquery; as an EXISTS the planner may turn
+    status read by primary key in a scalar subquery (a compensation step's run must be
+    compensating, any other step's active); as an EXISTS the planner may turn
     it into a join that scans every active run, bench/scale.py showed): a second
     delivery blocked on this row re-checks the status of the row's newest version (READ
     COMMITTED re-evaluation), so it can never reopen a step that started and finished
@@ -186,8 +195,8 @@ def _start_sql() -> tuple[str, list[str], list[str]]:
               AND (status = %(queued)s
                    OR (status = %(retrying)s AND next_attempt_at <= statement_timestamp()))
               AND (SELECT runs_run.status FROM runs_run WHERE runs_run.id = runs_step.run_id)
-                  = ANY(CASE WHEN compensates = '' THEN %(active)s::text[]
-                             ELSE %(compensating)s::text[] END)
+                  = ANY(CASE WHEN compensates = '' THEN {sql_array(RUN_ACTIVE)}
+                             ELSE {sql_array([RunStatus.COMPENSATING])} END)
             RETURNING *
         ), a AS (
             INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
@@ -237,9 +246,6 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
                 "running": StepStatus.RUNNING,
                 "queued": StepStatus.QUEUED,
                 "retrying": StepStatus.RETRYING,
-                "active": list(RUN_ACTIVE),
-                # A compensation step starts only while its run is compensating.
-                "compensating": [RunStatus.COMPENSATING],
                 "running_attempt": AttemptStatus.RUNNING,
                 "worker": worker,
                 "lease": default_lease,

@@ -5,7 +5,9 @@ index of runs_step, each attempt and claim insert into every index of theirs.
 - runs_step.run_id: step_run_key_unique (run_id, key) serves every lookup by run;
 - runs_step.current_attempt_id: never looked up (read with its step only);
 - runs_attempt.step_id: attempt_step_number_unique (step_id, number);
-- runs_claim.step_id: claim_step_status_idx (step_id, status).
+- runs_claim.step_id: claim_step_status_idx (step_id, status);
+- runs_claim.attempt_id: never looked up (attempts are never deleted, their runs keep
+  their append-only log; reads go from the claim to its attempt).
 
 Only the indexes go: the model state says db_index=False, the database drops exactly
 these (an AlterField would also drop and re-validate the foreign keys, and take the
@@ -19,6 +21,7 @@ INDEXES = [
     ("runs_step", "current_attempt_id", "runs_step_current_attempt_id_0c6ded6a"),
     ("runs_attempt", "step_id", "runs_attempt_step_id_8945e7f8"),
     ("runs_claim", "step_id", "runs_claim_step_id_ba444dad"),
+    ("runs_claim", "attempt_id", "runs_claim_attempt_id_aaf1ba5b"),
 ]
 
 
@@ -55,6 +58,18 @@ class Migration(migrations.Migration):
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="claims",
                         to="runs.step",
+                    ),
+                ),
+                migrations.AlterField(
+                    model_name="claim",
+                    name="attempt",
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="claims",
+                        to="runs.attempt",
                     ),
                 ),
                 migrations.AlterField(
