@@ -185,8 +185,15 @@ class Step(models.Model):
     class Meta:
         ordering = ["run_id", "id"]  # the column: ordering by "run" would join runs_run
         indexes = [
-            # successors: the finished step's dependents, looked up by name
-            models.Index(fields=["run", "name"], name="step_run_name_idx"),
+            # A run's steps of the plan by name (dependents, dependencies' results, waits):
+            # every such lookup is of top-level steps, and the partial index is the one a
+            # generic plan of the engine's prepared statements picks (the full one lost to
+            # a BitmapAnd with the parent_id index: every top-level step of the table).
+            models.Index(
+                fields=["run", "name"],
+                name="step_top_run_name_idx",
+                condition=Q(parent__isnull=True),
+            ),
             # the sweeper's "queued but never started" / "retry due" scans
             models.Index(
                 fields=["queued_at"],
