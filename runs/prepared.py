@@ -19,37 +19,40 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 
 def cursor() -> Any:
     """A Django cursor wrapper around a server-binding psycopg cursor; use it as
     `with prepared.cursor() as c: c.execute(sql, params)`. One per connection, kept
     open and reused (a `with` block does not close it)."""
+    # The thread's connection wrapper, looked up once (each attribute read through
+    # django.db.connection is a thread-local lookup of its own).
+    db = connections[DEFAULT_DB_ALIAS]
     if not settings.RUNS_PREPARED_STATEMENTS:
-        return connection.cursor()
+        return db.cursor()
     # What connection.cursor() does, with the cursor class swapped.
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    conn = connection.connection
-    if connection.queries_logged:  # a debug wrapper records queries: a fresh one each time
-        return _new(conn)
-    kept = getattr(connection, "_runs_prepared_cursor", None)
+    db.close_if_health_check_failed()
+    if db.connection is None:
+        db.ensure_connection()
+    conn = db.connection
+    if db.queries_logged:  # a debug wrapper records queries: a fresh one each time
+        return _new(db, conn)
+    kept = db.__dict__.get("_runs_prepared_cursor")
     if kept is None or kept.conn is not conn or kept.wrapper.cursor.closed:
-        kept = _Kept(conn, _new(conn))
-        connection._runs_prepared_cursor = kept  # type: ignore[attr-defined]
+        kept = db.__dict__["_runs_prepared_cursor"] = _Kept(conn, _new(db, conn))
     return kept
 
 
-def _new(conn: Any) -> Any:
-    with connection.wrap_database_errors:
+def _new(db: Any, conn: Any) -> Any:
+    with db.wrap_database_errors:
         if conn.prepare_threshold is None:
             # Django turns psycopg's preparation off for the connection (for poolers);
             # only server-binding cursors, these, ever prepare, so turning it back on
             # changes nothing for Django's own (client-binding) cursors.
             conn.prepare_threshold = 5
         raw = _server_binding_class()(conn)
-        return connection._prepare_cursor(raw)  # type: ignore[attr-defined]
+        return db._prepare_cursor(raw)
 
 
 class _Kept:

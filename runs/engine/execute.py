@@ -55,7 +55,9 @@ def _context_factory(started: Started) -> Any:
     gathered = collected(run.id, stepdef.collect) if stepdef.collect else None
 
     def heartbeat() -> None:
+        renewed = time.monotonic()
         renew_lease(started.attempt.id, started.lease_seconds)
+        started.lease_from = renewed
 
     def make(*, item: Any = None, item_key: str | None = None, key: str | None = None) -> Context:
         return Context(

@@ -10,6 +10,7 @@ registry covers (MapRegistry, written by retention: runs/engine/retention.py).
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -239,40 +240,57 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
     )
 
 
+# The item's fence when the lease is fresh: a share lock on the attempt row (no new row
+# version, no index or constraint work), held to the commit like the UPDATE's lock, so
+# recovery's UPDATE of the attempt waits for the item or the item sees it crashed.
+_FENCE_HELD = """
+    WITH held AS (
+        SELECT 1 FROM runs_attempt
+        WHERE id = %(attempt)s AND status = %(running)s
+          AND lease_expires_at > statement_timestamp()
+        FOR SHARE
+    ), outcome AS (
+        UPDATE runs_claim SET result = %(result)s
+        WHERE id = %(claim)s AND EXISTS (SELECT 1 FROM held)
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM outcome)
+"""
+# ... and once a quarter of it is spent (by this worker's clock), the fence renews it.
+_FENCE_RENEWING = """
+    WITH held AS (
+        UPDATE runs_attempt
+        SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
+        WHERE id = %(attempt)s AND status = %(running)s
+          AND lease_expires_at > statement_timestamp()
+        RETURNING 1
+    ), outcome AS (
+        UPDATE runs_claim SET result = %(result)s
+        WHERE id = %(claim)s AND EXISTS (SELECT 1 FROM held)
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM outcome)
+"""
+
+
 def _fence_item(started: Started, claim_id: int, result: Any) -> None:
     """The item's fence, last in its transaction: the attempt must still hold its lease
-    (database clock), else AttemptFenced rolls the item back, effect included. The lease
-    is renewed once half of it is spent (an UPDATE that changes no indexed column, and so
-    stays a heap-only tuple, until then); the claim gets the item's result if it has one."""
+    (database clock), else AttemptFenced rolls the item back, effect included. Whether
+    the lease is renewed on the way is decided by this worker's clock (a quarter of it
+    spent since the start or the last renewal); whether it is still held, only by the
+    database's. The claim gets the item's result if it has one."""
+    renew = time.monotonic() - started.lease_from >= started.lease_seconds / 4
     params: dict[str, Any] = {
-        "lease": started.lease_seconds,
         "attempt": started.attempt.id,
         "running": AttemptStatus.RUNNING,
         "result": Jsonb(result),
         "claim": claim_id if result is not None else None,
     }
+    if renew:
+        params["lease"] = started.lease_seconds
+        started.lease_from = time.monotonic()
     with prepared.cursor() as cursor:
-        cursor.execute(
-            """
-            WITH lease AS (
-                UPDATE runs_attempt
-                SET lease_expires_at = CASE
-                    WHEN lease_expires_at
-                         < statement_timestamp() + make_interval(secs => %(lease)s / 2)
-                    THEN statement_timestamp() + make_interval(secs => %(lease)s)
-                    ELSE lease_expires_at END
-                WHERE id = %(attempt)s AND status = %(running)s
-                  AND lease_expires_at > statement_timestamp()
-                RETURNING 1
-            ), outcome AS (
-                UPDATE runs_claim SET result = %(result)s
-                WHERE id = %(claim)s AND EXISTS (SELECT 1 FROM lease)
-                RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM lease), (SELECT count(*) FROM outcome)
-            """,
-            params,
-        )
+        cursor.execute(_FENCE_RENEWING if renew else _FENCE_HELD, params)
         row = cursor.fetchone()
     if row is None or row[0] != 1:
         raise AttemptFenced(f"attempt {started.attempt.id} lost its lease")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -48,6 +49,10 @@ class Started:
     results: dict[str, Any] | None = None
     # A batch's: its map parent's plan revision (part of its items' claim keys).
     parent_revision: int | None = None
+    # This worker's clock when the lease was last set (before the statement that set it
+    # was sent): when a map's item fences renew it (mapping.py). Never a safety decision:
+    # whether the lease is held is asked of the database.
+    lease_from: float = field(default_factory=time.monotonic)
     # Set by the executor: on success, keep a single ready successor for this worker,
     # started in the finish's own transaction (continued: start_successor) or else after
     # its commit (continue_with), instead of publishing a message for it (execute.py).
@@ -238,6 +243,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         _START_SQL = _start_sql()
     sql, step_names, run_names = _START_SQL
     default_lease = float(settings.RUNS_LEASE_SECONDS)
+    sent = time.monotonic()
     with prepared.cursor() as cursor:
         cursor.execute(
             sql,
@@ -310,6 +316,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         claim=claim,
         results=results,
         parent_revision=parent_revision,
+        lease_from=sent,
     )
 
 

@@ -1,0 +1,56 @@
+"""A map item's fence (runs/engine/mapping.py, _fence_item): a share lock while the
+lease is fresh, a renewal once a quarter of it is spent by the worker's clock, and in
+both cases a refusal once the database's clock says the lease is gone."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import transaction
+
+from runs import engine
+from runs.engine.errors import AttemptFenced
+from runs.engine.mapping import _fence_item
+from runs.engine.start import start_attempt
+from runs.models import Attempt, Step
+from tests.factories import expire_leases
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def started_batch():
+    run = engine.submit_run(workflow="migrate-records", input={"count": 4, "batch_size": 4})
+    engine.execute_step(step_id=Step.objects.get(run=run, key="list_records").id, worker="t")
+    started = start_attempt(step_id=Step.objects.get(run=run, key="migrate[0]").id, worker="t")
+    assert started is not None
+    return started
+
+
+def lease_of(started) -> object:
+    return Attempt.objects.values_list("lease_expires_at", flat=True).get(pk=started.attempt.id)
+
+
+def test_a_fresh_lease_is_held_not_rewritten(started_batch):
+    before = lease_of(started_batch)
+    with transaction.atomic():
+        _fence_item(started_batch, claim_id=0, result=None)
+    assert lease_of(started_batch) == before
+
+
+def test_a_quarter_spent_lease_is_renewed_by_the_fence(started_batch):
+    before = lease_of(started_batch)
+    started_batch.lease_from = time.monotonic() - started_batch.lease_seconds / 4
+    with transaction.atomic():
+        _fence_item(started_batch, claim_id=0, result=None)
+    assert lease_of(started_batch) > before
+    assert time.monotonic() - started_batch.lease_from < 5  # counted from the renewal
+
+
+@pytest.mark.parametrize("spent", [0.0, 0.5], ids=["held", "renewing"])
+def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(started_batch, spent):
+    expire_leases()
+    started_batch.lease_from = time.monotonic() - started_batch.lease_seconds * spent
+    with pytest.raises(AttemptFenced), transaction.atomic():
+        _fence_item(started_batch, claim_id=0, result=None)
