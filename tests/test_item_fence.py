@@ -9,11 +9,13 @@ import time
 import pytest
 from django.db import transaction
 
+from examples.models import TargetRecord
 from runs import engine
 from runs.engine.errors import AttemptFenced
 from runs.engine.mapping import _fence_item
 from runs.engine.start import start_attempt
-from runs.models import Attempt, Step
+from runs.models import Attempt, Claim, Step
+from runs.states import ClaimStatus
 from tests.factories import expire_leases
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,3 +56,41 @@ def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(starte
     started_batch.lease_from = time.monotonic() - started_batch.lease_seconds * spent
     with pytest.raises(AttemptFenced), transaction.atomic():
         _fence_item(started_batch, claim_id=0, result=None)
+
+
+# --- the fence at the item's commit (migration 0019's deferred constraint trigger) ----
+def run_item(started, index: int = 0) -> bool:
+    from runs.engine import keys
+    from runs.engine.execute import _context_factory
+    from runs.engine.mapping import _transactional_item
+
+    pair = started.step.items[index]
+    key = keys.item_key(started.run.id, started.step.name, started.parent_revision, pair["key"])
+    ctx = _context_factory(started)(item=pair["item"], item_key=pair["key"], key=key)
+    return _transactional_item(started, ctx, key, pair["key"], pair["item"])
+
+
+def test_a_live_item_commits_with_its_claim_and_no_fence_statement(started_batch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert run_item(started_batch) is True
+    assert not any("runs_attempt" in (q["sql"] or "") for q in queries.captured_queries)
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 1
+    assert Claim.objects.get(step=started_batch.step).status == ClaimStatus.SUCCEEDED
+
+
+def test_an_item_whose_lease_ended_is_refused_at_its_commit(started_batch):
+    expire_leases()  # the worker's clock says the lease is fresh: no fence statement
+    with pytest.raises(AttemptFenced):
+        run_item(started_batch)
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 0
+    assert not Claim.objects.filter(step=started_batch.step).exists()
+
+
+def test_an_item_inside_a_callers_transaction_is_fenced_there(started_batch):
+    expire_leases()
+    with pytest.raises(AttemptFenced), transaction.atomic():
+        run_item(started_batch)
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 0

@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
@@ -273,13 +273,17 @@ _FENCE_RENEWING = """
 """
 
 
+def _renewal_due(started: Started) -> bool:
+    return time.monotonic() - started.lease_from >= started.lease_seconds / 4
+
+
 def _fence_item(started: Started, claim_id: int, result: Any) -> None:
     """The item's fence, last in its transaction: the attempt must still hold its lease
     (database clock), else AttemptFenced rolls the item back, effect included. Whether
     the lease is renewed on the way is decided by this worker's clock (a quarter of it
     spent since the start or the last renewal); whether it is still held, only by the
     database's. The claim gets the item's result if it has one."""
-    renew = time.monotonic() - started.lease_from >= started.lease_seconds / 4
+    renew = _renewal_due(started)
     params: dict[str, Any] = {
         "attempt": started.attempt.id,
         "running": AttemptStatus.RUNNING,
@@ -296,24 +300,44 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
         raise AttemptFenced(f"attempt {started.attempt.id} lost its lease")
 
 
+# SQLSTATE of the item fence's refusal at commit (migration 0019).
+ITEM_FENCE_REFUSED = "DR001"
+
+
 def _transactional_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
-    """One transaction: claim + effect + claim outcome + fence (renewing the lease).
+    """One transaction: claim + effect + claim outcome, fenced at its commit.
 
     The claim is inserted with its outcome (`succeeded`): the row is invisible to every
     other session until this transaction commits, and it commits only together with the
     effect and the fence, so no one can ever see it succeeded without its effect; a
     second insert of the key waits for this transaction, as it would for `in_flight`.
-    The fence comes last so a paused worker's open transaction never locks its attempt
-    row: recovery can still take the batch over, and the zombie's commit then fails."""
+
+    The fence is a deferred constraint trigger on that claim (migration 0019): at the
+    COMMIT, the attempt must still run under a live lease (database clock), else the
+    commit fails and the item rolls back. It comes last so a paused worker's open
+    transaction never locks its attempt row: recovery can still take the batch over, and
+    the zombie's commit then fails. An explicit fence statement is sent only to renew
+    the lease (a quarter of it spent), to record a result, or when a caller's
+    transaction encloses the item (then the trigger checks at the insert)."""
     name = started.step.name
-    with transaction.atomic():
-        claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
-        if claim_id is None:
-            return False
-        faults.hit("after_claim", name)
-        result = ensure_json(started.stepdef.fn(ctx, item))
-        faults.hit("after_effect", name)
-        _fence_item(started, claim_id, result)
+    nested = connection.in_atomic_block
+    try:
+        with transaction.atomic():
+            if nested:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET CONSTRAINTS runs_claim_item_fence IMMEDIATE")
+            claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
+            if claim_id is None:
+                return False
+            faults.hit("after_claim", name)
+            result = ensure_json(started.stepdef.fn(ctx, item))
+            faults.hit("after_effect", name)
+            if nested or result is not None or _renewal_due(started):
+                _fence_item(started, claim_id, result)
+    except DatabaseError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == ITEM_FENCE_REFUSED:
+            raise AttemptFenced(f"attempt {started.attempt.id} lost its lease") from exc
+        raise
     return True
 
 
