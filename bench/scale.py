@@ -214,62 +214,85 @@ def child_measure(recreate: bool, explain: bool, runs: int) -> None:
 
 
 def explain_step_statements() -> None:
-    """EXPLAIN ANALYZE of what starting and finishing one chain step runs, each in a
-    transaction rolled back afterwards; then the indexes of the engine's tables."""
-    from django.db import connection, transaction
+    """EXPLAIN ANALYZE of the statements a chain step runs, as the engine runs them:
+    prepared, with the generic plan a worker's connection uses (plan_cache_mode =
+    force_generic_plan, runs/prepared.py), each in a transaction rolled back afterwards;
+    then the indexes of the engine's tables."""
+    import re
 
-    from runs import engine
-    from runs.engine import start
+    from django.db import connection
+
+    from runs import engine, events
+    from runs.engine import complete, start
     from runs.models import Step
 
     run = engine.submit_run(workflow="bench-chain-pure", input={"n": 1})
     step = Step.objects.get(run=run, name="s0")
-    sql, _, _ = start._start_sql()
+    text = str  # a parameter's type in the PREPARE: text unless named below
     statements = {
         "start (step -> running, attempt, run, dependency results)": (
-            sql,
+            start._start_sql()[0],
             {
-                "step_id": step.id,
-                "running": "running",
-                "queued": "queued",
-                "retrying": "retrying",
-                "active": ["pending", "running"],
-                "running_attempt": "running",
-                "worker": "explain",
-                "lease": 60.0,
+                "step_id": (step.id, "bigint"),
+                "running": ("running", text),
+                "queued": ("queued", text),
+                "retrying": ("retrying", text),
+                "running_attempt": ("running", text),
+                "worker": ("explain", text),
+                "lease": (60.0, "float8"),
             },
         ),
-        "successors (dependents' counters, queue the ready ones)": (
-            "UPDATE runs_step SET pending_deps = pending_deps - 1 "
-            "WHERE run_id = %(run)s AND name = ANY(%(names)s) AND parent_id IS NULL "
-            "RETURNING id, pending_deps",
-            {"run": run.id, "names": ["s1"]},
+        "finish (fence, claim, step, run counter, dependents)": (
+            complete._SUCCEED_AND_DEPENDENTS_SQL,
+            {
+                "attempt": (0, "bigint"),
+                "attempt_succeeded": ("succeeded", text),
+                "attempt_running": ("running", text),
+                "claim": (None, "bigint"),
+                "claim_succeeded": ("succeeded", text),
+                "in_flight": ("in_flight", text),
+                "result": ("1", "jsonb"),
+                "succeeded": ("succeeded", text),
+                "running": ("running", text),
+                "step": (step.id, "bigint"),
+                "run": (str(run.id), "uuid"),
+                "names": ("{s1}", "text[]"),
+                "plain": ("{s1}", "text[]"),
+                "pending": ("pending", text),
+                "queued": ("queued", text),
+                "compensating": ("compensating", text),
+            },
         ),
         "events (seq allocation + insert)": (
-            "WITH seq AS (UPDATE runs_run SET last_seq = last_seq + 2 WHERE id = %(run)s "
-            "RETURNING last_seq) INSERT INTO runs_event (run_id, seq, type, schema_version, "
-            "payload, created_at) SELECT %(run)s, seq.last_seq - 2 + g, 'explain', 1, '{}', "
-            "now() FROM seq, generate_series(1, 2) g",
-            {"run": run.id},
-        ),
-        "claim insert (unique key)": (
-            "INSERT INTO runs_claim (key, run_id, step_id, kind, status, error, resolved_by, "
-            "resolution_note, created_at) VALUES (%(key)s, %(run)s, %(step)s, 'idempotent', "
-            "'in_flight', '', '', '', now()) ON CONFLICT (key) DO NOTHING RETURNING id",
-            {"key": f"{run.id}/explain", "run": run.id, "step": step.id},
+            events._WRITE_MANY,
+            {
+                "n": (2, "int"),
+                "run": (str(run.id), "uuid"),
+                "version": (1, "int"),
+                "types": ("{explain,explain}", "text[]"),
+                "steps": ("{NULL,NULL}", "bigint[]"),
+                "attempts": ("{NULL,NULL}", "int[]"),
+                "payloads": ('{"{}","{}"}', "jsonb[]"),
+            },
         ),
     }
-    for label, (text, params) in statements.items():
-        try:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        "EXPLAIN (ANALYZE, COSTS OFF, BUFFERS OFF, TIMING ON) " + text, params
-                    )
-                    plan = [r[0] for r in cursor.fetchall()]
-                raise _Rollback
-        except _Rollback:
-            pass
+    for index, (label, (sql, params)) in enumerate(statements.items()):
+        names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+        body = re.sub(r"%\((\w+)\)s", lambda m, names=names: f"${names.index(m.group(1)) + 1}", sql)
+        types = ", ".join("text" if params[n][1] is str else params[n][1] for n in names)
+        args = ", ".join(
+            "NULL" if params[n][0] is None else "'" + str(params[n][0]) + "'" for n in names
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            cursor.execute(f"PREPARE explained{index} ({types}) AS {body}")
+            cursor.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF, BUFFERS OFF, TIMING ON) "
+                f"EXECUTE explained{index} ({args})"
+            )
+            plan = [r[0] for r in cursor.fetchall()]
+            cursor.execute("ROLLBACK")
         print(f"EXPLAIN|-- {label}")
         for line in plan:
             print(f"EXPLAIN|   {line}")
@@ -283,10 +306,6 @@ def explain_step_statements() -> None:
             print(f"INDEX|   {table}.{index} ({size})")
     # Its queued first step must not be republished into a later measurement.
     engine.cancel_run(run_id=run.id, actor="bench")
-
-
-class _Rollback(Exception):
-    pass
 
 
 def main() -> None:

@@ -175,8 +175,10 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     # The items done before (a retried batch, or one re-run after retention compacted
     # its map): those with a succeeded claim, and those the compacted registry covers,
     # whose claims are gone, so their claim insert would no longer refuse them. Two
-    # reads per batch, not per item.
-    done = completed_items(step, pairs, claim_keys)
+    # reads per batch, not per item, and none on a batch's first attempt: its items'
+    # keys (run, map step, plan revision, item key; unique within the map) cannot have
+    # been claimed by anyone before it.
+    done = completed_items(step, pairs, claim_keys) if started.attempt.number > 1 else set()
     completed = skipped = 0
     for pair in pairs:
         item_key, item = pair["key"], pair["item"]
