@@ -96,10 +96,11 @@ FILL_SQL = [
     # Runs of charge-payment (one idempotent step), finished over the last 30 days.
     """
     INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
-                          steps_remaining, result, error, created_at, updated_at, finished_at)
+                          steps_remaining, result, error, ends_as, created_at, updated_at,
+                          finished_at)
     SELECT md5('scale-run-' || g)::uuid, 'charge-payment', 1, jsonb_build_object('amount', g),
            CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 3, 0,
-           '{"charge": {"ok": true}}'::jsonb, '',
+           '{"charge": {"ok": true}}'::jsonb, '', '',
            now() - make_interval(secs => g * 2.5), now() - make_interval(secs => g * 2.5 - 1),
            now() - make_interval(secs => g * 2.5 - 1)
     FROM generate_series(1, %(n)s) AS g
@@ -107,11 +108,11 @@ FILL_SQL = [
     """
     INSERT INTO runs_step (id, run_id, key, name, kind, status, depends_on, pending_deps,
                            plan_revision, claim_generation, attempts, deferred_attempts,
-                           max_attempts, queued_at, result, error, created_at, started_at,
-                           finished_at)
+                           max_attempts, queued_at, result, error, compensates, created_at,
+                           started_at, finished_at)
     SELECT %(step0)s + g, md5('scale-run-' || g)::uuid, 'charge', 'charge', 'idempotent',
            'succeeded', '{}', 0, 1, 1, 1, 0, 5, now() - make_interval(secs => g * 2.5),
-           '{"ok": true}'::jsonb, '', now() - make_interval(secs => g * 2.5),
+           '{"ok": true}'::jsonb, '', '', now() - make_interval(secs => g * 2.5),
            now() - make_interval(secs => g * 2.5), now() - make_interval(secs => g * 2.5 - 1)
     FROM generate_series(1, %(n)s) AS g
     """,
