@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from django.utils import timezone
 
-from runs import engine, history
+from runs import engine, events, history
 from runs.engine.start import step_claim_key
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
@@ -126,3 +126,26 @@ def test_a_successor_its_claim_refuses_leaves_the_finish_whole():
     assert list(Event.objects.filter(run=run).values_list("seq", flat=True).order_by("seq")) == (
         list(range(1, Event.objects.filter(run=run).count() + 1))
     )
+
+
+def test_a_finish_that_fails_at_its_end_runs_nothing_it_started(monkeypatch):
+    """The finish's last statement (its events) fails after the successor's start was
+    written in the same transaction: both roll back, and the worker does not go on to
+    run the successor whose start never committed."""
+    run = engine.submit_run(workflow="pure-chain", input={})
+    real_write = events._write
+
+    def failing_write(pending):
+        if {e[1] for e in pending} >= {events.STEP_SUCCEEDED, events.STEP_STARTED}:
+            raise OperationalError("injected: the finish's events statement failed")
+        real_write(pending)
+
+    monkeypatch.setattr(events, "_write", failing_write)
+
+    outcome = engine.execute_step(step_id=step(run, "first").id, worker="t", successors=5)
+
+    assert outcome == "retrying"
+    first, second = step(run, "first"), step(run, "second")
+    assert (first.status, first.attempts) == (StepStatus.RETRYING, 1)
+    assert (second.status, second.attempts) == (StepStatus.PENDING, 0)
+    assert not Attempt.objects.filter(step=second).exists()

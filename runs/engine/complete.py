@@ -123,15 +123,19 @@ def finish_attempt(
             step=step.key,
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
+        following: Started | None = None
         if started.may_continue and len(ready) == 1:
             # This worker runs it next (execute.py), no message: started here, committed
             # with this finish, or else after the commit.
-            started.continued = start_successor(started, ready[0])
-            if started.continued is None:
-                started.continue_with = ready[0]
+            following = start_successor(started, ready[0])
         else:
             # For a map step the fault points apply per item (mapping.py), not per batch.
             publish_on_commit(ready, fault_step=None if step.parent_id else name)
+    # Only once the commit succeeded: a start that rolled back with a failed finish must
+    # not be run.
+    if started.may_continue and len(ready) == 1:
+        started.continued = following
+        started.continue_with = ready[0] if following is None else None
 
 
 _FENCE_CTES = """
