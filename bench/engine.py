@@ -367,10 +367,10 @@ def main() -> None:
         unit = "item" if key == "map" else "step"
         rows.append(
             (
-                f"DB per {unit} ({key}): commits / rows written / WAL records*",
+                f"DB per {unit} ({key}): commits / rows written / WAL records / flushes*",
                 f"{phase.per_unit('xact_commit'):.2f} / "
                 f"{(phase.db['tup_inserted'] + phase.db['tup_updated']) / phase.units:.2f} / "
-                f"{phase.per_unit('wal_records'):.1f}",
+                f"{phase.per_unit('wal_records'):.1f} / {phase.per_unit('wal_sync'):.2f}",
             )
         )
     rows.append(("DBOS per step: commits", f"{peer['xact_per_step']:.2f}"))
@@ -391,8 +391,9 @@ def main() -> None:
     statements = common.DbCounters().statements_extension
     print(
         "* commits: pg_stat_database.xact_commit of the bench database (read-only "
-        "transactions included, the bench's own reads subtracted); WAL records: pg_stat_wal, "
-        "cluster-wide (other databases' work shows too). pg_stat_statements is "
+        "transactions included, the bench's own reads subtracted); WAL records and flushes "
+        "(wal_sync): pg_stat_wal, cluster-wide (other databases' work shows too). "
+        "pg_stat_statements is "
         + (
             "loaded."
             if statements
@@ -422,6 +423,8 @@ def main() -> None:
                 "chain_c4_over_dbos": round(phases["pure4"].rate / peer["steps_per_s"], 3),
                 "commits_per_step": round(pure.per_unit("xact_commit"), 2),
                 "commits_per_item": round(mapped.per_unit("xact_commit"), 3),
+                "wal_flushes_per_step": round(pure.per_unit("wal_sync"), 3),
+                "wal_flushes_per_item": round(mapped.per_unit("wal_sync"), 3),
                 "dbos_commits_per_step": round(peer["xact_per_step"], 2),
                 "in_process": costs,
             }
