@@ -123,8 +123,8 @@ def finish_attempt(
             step=step.key,
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
-        following: Started | None = None
-        if started.may_continue and len(ready) == 1:
+        continuing = started.may_continue and len(ready) == 1
+        if continuing:
             # This worker runs it next (execute.py), no message: started here, committed
             # with this finish, or else after the commit.
             following = start_successor(started, ready[0])
@@ -133,7 +133,7 @@ def finish_attempt(
             publish_on_commit(ready, fault_step=None if step.parent_id else name)
     # Only once the commit succeeded: a start that rolled back with a failed finish must
     # not be run.
-    if started.may_continue and len(ready) == 1:
+    if continuing:
         started.continued = following
         started.continue_with = ready[0] if following is None else None
 
@@ -198,20 +198,21 @@ def _fence_and_succeed(
     with prepared.cursor() as cursor:
         cursor.execute(_SUCCEED_AND_DEPENDENTS_SQL if with_dependents else _SUCCEED_SQL, params)
         rows = cursor.fetchall()
-    done, claimed = (rows[0][0], rows[0][1]) if with_dependents else (len(rows), rows[:1])
+    if with_dependents:  # always one row at least: (done, claimed, dependents...)
+        done, claimed = rows[0][0], rows[0][1]
+    else:  # a row only if the step's transition happened: (claimed,)
+        done, claimed = len(rows), rows[0][0] if rows else 0
     if not done:
         raise AttemptFenced(
             f"attempt {started.attempt.id} no longer owns step {started.step.key} "
             "(lease expired, or recovered by another worker)"
         )
-    if with_dependents:
-        if claim is not None and claimed != 1:
-            raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
-        # As _DEPENDENTS_SQL returns them; none when the run compensates (r is empty).
-        return [row[2:] for row in rows if row[2] is not None]
-    if claim is not None and rows[0][0] != 1:
+    if claim is not None and claimed != 1:
         raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
-    return None
+    if not with_dependents:
+        return None
+    # As _DEPENDENTS_SQL returns them; none when the run compensates (r is empty).
+    return [row[2:] for row in rows if row[2] is not None]
 
 
 def _insert_transactional_claim(started: Started) -> Claim:
