@@ -307,6 +307,10 @@ class Attempt(models.Model):
     lease_expires_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
+    # A guarded attempt's last lease check before it called the step's function, set by
+    # that same conditional UPDATE (database clock). Recovery retries a crashed guarded
+    # attempt that never got this far: it cannot have performed the effect.
+    effect_entered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["step_id", "number"]  # the column, not a join to runs_step
@@ -373,6 +377,10 @@ class Claim(models.Model):
     # period, so a paused worker's effect has had its chance to land first (§7).
     probe_after = models.DateTimeField(null=True, blank=True)
     probed_at = models.DateTimeField(null=True, blank=True)
+    # A probe in progress holds the claim until then (database clock); a probe whose
+    # worker died is asked again once it has passed, at most RUNS_PROBE_MAX_TRIES times.
+    probe_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    probe_tries = models.PositiveIntegerField(db_default=0)
     created_at = models.DateTimeField(db_default=Now())
     # When the claim became unresolved (database clock): how long it has waited for a
     # decision, which the operator queue orders by. Kept after the resolution.
