@@ -33,6 +33,10 @@ class RunStatus(models.TextChoices):
     #                            ending); an unresolved one keeps the run compensating;
     #                            one failed for good: failed, naming it
     # failed -> compensating     an operator retries that failed compensation
+    # cancelled | failed -> compensating   a step that names a compensation succeeded
+    #                            after the run ended (it was running, or its claim was
+    #                            resolved as succeeded): its compensation runs, then the
+    #                            run ends as it had
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"

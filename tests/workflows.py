@@ -575,3 +575,54 @@ def hold_on(ctx: Context) -> None:
 @branch_wait.step(kind=GUARDED, after=[], retry=Retry(max_attempts=1))
 def poke(ctx: Context) -> str:
     raise TimeoutError("no answer")
+
+
+# --- a guarded step that names a compensation and whose outcome stays unknown ----------
+compensated_deploy = workflow("compensated-deploy", version=1)
+
+
+@compensated_deploy.compensation(kind=PURE)
+def roll_back(ctx: Context) -> dict[str, Any]:
+    return {"rolled_back": True}
+
+
+@compensated_deploy.step(kind=GUARDED, compensate="roll_back", retry=Retry(max_attempts=1))
+def deploy_release(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("the deploy API did not answer")
+
+
+@compensated_deploy.step(kind=PURE)
+def announce_release(ctx: Context) -> str:
+    return "announced"
+
+
+# --- a pure step whose guarded successor starts in its finish's transaction -------------
+quote_then_merge = workflow("quote-then-merge", version=1, input={"change_id": int})
+
+
+@quote_then_merge.step(kind=PURE)
+def quote_change(ctx: Context) -> int:
+    return int(ctx.input["change_id"])
+
+
+@quote_then_merge.step(kind=GUARDED)
+def merge_quoted(ctx: Context) -> dict[str, Any]:
+    return CodeHost().merge(change_id=ctx.results["quote_change"], run_id=ctx.run_id)
+
+
+# --- two branches: one fails for good at once, the other fails once and may retry -------
+two_branches = workflow("two-failing-branches", version=1)
+
+
+@two_branches.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def left_fails(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("left fails on its first attempt")
+    return "left"
+
+
+@two_branches.step(kind=PURE, after=[], retry=Retry(max_attempts=3, base_delay=0, jitter=False))
+def right_flaky(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("right fails on its first attempt")
+    return "right"

@@ -27,6 +27,7 @@ from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
 from .dispatch import publish_on_commit
+from .locks import lock_run
 
 
 def _compensable(workflow: Workflow) -> dict[str, str]:
@@ -34,17 +35,18 @@ def _compensable(workflow: Workflow) -> dict[str, str]:
     return {s.name: s.compensate for s in workflow.steps.values() if s.compensate}
 
 
-def begin_compensation(
-    run_id: uuid.UUID | str, *, ends_as: str, error: str, actor: str | None = None
-) -> bool:
+def begin_compensation(run: Run, *, ends_as: str, error: str, actor: str | None = None) -> bool:
     """If steps of this active run that name a compensation have succeeded, move the
-    run to `compensating` (conditional on it being active), put their compensations in
-    the plan under a new revision (newest completion first, each after the previous),
-    and queue the first. False, changing nothing, when there is nothing to undo or the
-    run is no longer active. Call inside the transaction that ends the run."""
-    run = Run.objects.only("id", "workflow", "version").filter(pk=run_id).first()
-    workflow = registry.get(run.workflow, run.version) if run else None
-    if run is None or workflow is None or not workflow.compensations:
+    run to `compensating`, put their compensations in the plan under a new revision
+    (newest completion first, each after the previous), and queue the first. False,
+    changing nothing, when there is nothing to undo.
+
+    `run` must be locked by the caller (locks.lock_run) and active: the succeeded steps
+    are read after that lock, so a step whose finish held the run row until its commit
+    is seen succeeded here, and one that finishes later finds the run compensating (or
+    ended) and is compensated then (compensate_late_step)."""
+    workflow = registry.get(run.workflow, run.version)
+    if workflow is None or not workflow.compensations:
         return False
     run_id = run.id
     compensable = _compensable(workflow)
@@ -68,7 +70,7 @@ def begin_compensation(
         updated_at=Now(),
     )
     if n != 1:
-        return False
+        raise RuntimeError(f"run {run_id} is locked but no longer active")
     order = [compensable[name] for name in done]
     events.append_event(
         run_id,
@@ -78,7 +80,7 @@ def begin_compensation(
         compensations=order,
         actor=actor or "engine",
     )
-    revision = _bump_revision(run_id)
+    revision = bump_revision(run_id)
     previous: str | None = None
     first: list[int] = []
     for undone in done:
@@ -98,9 +100,12 @@ def _plan(
     revision: int,
     *,
     after: str | None,
+    failed: str = "",
 ) -> Step:
     stepdef = workflow.compensations[name]
     status = StepStatus.PENDING if after else StepStatus.QUEUED
+    if failed:
+        status = StepStatus.FAILED
     step = Step.objects.create(
         run_id=run_id,
         key=name,
@@ -112,6 +117,7 @@ def _plan(
         max_attempts=stepdef.retry.max_attempts,
         plan_revision=revision,
         status=status,
+        error=failed,
     )
     if status == StepStatus.QUEUED:
         Step.objects.filter(pk=step.id).update(queued_at=Now())
@@ -123,6 +129,7 @@ def _plan(
         compensates=undone,
         status=status,
         after=after,
+        **({"error": failed} if failed else {}),  # type: ignore[arg-type]
     )
     return step
 
@@ -162,24 +169,87 @@ def compensation_succeeded(*, run_id: uuid.UUID, step: Step) -> list[int]:
 
 
 def compensate_late_step(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
-    """A step of the plan that was running when its run began compensating has just
-    succeeded: if it names a compensation, that compensation joins the run's (queued
-    at once: it undoes the newest completion) and is counted in steps_remaining."""
+    """A step of the plan succeeded after its run stopped going on (it was running, or
+    its unresolved claim was resolved as succeeded, when the run was cancelled or
+    failed): if it names a compensation, that compensation is planned and queued (it
+    undoes the newest completion). Returns the ids to publish.
+
+    Decided under the run row's lock (locks.py), so the last compensation cannot end the
+    run between this decision and its effect:
+    - the run compensates: the compensation joins it (counted in steps_remaining);
+    - the run already ended (cancelled or failed, its compensations done or none
+      needed): it is reopened to compensate this one step, and ends as it was ending;
+    - the run ended failed because a compensation failed for good: this one is planned
+      `failed` beside it (never run silently out of order), so retrying the failed
+      compensations runs it too."""
     name = _compensable(workflow).get(step.name)
-    if name is None or Step.objects.filter(run_id=run_id, key=name).exists():
+    if name is None:
         return []
-    revision = Run.objects.values_list("plan_revision", flat=True).get(pk=run_id)
-    Run.objects.filter(pk=run_id, status=RunStatus.COMPENSATING).update(
-        steps_remaining=F("steps_remaining") + 1
+    run = lock_run(run_id)
+    assert run is not None  # this step's row refers to it
+    if Step.objects.filter(run_id=run_id, key=name).exists():
+        return []  # planned already (by begin_compensation, or a resolution before)
+    if run.status == RunStatus.COMPENSATING:
+        Run.objects.filter(pk=run_id).update(steps_remaining=F("steps_remaining") + 1)
+        return [_plan(run_id, workflow, step.name, name, run.plan_revision, after=None).id]
+    if run.status not in (RunStatus.CANCELLED, RunStatus.FAILED):
+        return []  # still active: the plan goes on, nothing to undo
+    if (
+        Step.objects.filter(run_id=run_id, parent__isnull=True, status=StepStatus.FAILED)
+        .exclude(compensates="")
+        .exists()
+    ):
+        Run.objects.filter(pk=run_id).update(steps_remaining=F("steps_remaining") + 1)
+        _plan(
+            run_id,
+            workflow,
+            step.name,
+            name,
+            run.plan_revision,
+            after=None,
+            failed=f"not run: {step.key} succeeded after the run's compensation had failed; "
+            "retry the failed compensations to run it too",
+        )
+        return []
+    ends_as = run.status
+    n = Run.objects.filter(pk=run_id, status=ends_as).update(
+        status=RunStatus.COMPENSATING,
+        ends_as=ends_as,
+        steps_remaining=1,
+        finished_at=None,
+        updated_at=Now(),
     )
-    planned = _plan(run_id, workflow, step.name, name, revision, after=None)
-    return [planned.id]
+    assert n == 1, "the run is locked"
+    events.append_event(
+        run_id,
+        events.RUN_COMPENSATING,
+        ends_as=ends_as,
+        error=run.error,
+        compensations=[name],
+        actor="engine",
+        reason=f"step {step.key} succeeded after the run had {ends_as}",
+    )
+    revision = bump_revision(run_id)
+    return [_plan(run_id, workflow, step.name, name, revision, after=None).id]
 
 
-def _bump_revision(run_id: uuid.UUID) -> int:
-    from .mapping import _bump_revision as bump
+def bump_revision(run_id: uuid.UUID) -> int:
+    """The run's plan changes (batches or compensations enter it): its next revision,
+    part of the idempotency keys of the steps that enter the plan with it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET plan_revision = plan_revision + 1 WHERE id = %s "
+            "RETURNING plan_revision",
+            [run_id],
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
-    return bump(run_id)
 
-
-__all__ = ["begin_compensation", "compensate_late_step", "compensation_succeeded"]
+__all__ = [
+    "begin_compensation",
+    "bump_revision",
+    "compensate_late_step",
+    "compensation_succeeded",
+]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Expression, F
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
@@ -26,10 +26,12 @@ from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 
-from . import faults
+from . import compensate, faults
 from .claims import insert_claim
+from .compensate import begin_compensation, compensation_succeeded
 from .dispatch import publish_on_commit
 from .errors import AttemptFenced
+from .locks import lock_run
 from .start import Started, sql_array, start_successor, step_claim_key
 from .timing import db_now_plus
 
@@ -45,11 +47,16 @@ def fence(attempt_id: int, status: AttemptStatus, error: str = "") -> None:
         raise AttemptFenced(f"attempt {attempt_id} no longer owns its step")
 
 
-def renew_lease(attempt_id: int, seconds: float) -> None:
-    """Heartbeat: extend a live lease, or raise AttemptFenced if it was lost."""
+def renew_lease(attempt_id: int, seconds: float, *, entering_effect: bool = False) -> None:
+    """Heartbeat: extend a live lease, or raise AttemptFenced if it was lost.
+    `entering_effect`: the guarded step's function is called next; the same conditional
+    UPDATE records it (recover.py retries a crashed attempt that never got here)."""
+    fields: dict[str, Any] = {"lease_expires_at": db_now_plus(seconds)}
+    if entering_effect:
+        fields["effect_entered_at"] = Now()
     n = Attempt.objects.filter(
         pk=attempt_id, status=AttemptStatus.RUNNING, lease_expires_at__gt=Now()
-    ).update(lease_expires_at=db_now_plus(seconds))
+    ).update(**fields)
     if n != 1:
         raise AttemptFenced(f"attempt {attempt_id} lost its lease")
 
@@ -254,8 +261,13 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             )
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
-        active = Run.objects.filter(pk=run.id, status__in=statuses_going_on(step)).exists()
-        if step.has_attempts_left and active:
+        # Decided on the run as it is now, under its lock (locks.py): an operator's retry
+        # that reopened it meanwhile is seen, and none can commit between this decision
+        # and its writes.
+        current = lock_run(run.id)
+        assert current is not None  # this step's row refers to it
+        going_on = current.status in statuses_going_on(step)
+        if step.has_attempts_left and going_on:
             _retry_later(started, error=error, delay=started.stepdef.retry.delay(step.attempts))
             return "retrying"
         _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
@@ -400,21 +412,27 @@ def statuses_going_on(step: Step) -> tuple[str, ...]:
 def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> None:
     """A step failed for good: the run fails, or compensates first if steps with a
     compensation have succeeded (runs/engine/compensate.py). A compensation that fails
-    for good (`compensation=True`) ends its compensating run as failed, naming it."""
+    for good (`compensation=True`) ends its compensating run as failed, naming it.
+    Decided under the run row's lock (locks.py); a run no longer active is left as it
+    is."""
+    run = lock_run(run_id)
+    if run is None:
+        return
     if compensation:
-        if Run.objects.filter(pk=run_id, status=RunStatus.COMPENSATING).update(
-            status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
-        ):
+        if run.status == RunStatus.COMPENSATING:
+            Run.objects.filter(pk=run_id).update(
+                status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
+            )
             events.append_event(run_id, events.RUN_FAILED, error=error)
         return
-    from .compensate import begin_compensation
-
-    if begin_compensation(run_id, ends_as=RunStatus.FAILED, error=error):
+    if run.status not in RUN_ACTIVE:
         return
-    if Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).update(
+    if begin_compensation(run, ends_as=RunStatus.FAILED, error=error):
+        return
+    Run.objects.filter(pk=run_id).update(
         status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
-    ):
-        events.append_event(run_id, events.RUN_FAILED, error=error)
+    )
+    events.append_event(run_id, events.RUN_FAILED, error=error)
 
 
 def step_succeeded(
@@ -431,7 +449,7 @@ def step_succeeded(
     scan of the plan). `found`: the rows of that UPDATE when the finish's own statement
     already ran it (_fence_and_succeed)."""
     if step.parent_id is not None:
-        remaining = _decrement("runs_step", "pending_children", step.parent_id)
+        remaining = _batch_done(run_id, step.parent_id)
         if remaining != 0:
             return []
         parent = Step.objects.get(pk=step.parent_id)
@@ -446,8 +464,6 @@ def step_succeeded(
         return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
 
     if step.compensates:
-        from .compensate import compensation_succeeded
-
         return compensation_succeeded(run_id=run_id, step=step)
     direct, careful = _dependents(workflow, step.name)
     # One statement: the run's counter of remaining steps goes down and, while the run is
@@ -462,14 +478,15 @@ def step_succeeded(
         with prepared.cursor() as cursor:
             cursor.execute(_DEPENDENTS_SQL, _dependents_params(run_id, direct, careful))
             found = cursor.fetchall()
-    if not found:  # the run compensates (it exists: this step's row refers to it)
-        from .compensate import compensate_late_step
-
-        return compensate_late_step(run_id=run_id, step=step, workflow=workflow)
+    if not found or found[0][1] not in RUN_ACTIVE:
+        # The run compensates (the counter UPDATE matched no row: it exists, this step's
+        # row refers to it), or was cancelled or failed while this step ran: nothing
+        # follows this step, but its compensation, if it names one, must run.
+        return compensate.compensate_late_step(run_id=run_id, step=step, workflow=workflow)
     if int(found[0][0]) == 0:
         _succeed_run(run_id, workflow)
         return []
-    rows = [row[1:] for row in found if row[1] is not None]
+    rows = [row[2:] for row in found if row[2] is not None]
     queued: list[int] = []
     for step_id, key, name, pending, status in rows:
         if pending != 0:
@@ -509,7 +526,7 @@ _DEPENDENTS_CTES = (
 )
 _DEPENDENTS_SQL = f"""
     WITH {_DEPENDENTS_CTES.format(only_if="")}
-    SELECT r.steps_remaining, d.id, d.key, d.name, d.pending_deps, d.status
+    SELECT r.steps_remaining, r.status, d.id, d.key, d.name, d.pending_deps, d.status
     FROM r LEFT JOIN d ON true
 """
 # The finish of a step of the plan: fence, claim, step, run counter, dependents.
@@ -517,7 +534,7 @@ _SUCCEED_AND_DEPENDENTS_SQL = f"""{_FENCE_CTES}, done AS ({_STEP_SUCCEEDS}
         RETURNING id
     ), {_DEPENDENTS_CTES.format(only_if="AND EXISTS (SELECT 1 FROM done)")}
     SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM claim),
-           r.steps_remaining, d.id, d.key, d.name, d.pending_deps, d.status
+           r.steps_remaining, r.status, d.id, d.key, d.name, d.pending_deps, d.status
     FROM (SELECT 1) AS one LEFT JOIN r ON true LEFT JOIN d ON true
 """
 
@@ -587,12 +604,20 @@ def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
     return [step.id]
 
 
-def _decrement(table: str, column: str, pk: Any) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET {column} = {column} - 1 WHERE id = %s RETURNING {column}",
-            [pk],
-        )
+# A batch succeeded: its map parent's count of batches to go, with the run row locked
+# first (locks.py: the run before its other steps; the InitPlan runs before the parent's
+# row is locked). NO KEY UPDATE is the lock the event log's seq takes anyway.
+_BATCH_DONE_SQL = """
+    WITH run AS (SELECT 1 FROM runs_run WHERE id = %(run)s FOR NO KEY UPDATE)
+    UPDATE runs_step SET pending_children = pending_children - 1
+    WHERE id = %(parent)s AND EXISTS (SELECT 1 FROM run)
+    RETURNING pending_children
+"""
+
+
+def _batch_done(run_id: uuid.UUID, parent_id: int) -> int:
+    with prepared.cursor() as cursor:
+        cursor.execute(_BATCH_DONE_SQL, {"run": run_id, "parent": parent_id})
         row = cursor.fetchone()
     assert row is not None
     return int(row[0])

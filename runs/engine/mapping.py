@@ -25,6 +25,7 @@ from runs.workflows.definition import Context, StepDef, Workflow
 
 from . import faults, keys
 from .claims import insert_claim
+from .compensate import bump_revision
 from .complete import ensure_json, renew_lease, step_succeeded
 from .errors import AttemptFenced
 from .start import Started
@@ -56,7 +57,7 @@ def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int]:
         return _refuse(run_id, parent, str(exc))
     size = stepdef.batch_size_for(run.input)
     batches = [pairs[i : i + size] for i in range(0, len(pairs), size)]
-    revision = _bump_revision(run_id)
+    revision = bump_revision(run_id)
     n = Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
         status=StepStatus.RUNNING, pending_children=len(batches), started_at=Now()
     )
@@ -145,18 +146,6 @@ def _refuse(run_id: uuid.UUID, parent: Step, error: str) -> list[int]:
 
     fail_run(run_id, error)
     return []
-
-
-def _bump_revision(run_id: uuid.UUID) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_run SET plan_revision = plan_revision + 1 WHERE id = %s "
-            "RETURNING plan_revision",
-            [run_id],
-        )
-        row = cursor.fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def run_batch(started: Started, make_context: Any) -> dict[str, int]:

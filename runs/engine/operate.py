@@ -23,6 +23,7 @@ from .compensate import begin_compensation
 from .complete import make_ready
 from .dispatch import publish_on_commit
 from .errors import RunNotActive, RunNotFound, StepNotRetryable
+from .locks import lock_run
 from .resolve import actor_name
 
 
@@ -37,18 +38,21 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
     reason = (reason or "").strip()
     error = f"cancelled by {who}" + (f": {reason}" if reason else "")
     with transaction.atomic():
-        # Steps that name a compensation succeeded: undo them first (compensate.py);
-        # the run ends cancelled when they are done.
-        if begin_compensation(run_id, ends_as=RunStatus.CANCELLED, error=error, actor=who):
-            return Run.objects.get(pk=run_id)
-        n = Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).update(
-            status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
-        )
-        run = Run.objects.filter(pk=run_id).first()
+        # The run row first (locks.py): a finish holding it commits before we read which
+        # steps succeeded, and no start reads the run active after we commit.
+        run = lock_run(run_id)
         if run is None:
             raise RunNotFound(run_id)
-        if n != 1:
+        if run.status not in RUN_ACTIVE:
             raise RunNotActive(run, "cancelled")
+        # Steps that name a compensation succeeded: undo them first (compensate.py);
+        # the run ends cancelled when they are done.
+        if begin_compensation(run, ends_as=RunStatus.CANCELLED, error=error, actor=who):
+            return Run.objects.get(pk=run.id)
+        n = Run.objects.filter(pk=run.id, status__in=RUN_ACTIVE).update(
+            status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
+        )
+        assert n == 1, "the run is locked and was active"
         running = list(
             Step.objects.filter(run_id=run.id, status=StepStatus.RUNNING, parent__isnull=True)
             .order_by("id")
@@ -57,6 +61,7 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
         events.append_event(
             run.id, events.RUN_CANCELLED, actor=who, reason=reason, still_running=running
         )
+    run.refresh_from_db()
     return run
 
 
@@ -190,7 +195,7 @@ def retry_steps(
     RunNotActive (the run did not fail), StepNotRetryable."""
     who = actor_name(actor)
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        run = lock_run(run_id)
         if run is None:
             raise RunNotFound(run_id)
         run = _checked_run(run.id)

@@ -37,6 +37,7 @@ from .complete import (
     statuses_going_on,
 )
 from .dispatch import publish_on_commit
+from .locks import lock_run
 from .start import Started
 
 log = logging.getLogger(__name__)
@@ -124,8 +125,13 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     Caller holds the attempt's row lock.
 
     `effect_started=False`: the attempt itself knows it never called the step's
-    function (it lost its lease just before), so even a guarded step is safe to retry."""
+    function (it lost its lease just before), so even a guarded step is safe to retry.
+    A guarded attempt that never recorded entering its effect (effect_entered_at, set
+    by the lease check just before the call) did not call it either: the row says so,
+    and that check can no longer succeed once the attempt is crashed here."""
     step = Step.objects.select_for_update().get(pk=attempt.step_id)
+    if step.kind == EffectKind.GUARDED and attempt.effect_entered_at is None:
+        effect_started = False
     reason = "lease expired" if effect_started else "lease expired before the effect was called"
     n = Attempt.objects.filter(pk=attempt.id, status=AttemptStatus.RUNNING).update(
         status=AttemptStatus.CRASHED, finished_at=Now(), error=reason
@@ -159,7 +165,10 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             probe_after=_probe_after(attempt),
         )
         return
-    active = Run.objects.filter(pk=step.run_id, status__in=statuses_going_on(step)).exists()
+    # The run as it is now, under its lock (locks.py): a retry or cancel that committed
+    # meanwhile is seen, and none commits between this decision and its writes.
+    run = lock_run(step.run_id)
+    active = run is not None and run.status in statuses_going_on(step)
     if step.has_attempts_left and active:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
         events.append_event(
@@ -218,6 +227,7 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
         evidence = ensure_json(evidence, "evidence")
     except TypeError:
         evidence = {key: repr(value) for key, value in evidence.items()}
+    lock_run(started.run.id)  # the run before its claims (locks.py)
     row = Claim.objects.select_for_update().filter(pk=claim_id).first()
     if row is None:
         return

@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -39,9 +39,11 @@ from runs.states import RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
 from . import keys
+from .compensate import compensate_late_step
 from .complete import ensure_json, fail_run, step_succeeded
 from .dispatch import publish_on_commit
 from .errors import EngineError
+from .locks import lock_run
 
 OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
 
@@ -150,10 +152,20 @@ def resolve_claim(
     evidence = _json(evidence, "evidence")
 
     with transaction.atomic():
-        # Locked: a late guarded result may be adding evidence at this moment.
-        current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
-        if current is None:
+        # Lock order (locks.py): the run, then the claim's step, then the claim (a late
+        # guarded result may be adding evidence to it at this moment). An in-flight
+        # claim belongs to a live attempt, whose finish holds its rows before the run's:
+        # refuse it without waiting for them. Only a resolution moves an unresolved
+        # claim, and every resolution takes the run's lock first.
+        found = Claim.objects.filter(pk=claim_id).values("run_id", "step_id", "status").first()
+        if found is None:
             raise ClaimNotFound(f"no claim with id {claim_id}")
+        if found["status"] != ClaimStatus.UNRESOLVED:
+            _refuse_resolved(claim_id)
+        lock_run(found["run_id"])
+        step = Step.objects.select_for_update().get(pk=found["step_id"])
+        current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
+        assert current is not None  # claims are deleted only with their run
         merged = dict(current["evidence"] or {})
         if evidence is not None:
             merged["resolution"] = evidence
@@ -167,10 +179,7 @@ def resolve_claim(
             completed_at=Now(),
         )
         if n != 1:
-            existing = Claim.objects.get(pk=claim_id)
-            if existing.resolved_at is not None:
-                raise ClaimAlreadyResolved(existing)
-            raise ClaimNotUnresolved(existing)
+            _refuse_resolved(claim_id)
         resolved = Claim.objects.get(pk=claim_id)
         events.append_event(
             resolved.run_id,
@@ -182,9 +191,7 @@ def resolve_claim(
             note=note,
             evidence=evidence,
         )
-        # The run row is locked by append_event above: its status cannot change under us.
         run = Run.objects.get(pk=resolved.run_id)
-        step = Step.objects.select_for_update().get(pk=resolved.step_id)
         if step.status != StepStatus.UNRESOLVED:
             # A map item's claim: the batch carries on by itself; nothing to move.
             return Resolution(resolved, step.status, run.status)
@@ -197,6 +204,13 @@ def resolve_claim(
         step.refresh_from_db(fields=["status"])
         run.refresh_from_db(fields=["status"])
         return Resolution(resolved, step.status, run.status)
+
+
+def _refuse_resolved(claim_id: int) -> NoReturn:
+    existing = Claim.objects.get(pk=claim_id)
+    if existing.resolved_at is not None:
+        raise ClaimAlreadyResolved(existing)
+    raise ClaimNotUnresolved(existing)
 
 
 def _step_resolved_succeeded(
@@ -218,6 +232,10 @@ def _step_resolved_succeeded(
     if schedule:
         assert workflow is not None
         publish_on_commit(step_succeeded(run_id=run.id, step=step, workflow=workflow))
+    elif workflow is not None:
+        # The run had stopped: nothing follows the step, but the effect happened, so a
+        # compensation it names must still run (the run compensates again).
+        publish_on_commit(compensate_late_step(run_id=run.id, step=step, workflow=workflow))
 
 
 def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> None:
@@ -275,6 +293,8 @@ FINISHES_RUN = "finishes_run"  # succeeded: it was the run's last unfinished ste
 RETRIES = "retries"  # failed: the step is retried under a new claim
 FAILS_RUN = "fails_run"  # failed: no attempts remain, the step and the run fail
 RECORDED_ONLY = "recorded_only"  # the run already finished: the outcome is only recorded
+# succeeded, the run already finished, and the step names a compensation: it runs
+COMPENSATES = "compensates"
 NOT_UNRESOLVED = "not_unresolved"  # the claim is no longer (or never was) unresolved
 REFUSED = "refused"  # the resolution would be refused (no such claim, workflow unknown)
 
@@ -445,6 +465,18 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
             step_status=step.status,
             run_status=current.status,
         )
+    if finished and outcome == ClaimStatus.SUCCEEDED and wf is not None:
+        undo = wf.steps[step.name].compensate if step.name in wf.steps else None
+        if undo:
+            return replace(
+                base,
+                action=COMPENSATES,
+                summary=f"the run already {current.status}: step {step.key} succeeds and its "
+                f"compensation {undo} runs (the run compensates, then ends {current.status} "
+                "again)",
+                step_status=outcome,
+                run_status=RunStatus.COMPENSATING,
+            )
     if finished:
         return replace(
             base,
@@ -550,6 +582,7 @@ def _preview_failed(base: Preview, claim: Claim, state: _PreviewState) -> Previe
 
 
 __all__ = [
+    "COMPENSATES",
     "FAILS_RUN",
     "FINISHES_RUN",
     "NOT_UNRESOLVED",

@@ -27,6 +27,7 @@ from runs.workflows.definition import StepDef, Workflow
 
 from . import faults, keys
 from .dispatch import publish_now
+from .locks import lock_run
 
 log = logging.getLogger(__name__)
 
@@ -185,9 +186,15 @@ def _start_sql() -> tuple[str, list[str], list[str]]:
     it into a join that scans every active run, bench/scale.py showed): a second
     delivery blocked on this row re-checks the status of the row's newest version (READ
     COMMITTED re-evaluation), so it can never reopen a step that started and finished
-    meanwhile. The attempt's id is taken from its sequence in the UPDATE itself (the
-    foreign key is checked at commit). A retry is due by statement_timestamp(), the
-    clock Django's Now() reads, which set its next_attempt_at."""
+    meanwhile. The run's status is read FOR KEY SHARE: at its newest version, after
+    waiting for a cancel (or any transition that locks the run FOR UPDATE, locks.py) to
+    commit, and held until the start commits, so such a transition waits for a start in
+    flight (a start blocked on its step's row included) instead of committing under it.
+    A plain subquery reads the statement's snapshot: a start blocked on its step while a
+    cancel committed would start the step in the cancelled run. The attempt's id is
+    taken from its sequence in the UPDATE itself (the foreign key is checked at commit).
+    A retry is due by statement_timestamp(), the clock Django's Now() reads, which set
+    its next_attempt_at."""
     step_cols, step_names = _columns(Step, "s")
     run_cols, run_names = _columns(Run, "r")
     sql = f"""
@@ -199,7 +206,8 @@ def _start_sql() -> tuple[str, list[str], list[str]]:
             WHERE id = %(step_id)s
               AND (status = %(queued)s
                    OR (status = %(retrying)s AND next_attempt_at <= statement_timestamp()))
-              AND (SELECT runs_run.status FROM runs_run WHERE runs_run.id = runs_step.run_id)
+              AND (SELECT runs_run.status FROM runs_run WHERE runs_run.id = runs_step.run_id
+                   FOR KEY SHARE)
                   = ANY(CASE WHEN compensates = '' THEN {sql_array(RUN_ACTIVE)}
                              ELSE {sql_array([RunStatus.COMPENSATING])} END)
             RETURNING *
@@ -393,6 +401,7 @@ def refuse(step: Step, worker: str, reason: str) -> None:
     sweeper republishes it) and record why, once per distinct reason."""
     log.warning("refusing step %s of run %s: %s", step.key, step.run_id, reason)
     with transaction.atomic():
+        lock_run(step.run_id)  # the run before its steps (locks.py)
         if (
             Step.objects.filter(pk=step.id, status=StepStatus.QUEUED)
             .exclude(error=reason)

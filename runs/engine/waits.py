@@ -9,10 +9,13 @@ has come (timeout: fail or continue; sleep: succeed), or park it `waiting` with 
 again) by send_signal() or by the sweeper (wake_due()), each a conditional UPDATE
 `… WHERE status = 'waiting'`, so of two wakers exactly one wakes it.
 
-Lost wake-ups are excluded by lock order: send_signal() locks the run's wait step rows
-BEFORE it inserts its signal, and reach_wait() locks the step row before it looks for a
-signal. Whichever comes second waits for the first to commit, then sees its work: the
-signal (reach_wait) or the step `waiting` (send_signal, which then wakes it).
+Lost wake-ups are excluded by lock order (locks.py): send_signal() and reach_wait()
+both lock the run row first, then the wait step rows; send_signal() inserts its signal
+and reach_wait() looks for one only under those locks. Whichever comes second waits for
+the first to commit, then sees its work: the signal (reach_wait) or the step `waiting`
+(send_signal, which then wakes it). The run row first is also the order of a step's
+finish, which locks the run and then its dependents (a wait among them): a signal sent
+early never deadlocks with it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from runs.workflows.definition import Context, StepDef, Workflow
 from .complete import ensure_json, fail_run, step_succeeded
 from .dispatch import publish_on_commit
 from .errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal
+from .locks import lock_run
 from .resolve import actor_name
 from .results import RunResults
 from .start import active_run
@@ -50,15 +54,19 @@ def reach_wait(*, step_id: int, workflow: Workflow, stepdef: StepDef) -> str:
     spec = stepdef.wait
     assert spec is not None
     with transaction.atomic():
+        owner = Step.objects.filter(pk=step_id).values_list("run_id", flat=True).first()
+        run = lock_run(owner) if owner is not None else None
+        if run is None or run.status not in RUN_ACTIVE:
+            return "skipped"  # the run is no longer active
         step = (
             Step.objects.select_for_update(of=("self",))
-            .filter(active_run(), pk=step_id, status=StepStatus.QUEUED)
+            .filter(pk=step_id, status=StepStatus.QUEUED)
             .order_by()
             .first()
         )
         if step is None:
-            return "skipped"  # a duplicate delivery, or the run is no longer active
-        run_id = step.run_id
+            return "skipped"  # a duplicate delivery
+        run_id: uuid.UUID = run.id
         if Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
             status=RunStatus.RUNNING, updated_at=Now()
         ):
@@ -227,20 +235,29 @@ def wake_due(*, limit: int = 200) -> list[int]:
     candidates = list(
         Step.objects.filter(active_run(), status=StepStatus.WAITING, wake_at__lte=Now())
         .order_by("wake_at")
-        .values_list("id", flat=True)[:limit]
+        .values_list("id", "run_id")[:limit]
     )
     woken: list[int] = []
-    for step_id in candidates:
+    for step_id, run_id in candidates:
         with transaction.atomic():
+            # The run first (locks.py), skipped if another sweeper or a signal holds it:
+            # the next sweep comes back to it.
+            run = (
+                Run.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pk=run_id, status__in=RUN_ACTIVE)
+                .first()
+            )
+            if run is None:
+                continue
             row = (
-                Step.objects.select_for_update(skip_locked=True, of=("self",))
+                Step.objects.select_for_update(of=("self",))
                 .filter(pk=step_id, status=StepStatus.WAITING, wake_at__lte=Now())
                 .order_by()
                 .values_list("run_id", "key")
                 .first()
             )
             if row is None:
-                continue  # another sweeper holds it, or woke it already
+                continue  # woken already
             n = Step.objects.filter(pk=step_id, status=StepStatus.WAITING).update(
                 status=StepStatus.QUEUED, queued_at=Now()
             )
@@ -271,15 +288,15 @@ def send_signal(
         waits = workflow.waits_for(name) if workflow else []
         if not waits:
             raise UnknownSignal(run.id, name, workflow.signals() if workflow else [])
-        # Lock order: the wait steps, then the run (as every step transition does).
+        # Lock order (locks.py): the run, then its wait steps in id order.
+        run = Run.objects.select_for_update(of=("self",)).get(pk=run.id)
+        if run.status not in RUN_ACTIVE:
+            raise RunNotActive(run, f"sent signal {name!r}")
         steps = list(
             Step.objects.select_for_update(of=("self",))
             .filter(run_id=run.id, name__in=[w.name for w in waits], parent__isnull=True)
             .order_by("id")
         )
-        run = Run.objects.select_for_update(of=("self",)).get(pk=run.id)
-        if run.status not in RUN_ACTIVE:
-            raise RunNotActive(run, f"sent signal {name!r}")
         assert waits[0].wait is not None
         on_duplicate = waits[0].wait.on_duplicate
         signal_id = _insert_signal(run.id, name, payload, who, on_duplicate)

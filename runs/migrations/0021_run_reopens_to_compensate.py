@@ -1,0 +1,53 @@
+"""A run that ended (cancelled, or failed) may go back to `compensating` when a step of
+its plan turns out to have succeeded after it stopped (a running attempt that finished
+late, or an unresolved claim resolved as succeeded): that step's compensation must run
+too (runs/engine/compensate.py, compensate_late_step). The transition trigger of
+migration 0016 refused cancelled -> compensating."""
+
+from django.db import migrations
+
+FORWARD = r"""
+CREATE OR REPLACE FUNCTION runs_run_authoring_edges() RETURNS trigger AS $$
+BEGIN
+    IF NEW.status = OLD.status THEN
+        RETURN NEW;
+    END IF;
+    IF (NEW.status = 'waiting' AND OLD.status NOT IN ('running', 'needs_reconciliation'))
+       OR (OLD.status = 'waiting' AND NEW.status NOT IN
+           ('running', 'needs_reconciliation', 'compensating', 'cancelled', 'failed'))
+       OR (NEW.status = 'compensating' AND OLD.status = 'succeeded')
+       OR (OLD.status = 'compensating' AND NEW.status NOT IN ('cancelled', 'failed')) THEN
+        RAISE EXCEPTION 'run % cannot go from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+"""
+
+BACKWARD = r"""
+CREATE OR REPLACE FUNCTION runs_run_authoring_edges() RETURNS trigger AS $$
+BEGIN
+    IF NEW.status = OLD.status THEN
+        RETURN NEW;
+    END IF;
+    IF (NEW.status = 'waiting' AND OLD.status NOT IN ('running', 'needs_reconciliation'))
+       OR (OLD.status = 'waiting' AND NEW.status NOT IN
+           ('running', 'needs_reconciliation', 'compensating', 'cancelled', 'failed'))
+       OR (NEW.status = 'compensating' AND OLD.status IN ('succeeded', 'cancelled'))
+       OR (OLD.status = 'compensating' AND NEW.status NOT IN ('cancelled', 'failed')) THEN
+        RAISE EXCEPTION 'run % cannot go from % to %', OLD.id, OLD.status, NEW.status
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("runs", "0020_guarded_entry_and_probe_lease"),
+    ]
+
+    operations = [migrations.RunSQL(FORWARD, BACKWARD)]
