@@ -9,7 +9,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from runs import engine
-from runs.engine.start import start_attempt
+from runs.engine.complete import renew_lease
+from runs.engine.start import Started, start_attempt
 from runs.models import Claim, Run, Step
 from runs.states import RUN_ACTIVE, ClaimStatus, StepStatus
 
@@ -21,6 +22,13 @@ def expire_leases() -> None:
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "
             "WHERE status = 'running'"
         )
+
+
+def enter_effect(started: Started) -> None:
+    """The attempt passed its last lease check before calling a guarded step's function
+    (as the executor does just before the call): from here a death leaves the effect's
+    outcome unknown."""
+    renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
 
 
 def run_queued(run: Run) -> None:
@@ -43,7 +51,9 @@ def crashed(workflow: str = "merge-change", count: int = 1, **input: Any) -> lis
     for n, run in enumerate(runs):
         step = Step.objects.filter(run=run, status=StepStatus.QUEUED).first()
         assert step is not None
-        start_attempt(step_id=step.id, worker=f"worker-{n}")
+        started = start_attempt(step_id=step.id, worker=f"worker-{n}")
+        assert started is not None
+        enter_effect(started)
     expire_leases()
     assert len(engine.sweep(limit=count).crashed) == count
     claims = {c.run_id: c for c in Claim.objects.filter(run__in=runs)}

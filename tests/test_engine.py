@@ -14,6 +14,7 @@ from runs.engine.mapping import run_batch
 from runs.engine.start import start_attempt
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from tests.factories import enter_effect
 
 
 def expire_leases() -> None:
@@ -115,6 +116,7 @@ def test_zombie_transactional_item_rolls_back_whole(db):
 def test_guarded_crash_becomes_unresolved_never_retried(db):
     run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
     started = start_attempt(step_id=step_of(run, "merge").id, worker="dead")
+    enter_effect(started)  # it died inside the effect
     expire_leases()
     engine.sweep()
 

@@ -28,7 +28,7 @@ from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import FencingToken
 from tests import factories
 from tests import workflows as test_workflows
-from tests.factories import expire_leases, run_queued
+from tests.factories import enter_effect, expire_leases, run_queued
 from tests.races import Background
 
 
@@ -171,7 +171,13 @@ def test_guarded_attempt_paused_past_its_lease_does_not_call_the_effect(db, monk
     assert Merge.objects.filter(run_id=run.id).count() == 1
 
 
-def test_guarded_attempt_declared_crashed_before_its_call_leaves_evidence(db, monkeypatch):
+def test_guarded_attempt_declared_crashed_before_its_call_is_retried_and_never_calls(
+    db, monkeypatch
+):
+    """The sweeper crashed the attempt before it reached its effect: its row says it
+    never entered (effect_entered_at), so the step is retried under the same claim, not
+    sent to a person; the paused worker's own lease check then fails and it does not
+    call the effect."""
     run = engine.submit_run(workflow="merge-change", input={"change_id": 4})
 
     def swept_meanwhile() -> None:
@@ -184,13 +190,20 @@ def test_guarded_attempt_declared_crashed_before_its_call_leaves_evidence(db, mo
 
     assert Merge.objects.filter(run_id=run.id).count() == 0
     claim = Claim.objects.get(run=run)
-    assert claim.status == ClaimStatus.UNRESOLVED
-    assert claim.evidence == {
-        "effect_called": False,
-        "note": "attempt 1 lost its lease before calling the step's function: it did not "
-        "perform the effect",
-        "late_attempt": 1,
-    }
+    assert (claim.status, claim.evidence) == (ClaimStatus.IN_FLIGHT, None)
+    assert step_of(run, "merge").status == StepStatus.QUEUED
+    attempt = Attempt.objects.get(run=run)
+    assert (attempt.status, attempt.error, attempt.effect_entered_at) == (
+        AttemptStatus.CRASHED,
+        "lease expired before the effect was called",
+        None,
+    )
+    monkeypatch.undo()
+    run_queued(run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    assert Merge.objects.filter(run_id=run.id).count() == 1
+    assert Claim.objects.get(run=run).key == claim.key
 
 
 def test_probe_of_crashed_guarded_attempt_waits_for_lease_plus_grace(
@@ -198,7 +211,7 @@ def test_probe_of_crashed_guarded_attempt_waits_for_lease_plus_grace(
 ):
     settings.RUNS_PROBE_GRACE_SECONDS = 30
     run = engine.submit_run(workflow="merge-change-probed", input={"change_id": 5})
-    start_attempt(step_id=step_of(run, "merge").id, worker="paused")
+    enter_effect(start_attempt(step_id=step_of(run, "merge").id, worker="paused"))
     expire_leases()
     with django_capture_on_commit_callbacks(execute=True):  # the probe goes out on commit
         engine.sweep()

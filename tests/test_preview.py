@@ -16,7 +16,7 @@ from runs.engine.resolve import (
 from runs.engine.start import start_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
-from tests.factories import crashed_merge, expire_leases, raised
+from tests.factories import crashed_merge, enter_effect, expire_leases, raised
 
 
 def all_rows() -> tuple:
@@ -97,6 +97,7 @@ def test_preview_failed_retries_with_the_attempt_numbers_and_the_new_claim(db):
     assert (retry.attempt.number, retry.claim.key) == (2, preview.next_claim_key)
 
     # The retry's claim becomes unresolved in turn: its next key counts on from it.
+    enter_effect(retry)
     expire_leases()
     engine.sweep()
     second = Claim.objects.get(key=f"{claim.key}/retry-2")
@@ -108,7 +109,7 @@ def test_preview_failed_without_attempts_left_fails_the_run(db):
     claim = crashed_merge()
     for _ in range(2):  # attempts 2 and 3 die too
         resolve_claim(claim.id, "failed", actor="ann", note="not merged")
-        start_attempt(step_id=claim.step_id, worker="w")
+        enter_effect(start_attempt(step_id=claim.step_id, worker="w"))
         expire_leases()
         engine.sweep()
         claim = Claim.objects.get(step_id=claim.step_id, status=ClaimStatus.UNRESOLVED)

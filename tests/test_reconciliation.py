@@ -18,13 +18,14 @@ from reconciliation.services import (
 from runs import engine, events
 from runs.engine.start import start_attempt
 from runs.models import Claim, Event, Run, Step
+from tests.factories import enter_effect
 from runs.states import ClaimStatus, RunStatus, StepStatus
 
 
 def unresolved_merge(change_id: int = 1) -> Claim:
     """A merge-change run whose worker died mid-effect: one unresolved claim."""
     run = engine.submit_run(workflow="merge-change", input={"change_id": change_id})
-    start_attempt(step_id=Step.objects.get(run=run).id, worker="dead")
+    enter_effect(start_attempt(step_id=Step.objects.get(run=run).id, worker="dead"))
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "

@@ -141,7 +141,7 @@ def run_attempt(started: Started) -> str:
     step, stepdef = started.step, started.stepdef
     make_context = _context_factory(started)
     late_evidence: dict[str, Any] = {}
-    if step.parent_id is None and step.kind != EffectKind.TRANSACTIONAL:
+    if step.parent_id is None and step.kind in (EffectKind.PURE, EffectKind.IDEMPOTENT):
         faults.hit("after_claim", step.name)
     try:
         if started.is_batch:
@@ -156,6 +156,8 @@ def run_attempt(started: Started) -> str:
             if step.kind == EffectKind.GUARDED:
                 if not _still_owned_before_effect(started):
                     return "fenced"
+                # From here on a death leaves the effect's outcome unknown.
+                faults.hit("after_claim", step.name)
                 ctx.fencing_token = fencing_token(started)
             result = stepdef.fn(ctx)
             late_evidence = {"late_result": result}
@@ -197,9 +199,15 @@ def _still_owned_before_effect(started: Started) -> bool:
     """Renew the lease (and check it is still ours) immediately before calling a
     guarded step's function: a worker paused since its start commit must not call an
     irreversible effect that the engine may already have handed to a probe or a retry.
-    What remains after this check is the time between it and the external call."""
+    What remains after this check is the time between it and the external call.
+
+    The same UPDATE records that the effect is entered (Attempt.effect_entered_at):
+    until it commits, a worker that dies leaves an attempt that recovery knows did not
+    call the function, and retries with the same claim instead of asking a person. A
+    start committed early (a successor started in its predecessor's finish) therefore
+    widens nothing."""
     try:
-        renew_lease(started.attempt.id, started.lease_seconds)
+        renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
     except AttemptFenced as exc:
         log.warning("step %s: %s; the effect was NOT called", started.step.key, exc)
         settle_late_finish(
