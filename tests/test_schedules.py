@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from runs import engine
+from runs.engine import schedules
 from runs.engine.schedules import (
     db_now,
     due_ticks,
@@ -124,6 +126,166 @@ def test_due_ticks_on_whole_seconds_and_time_zones():
     assert len(ticks) == 3
     per_second, _ = due_ticks("* * * * * *", "UTC", now - timedelta(seconds=3), now, keep=100)
     assert len(per_second) in (3, 4)  # [now-3s, now] holds 3 or 4 whole seconds
+
+
+# -- daylight saving time (the rule: runs/engine/schedules.py) ---------------------------
+NEW_YORK = "America/New_York"
+
+
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+# 2026-11-01 in New York: at 02:00 EDT (06:00 UTC) clocks go back to 01:00 EST, so every
+# local time from 01:00 to 01:59:59 happens twice; the local day is 25 hours long.
+FALL_BACK_DAY = (utc(2026, 11, 1, 4), utc(2026, 11, 2, 5))
+# 2026-03-08: at 02:00 EST (07:00 UTC) clocks go forward to 03:00 EDT, so no local time
+# from 02:00 to 02:59:59 happens; the local day is 23 hours long.
+SPRING_FORWARD_DAY = (utc(2026, 3, 8, 5), utc(2026, 3, 9, 4))
+
+
+def ticks_walked(cron: str, start: datetime, end: datetime) -> list[datetime]:
+    """The ticks in [start, end) one next_tick_after at a time, as beats advance a
+    schedule."""
+    ticks = []
+    tick = next_tick_after(cron, NEW_YORK, start - timedelta(seconds=1))
+    while tick < end:
+        ticks.append(tick)
+        tick = next_tick_after(cron, NEW_YORK, tick)
+    return ticks
+
+
+def ticks_due(cron: str, start: datetime, end: datetime) -> list[datetime]:
+    """The ticks in [start, end) in one due_ticks walk, as after a long outage."""
+    ticks, left_out = due_ticks(cron, NEW_YORK, start, end - timedelta(seconds=1), keep=100)
+    assert left_out == 0
+    return ticks
+
+
+def test_a_time_of_day_the_fall_back_repeats_fires_at_its_first_occurrence_only():
+    first_only = [utc(2026, 11, 1, 5, 30)]  # 01:30 EDT, not 01:30 EST (06:30 UTC) as well
+    assert ticks_walked("30 1 * * *", *FALL_BACK_DAY) == first_only
+    assert ticks_due("30 1 * * *", *FALL_BACK_DAY) == first_only
+
+
+def test_missed_ticks_across_the_fall_back_leave_out_the_repeated_occurrence():
+    first, now = utc(2026, 10, 30), utc(2026, 11, 1, 12)
+    days = [utc(2026, 10, 30, 5, 30), utc(2026, 10, 31, 5, 30), utc(2026, 11, 1, 5, 30)]
+    assert due_ticks("30 1 * * *", NEW_YORK, first, now, keep=10) == (days, 0)  # catch_up
+    assert due_ticks("30 1 * * *", NEW_YORK, first, now, keep=1) == (days[-1:], 2)  # skip
+
+
+def test_a_time_of_day_the_spring_forward_skips_fires_once_at_the_change():
+    at_the_change = [utc(2026, 3, 8, 7)]  # 03:00 EDT: 02:30 does not exist that night
+    assert ticks_walked("30 2 * * *", *SPRING_FORWARD_DAY) == at_the_change
+    assert ticks_due("30 2 * * *", *SPRING_FORWARD_DAY) == at_the_change
+
+
+@pytest.mark.parametrize("minute", [0, 30])
+@pytest.mark.parametrize(
+    ("day", "hours"), [(FALL_BACK_DAY, 25), (SPRING_FORWARD_DAY, 23)], ids=["fall", "spring"]
+)
+def test_an_hourly_schedule_fires_once_every_real_hour_across_the_changes(day, hours, minute):
+    """New York's offsets are whole hours: every real hour of the local day is one UTC
+    hour, repeated or not, and the hour that does not exist has no tick."""
+    every_hour = [day[0] + timedelta(hours=h, minutes=minute) for h in range(hours)]
+    assert ticks_walked(f"{minute} * * * *", *day) == every_hour
+    assert ticks_due(f"{minute} * * * *", *day) == every_hour
+
+
+@pytest.mark.parametrize(
+    ("cron", "day", "expected"),
+    [
+        (
+            "*/20 1 * * *",
+            FALL_BACK_DAY,
+            [utc(2026, 11, 1, 5, 0) + timedelta(minutes=20 * n) for n in range(6)],
+        ),
+        ("*/20 2 * * *", SPRING_FORWARD_DAY, []),
+    ],
+    ids=["fall", "spring"],
+)
+def test_a_wildcard_minute_follows_elapsed_time_in_an_hour_the_change_repeats_or_skips(
+    cron, day, expected
+):
+    """Every twenty minutes during the 1 o'clock hour: both 1 o'clock hours of the
+    fall-back night; and none on the spring-forward night, which has no 2 o'clock hour."""
+    assert ticks_walked(cron, *day) == expected
+    assert ticks_due(cron, *day) == expected
+
+
+def test_a_tick_in_the_repeated_hour_is_due_within_that_hour():
+    second_one_oclock = utc(2026, 11, 1, 6)  # 01:00 EST; the beat runs at 01:00:30 EST
+    beat = second_one_oclock + timedelta(seconds=30)
+    assert due_ticks("0 * * * *", NEW_YORK, second_one_oclock, beat, keep=1) == (
+        [second_one_oclock],
+        0,
+    )
+    # 01:30 EDT, found by a beat that was down until 01:10 EST.
+    first_half_past_one, late_beat = utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 6, 10)
+    assert due_ticks("30 1 * * *", NEW_YORK, first_half_past_one, late_beat, keep=1) == (
+        [first_half_past_one],
+        0,
+    )
+
+
+def beats(monkeypatch: pytest.MonkeyPatch, moments: Iterable[datetime]) -> list[datetime]:
+    """Run the beat at each of `moments` on the database's clock; the ticks it submitted.
+
+    The moments lie in the past: the selection of due rows (next_tick_at <= now() in
+    SQL) takes every schedule at every beat, and the clock db_now() reads, the one
+    fire_due_schedules computes due ticks and next_tick_at with, decides."""
+    submitted: list[datetime] = []
+    for moment in moments:
+        monkeypatch.setattr(schedules, "db_now", lambda moment=moment: moment)
+        submitted += [tick for _, tick, _ in engine.fire_due_schedules(limit=1).submitted]
+    return submitted
+
+
+EVERY_TEN_MINUTES_THAT_NIGHT = [
+    utc(2026, 11, 1, 4, 0, 30) + timedelta(minutes=10 * n) for n in range(24)
+]  # 00:00:30 EDT to 01:50:30 EST
+
+
+@pytest.mark.parametrize("missed", [Schedule.Missed.SKIP, Schedule.Missed.CATCH_UP])
+@pytest.mark.parametrize(
+    "moments",
+    [EVERY_TEN_MINUTES_THAT_NIGHT, [utc(2026, 11, 1, 12)]],
+    ids=["beat every ten minutes", "beat down all night"],
+)
+def test_a_daily_schedule_submits_one_run_on_the_fall_back_day(monkeypatch, moments, missed):
+    schedule = Schedule.objects.create(
+        name="invoices",
+        workflow="charge-payment",
+        cron="30 1 * * *",
+        timezone=NEW_YORK,
+        input={"amount": 5},
+        missed=missed,
+        next_tick_at=utc(2026, 11, 1, 5, 30),
+    )
+    assert beats(monkeypatch, moments) == [utc(2026, 11, 1, 5, 30)]
+    assert scheduled_keys("invoices") == [tick_key("invoices", utc(2026, 11, 1, 5, 30))]
+    assert Run.objects.count() == 1
+    schedule.refresh_from_db()
+    assert schedule.next_tick_at == utc(2026, 11, 2, 6, 30)  # 01:30 EST, the next day
+    assert schedule.skipped_ticks == 0
+
+
+def test_an_hourly_schedule_submits_a_run_every_real_hour_of_the_fall_back_night(monkeypatch):
+    Schedule.objects.create(
+        name="hourly",
+        workflow="charge-payment",
+        cron="0 * * * *",
+        timezone=NEW_YORK,
+        input={"amount": 5},
+        next_tick_at=utc(2026, 11, 1, 4),
+    )
+    # 00:00 EDT, 01:00 EDT, 01:00 EST, 02:00 EST
+    hours = [utc(2026, 11, 1, h) for h in (4, 5, 6, 7)]
+    assert beats(monkeypatch, EVERY_TEN_MINUTES_THAT_NIGHT) == hours
+    assert scheduled_keys("hourly") == [tick_key("hourly", h) for h in hours]
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,13 @@ class ClaimBusy(EngineError):
     """Another open transaction holds this claim's key."""
 
 
+# After a taken key: what the transaction goes on with (the retake of an idempotent
+# item waits for row locks) must not be bounded by the claim's lock timeout.
+_RESTORE_LOCK_TIMEOUT = (
+    "SELECT set_config('lock_timeout', current_setting('runs.lock_timeout_before'), true)"
+)
+
+
 def insert_claim(
     *,
     key: str,
@@ -42,9 +49,11 @@ def insert_claim(
     is already claimed (committed by an earlier attempt). Raises ClaimBusy if another
     session's open transaction holds the key for longer than the lock timeout.
 
-    lock_timeout is set for this statement's wait only: the subquery sets it (local to
-    the transaction) before the insert can wait, and RETURNING resets it, so the step's
-    own effect runs without it.
+    lock_timeout is set for this statement's wait only: the subquery saves the
+    transaction's value and sets the bound (both local to the transaction) before the
+    insert can wait, and RETURNING restores the saved value, so the step's own effect
+    runs with whatever lock_timeout it had. A taken key returns no row, so RETURNING
+    does not run: a second statement restores it then (not on the common path).
 
     `status`: a map item inserts its claim already `succeeded` (mapping.py): no other
     session can see the row before this transaction commits, and it commits only with
@@ -59,9 +68,13 @@ def insert_claim(
                                         created_at, completed_at)
                 SELECT %s, %s, %s, %s, %s, %s, %s, '', '', '', now(),
                        CASE WHEN %s = %s THEN now() END
-                FROM (SELECT set_config('lock_timeout', %s, true)) AS bounded_wait
+                FROM (SELECT set_config('lock_timeout', %s, true)
+                      FROM (SELECT set_config('runs.lock_timeout_before',
+                                              current_setting('lock_timeout'), true))
+                           AS saved) AS bounded_wait
                 ON CONFLICT (key) DO NOTHING
-                RETURNING id, set_config('lock_timeout', '0', true)
+                RETURNING id, set_config('lock_timeout',
+                                         current_setting('runs.lock_timeout_before'), true)
                 """,
                 [
                     key,
@@ -77,6 +90,8 @@ def insert_claim(
                 ],
             )
             row = cursor.fetchone()
+            if row is None:
+                cursor.execute(_RESTORE_LOCK_TIMEOUT)
     except OperationalError as exc:
         if isinstance(exc.__cause__, pg_errors.LockNotAvailable):
             raise ClaimBusy(

@@ -13,6 +13,22 @@ Missed ticks (everything was down, or the beat was) follow the schedule's policy
 `skip` submits only the latest due tick and counts the others; `catch_up` submits the
 latest `max_catch_up` due ticks, oldest first. A paused schedule, when enabled
 again, starts at the next tick: pausing is not missing.
+
+Daylight saving time follows cron's rule (Vixie cron, cron(8)). Ticks are the cron's
+times on the schedule's local clock, keyed by their UTC instant; what happens when that
+clock repeats or skips an hour depends on the kind of schedule:
+
+- A schedule with '*' at the start of its minute or hour field (`0 * * * *`,
+  `*/15 * * * *`, `*/20 1 * * *`, @hourly) runs by elapsed time. A time the
+  fall-back repeats fires at both occurrences: `0 * * * *` in America/New_York fires
+  25 times on 2026-11-01, once each real hour. A time the spring-forward skips does
+  not fire: 23 times on 2026-03-08.
+- A schedule at fixed times of day (minute and hour without '*': `30 1 * * *`,
+  `0 1-3 * * *`) fires once per local date and time. A time the fall-back repeats
+  fires at its first occurrence only (01:30 EDT, not 01:30 EST as well); a time the
+  spring-forward skips fires once, at the change (02:30 on 2026-03-08 fires at 03:00
+  EDT). A repeated occurrence is not a tick at all: never submitted, never counted
+  as skipped.
 """
 
 from __future__ import annotations
@@ -100,15 +116,35 @@ def check_schedule_row(schedule: Schedule) -> dict[str, str]:
 # -- ticks ------------------------------------------------------------------------
 
 
-def _in_zone(moment: datetime, timezone: str) -> datetime:
-    return moment.astimezone(zoneinfo.ZoneInfo(timezone))
+def _every_occurrence(walker: croniter) -> bool:
+    """Whether the schedule runs by elapsed time rather than at fixed times of day:
+    '*' begins its minute or its hour field ('*', '*/15'; @hourly expands to one)."""
+    minute, hour = walker.expressions[0], walker.expressions[1]
+    return str(minute).startswith("*") or str(hour).startswith("*")
+
+
+def _fires(cron: str, tick: datetime, zone: zoneinfo.ZoneInfo, every: bool) -> bool:
+    """Whether a tick croniter gives (in UTC) fires under the module's DST rule."""
+    local = tick.astimezone(zone)  # fold=1: the second occurrence of a repeated time
+    if not every:
+        return local.fold == 0
+    # croniter moves a time the spring-forward skips to the change (02:30 -> 03:00); a
+    # schedule running by elapsed time does not run then, unless the change itself is
+    # one of its times (03:00 for `0 * * * *`).
+    if local.utcoffset() == (tick - timedelta(seconds=1)).astimezone(zone).utcoffset():
+        return True
+    return bool(croniter.match(cron, local.replace(tzinfo=None)))
 
 
 def next_tick_after(cron: str, timezone: str, moment: datetime) -> datetime:
     """The first tick strictly after `moment`, in UTC."""
-    start = _in_zone(moment, timezone).replace(microsecond=0)
-    tick: datetime = croniter(cron, start).get_next(datetime)
-    return tick.astimezone(UTC)
+    zone = zoneinfo.ZoneInfo(timezone)
+    walker = croniter(cron, moment.astimezone(zone).replace(microsecond=0))
+    every = _every_occurrence(walker)
+    while True:
+        tick: datetime = walker.get_next(datetime).astimezone(UTC)
+        if _fires(cron, tick, zone, every):
+            return tick
 
 
 def due_ticks(
@@ -116,15 +152,21 @@ def due_ticks(
 ) -> tuple[list[datetime], int]:
     """The latest `keep` ticks in [first, now], oldest first, and how many earlier
     ticks in that range are left out (a floor past SKIP_COUNT_CAP)."""
+    zone = zoneinfo.ZoneInfo(timezone)
     # Ticks fall on whole seconds: the last one <= now is the one before now's second + 1.
-    start = _in_zone(now, timezone).replace(microsecond=0) + timedelta(seconds=1)
-    walker = croniter(cron, start)
+    # The second is added in UTC: a local time + timedelta loses its fold, and in the
+    # repeated hour of a fall-back the walk would start an hour early.
+    start = now.astimezone(UTC).replace(microsecond=0) + timedelta(seconds=1)
+    walker = croniter(cron, start.astimezone(zone))
+    every = _every_occurrence(walker)
     kept: list[datetime] = []
     left_out = 0
     while True:
         tick = walker.get_prev(datetime).astimezone(UTC)
         if tick < first:
             break
+        if not _fires(cron, tick, zone, every):
+            continue  # not a tick at all: neither submitted nor counted as skipped
         if len(kept) < keep:
             kept.append(tick)
         else:
