@@ -43,6 +43,7 @@ CLAIM_ALREADY_RESOLVED = "claim_already_resolved"
 CLAIM_NOT_UNRESOLVED = "claim_not_unresolved"
 CLAIM_TAKEN = "claim_taken"
 DUPLICATE_SIGNAL = "duplicate_signal"
+WAIT_FINISHED = "wait_finished"
 REFUSED = "refused"
 REQUEST_TOO_LARGE = "request_too_large"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
@@ -67,6 +68,7 @@ CODES = (
     CLAIM_NOT_UNRESOLVED,
     CLAIM_TAKEN,
     DUPLICATE_SIGNAL,
+    WAIT_FINISHED,
     REFUSED,
     REQUEST_TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
@@ -117,6 +119,8 @@ def from_domain(exc: Exception) -> ApiError | None:
         return ApiError(409, RUN_NOT_ACTIVE, message)
     if isinstance(exc, engine.DuplicateSignal):
         return ApiError(409, DUPLICATE_SIGNAL, message)
+    if isinstance(exc, engine.WaitFinished):
+        return ApiError(409, WAIT_FINISHED, message)
     if isinstance(exc, engine.StepNotRetryable):
         return ApiError(409, REFUSED, message)
     if isinstance(exc, services.ClaimAlreadyResolved):

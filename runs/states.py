@@ -76,6 +76,9 @@ class StepStatus(models.TextChoices):
     #                           the database's clock); then queued -> succeeded | failed
     # queued -> succeeded | failed   a wait step that consumed a signal kept for it, or
     #                           whose timeout passed (on_timeout="continue" | "fail")
+    # failed -> queued          an operator retries it (a step that never started, its
+    #                           condition raised or its collection was refused, goes
+    #                           back through pending: make-ready decides it again)
     PENDING = "pending"
     QUEUED = "queued"
     WAITING = "waiting"
@@ -85,6 +88,12 @@ class StepStatus(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SKIPPED = "skipped"
+
+
+# Done, for a step's dependents and its run's count of steps remaining: it succeeded, or
+# its condition was false. One meaning everywhere (the engine's counters, a retry's
+# recount of them).
+STEP_DONE = (StepStatus.SUCCEEDED, StepStatus.SKIPPED)
 
 
 class AttemptStatus(models.TextChoices):

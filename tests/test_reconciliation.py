@@ -18,8 +18,8 @@ from reconciliation.services import (
 from runs import engine, events
 from runs.engine.start import start_attempt
 from runs.models import Claim, Event, Run, Step
-from tests.factories import enter_effect
 from runs.states import ClaimStatus, RunStatus, StepStatus
+from tests.factories import enter_effect
 
 
 def unresolved_merge(change_id: int = 1) -> Claim:

@@ -626,3 +626,120 @@ def right_flaky(ctx: Context) -> str:
     if ctx.attempt == 1:
         raise RuntimeError("right fails on its first attempt")
     return "right"
+
+
+# --- a condition that raises until a test says otherwise --------------------------------
+# CONDITION_ANSWERS[run_id]: what the condition answers; absent, it raises (its service
+# did not answer). BODIES_RUN lists the runs whose guarded body ran.
+CONDITION_ANSWERS: dict[str, bool] = {}
+BODIES_RUN: list[str] = []
+
+
+def _approved(ctx: Context) -> bool:
+    if ctx.run_id not in CONDITION_ANSWERS:
+        raise RuntimeError("the approvals service did not answer")
+    return CONDITION_ANSWERS[ctx.run_id]
+
+
+flaky_condition = workflow("flaky-condition", version=1)
+
+
+@flaky_condition.step(kind=PURE)
+def ask_approval(ctx: Context) -> str:
+    return "asked"
+
+
+@flaky_condition.step(kind=PURE, when=_approved)
+def pay_out(ctx: Context) -> str:
+    BODIES_RUN.append(ctx.run_id)
+    return "paid"
+
+
+flaky_condition_map = workflow("flaky-condition-map", version=1)
+
+
+@flaky_condition_map.step(kind=PURE)
+def list_payees(ctx: Context) -> list[int]:
+    return [1, 2, 3, 4, 5]
+
+
+@flaky_condition_map.map_step(over="list_payees", batch_size=2, kind=TRANSACTIONAL, when=_approved)
+def pay_each(ctx: Context, payee: int) -> None:
+    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
+
+
+# --- a skipped step beside a branch that fails once: its dependent waits on both --------
+skip_beside_failure = workflow("skip-beside-failure", version=1)
+
+
+@skip_beside_failure.step(kind=PURE)
+def triage(ctx: Context) -> str:
+    return "triaged"
+
+
+@skip_beside_failure.step(kind=PURE, after=["triage"], when=lambda ctx: False)
+def escalate(ctx: Context) -> str:
+    return "escalated"
+
+
+@skip_beside_failure.step(kind=PURE, after=["triage"], retry=Retry(max_attempts=1))
+def notify_once(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("the mail server refused the first attempt")
+    return "notified"
+
+
+@skip_beside_failure.step(kind=PURE, after=["escalate", "notify_once"])
+def close_ticket(ctx: Context) -> str:
+    return "closed"
+
+
+# --- a guarded step left unresolved beside a branch that fails once, both before one end --
+guarded_beside_flaky = workflow("guarded-beside-flaky", version=1)
+
+
+@guarded_beside_flaky.step(kind=GUARDED, after=[])
+def deploy_later(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("deploy API timed out")
+
+
+@guarded_beside_flaky.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def flaky_once(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "fine"
+
+
+@guarded_beside_flaky.step(kind=PURE, after=["deploy_later", "flaky_once"])
+def wrap_up(ctx: Context) -> str:
+    return "wrapped up"
+
+
+# --- two waits of one run: one times out and goes on, the other waits on ---------------
+two_waits = workflow("two-waits", version=1)
+
+
+@two_waits.wait(signal="ping", after=[], timeout=timedelta(seconds=1), on_timeout="continue")
+def ping(ctx: Context) -> None:
+    """Goes on without its signal after a second."""
+
+
+@two_waits.wait(signal="pong", after=[])
+def pong(ctx: Context) -> None:
+    """Waits for its signal."""
+
+
+# --- a branch that waits, beside one that fails once -----------------------------------
+wait_beside_failure = workflow("wait-beside-failure", version=1)
+
+
+@wait_beside_failure.wait(signal="go_ahead", after=[])
+def hold_for_go(ctx: Context) -> None:
+    """Waits for its signal."""
+
+
+@wait_beside_failure.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def fail_first(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "ok"

@@ -21,6 +21,7 @@ from .errors import (
     UnknownSignal,
     UnknownVersion,
     UnknownWorkflow,
+    WaitFinished,
 )
 from .execute import execute_step
 from .operate import RetryPlan, cancel_run, preview_retry, retry_steps
@@ -45,6 +46,7 @@ __all__ = [
     "UnknownSignal",
     "UnknownVersion",
     "UnknownWorkflow",
+    "WaitFinished",
     "cancel_run",
     "execute_step",
     "fire_due_schedules",

@@ -85,6 +85,17 @@ class UnknownSignal(EngineError):
         self.name = name
 
 
+class WaitFinished(EngineError):
+    """Every wait of the run for this signal has ended (timed out, was skipped by its
+    condition, or took its signal): a new one would be kept forever and never read."""
+
+    def __init__(self, run_id: object, name: str, how: str) -> None:
+        super().__init__(
+            f"run {run_id} no longer waits for signal {name!r}: {how}; the signal was not sent"
+        )
+        self.name = name
+
+
 class DuplicateSignal(EngineError):
     """A signal of this name was already received, and the wait takes only one."""
 

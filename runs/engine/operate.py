@@ -15,7 +15,7 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Claim, Run, Step
-from runs.states import RUN_ACTIVE, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
@@ -183,16 +183,26 @@ def preview_retry(*, run_id: uuid.UUID | str, step_keys: list[str]) -> RetryPlan
 def retry_steps(
     *, run_id: uuid.UUID | str, step_keys: list[str], actor: AbstractBaseUser | str
 ) -> Run:
-    """Give failed steps of a failed run a new attempt, and reopen the run (failed →
-    running, or needs_reconciliation if claims still wait for a decision).
+    """Give failed steps of a failed run a new attempt, and reopen the run: to
+    `needs_reconciliation` if claims still wait for a decision, `waiting` if a branch
+    waits for a signal or a time, else `running` (`compensating` for a failed
+    compensation retried).
+
+    The run's plan is put back as if the failed steps had not run yet, and every step is
+    then decided by the rules that decide it the first time: a step that never started
+    (its condition raised, its map's collection was refused) goes back to `pending` and
+    make-ready decides it (its condition is evaluated again, a map expands); one that
+    ran is queued. The counters (each pending step's dependencies not yet done, the
+    run's steps remaining) are recomputed from the steps' statuses, with one meaning of
+    done everywhere: succeeded or skipped. Steps that became ready while the run was
+    failed (their dependencies finished, or were resolved, meanwhile) are queued too.
 
     Idempotency keys follow the usual rules: a step whose claim was abandoned (an
     idempotent effect of unknown outcome) retries with the SAME key; one whose claim
     failed (the effect did not happen) gets a new key (`…/retry-<n>`); a map batch
     keeps its items' keys and skips every completed item. Each retried step gets its
-    retry policy's attempts again. Steps that became ready while the run was failed
-    (their dependencies finished meanwhile) are queued too. Refuses: RunNotFound,
-    RunNotActive (the run did not fail), StepNotRetryable."""
+    retry policy's attempts again. Refuses: RunNotFound, RunNotActive (the run did not
+    fail), StepNotRetryable."""
     who = actor_name(actor)
     with transaction.atomic():
         run = lock_run(run_id)
@@ -201,15 +211,15 @@ def retry_steps(
         run = _checked_run(run.id)
         steps = _failed_steps(run, step_keys)
         workflow = registry.get(run.workflow, run.version)
-        unresolved = Claim.objects.filter(run=run, status=ClaimStatus.UNRESOLVED).exists()
-        status = RunStatus.NEEDS_RECONCILIATION if unresolved else RunStatus.RUNNING
         compensating = _compensated(run)
-        if compensating:  # a failed compensation retried: the run compensates again
-            status = RunStatus.COMPENSATING
+        status = _reopened_status(run, compensating)
+        changes: dict[str, Any] = {"status": status, "error": "", "finished_at": None}
+        if not compensating:
+            changes["steps_remaining"] = _plan_steps_not_done(run)
         n = Run.objects.filter(pk=run.id, status=RunStatus.FAILED).update(
-            status=status, error="", finished_at=None, updated_at=Now()
+            **changes, updated_at=Now()
         )
-        assert n == 1
+        assert n == 1, "the run is locked and failed"
         events.append_event(
             run.id, events.RUN_REOPENED, actor=who, steps=[s.key for s in steps], status=status
         )
@@ -220,9 +230,12 @@ def retry_steps(
             failed_claim = Claim.objects.filter(
                 step=step, item_key__isnull=True, status=ClaimStatus.FAILED
             ).exists()
+            # Never started: decided again by make-ready (_queue_ready_pending), which
+            # writes its events; the pending state in between is not seen outside.
+            again = StepStatus.PENDING if _never_started(step) else StepStatus.QUEUED
             n = Step.objects.filter(pk=step.id, status=StepStatus.FAILED).update(
-                status=StepStatus.QUEUED,
-                queued_at=Now(),
+                status=again,
+                queued_at=Now() if again == StepStatus.QUEUED else None,
                 finished_at=None,
                 error="",
                 max_attempts=F("attempts") - F("deferred_attempts") + grant,
@@ -231,44 +244,73 @@ def retry_steps(
             )
             if n != 1:
                 raise StepNotRetryable(f"step {step.key} is no longer failed")
-            events.append_event(
-                run.id,
-                events.STEP_QUEUED,
-                step_id=step.id,
-                step=step.key,
-                reason=f"retried by {who}",
-            )
-            queued.append(step.id)
+            if again == StepStatus.QUEUED:
+                events.append_event(
+                    run.id,
+                    events.STEP_QUEUED,
+                    step_id=step.id,
+                    step=step.key,
+                    reason=f"retried by {who}",
+                )
+                queued.append(step.id)
         if not compensating:
             queued.extend(_queue_ready_pending(run, workflow))
         # Steps queued before the run failed never started (their messages were
         # refused meanwhile): send them again.
-        again = Step.objects.filter(run=run, status=StepStatus.QUEUED).exclude(pk__in=queued)
+        again_queued = Step.objects.filter(run=run, status=StepStatus.QUEUED).exclude(pk__in=queued)
         if compensating:
-            again = again.exclude(compensates="")
-        queued.extend(again.values_list("id", flat=True))
+            again_queued = again_queued.exclude(compensates="")
+        queued.extend(again_queued.values_list("id", flat=True))
         publish_on_commit(queued)
     run.refresh_from_db()
     return run
 
 
+def _never_started(step: Step) -> bool:
+    """A step of the plan that failed before it ever started: its condition raised, or
+    its map's collection was refused (a started step, or a wait that was reached, has
+    started_at)."""
+    return step.parent_id is None and not step.compensates and step.started_at is None
+
+
+def _reopened_status(run: Run, compensating: bool) -> str:
+    if compensating:  # a failed compensation retried: the run compensates again
+        return RunStatus.COMPENSATING
+    if Claim.objects.filter(run=run, status=ClaimStatus.UNRESOLVED).exists():
+        return RunStatus.NEEDS_RECONCILIATION
+    if Step.objects.filter(run=run, status=StepStatus.WAITING).exists():
+        return RunStatus.WAITING  # some step waits, none is unresolved (runs/states.py)
+    return RunStatus.RUNNING
+
+
+def _plan_steps_not_done(run: Run) -> int:
+    """The run's steps of the plan (not batches, not compensations) not yet done."""
+    return (
+        Step.objects.filter(run=run, parent__isnull=True, compensates="")
+        .exclude(status__in=STEP_DONE)
+        .count()
+    )
+
+
 def _queue_ready_pending(run: Run, workflow: Workflow | None) -> list[int]:
-    """Pending top-level steps whose dependencies all succeeded while the run was not
-    active (nothing was queued then): set their counters right and queue them."""
+    """Pending top-level steps: their count of dependencies not yet done set from the
+    steps' statuses (the run's counters stopped moving while it was failed), and those
+    with none left made ready (queued, expanded, or skipped by their condition)."""
     if workflow is None:
         return []
-    succeeded = set(
-        Step.objects.filter(run=run, parent__isnull=True, status=StepStatus.SUCCEEDED).values_list(
+    done = set(
+        Step.objects.filter(run=run, parent__isnull=True, status__in=STEP_DONE).values_list(
             "name", flat=True
         )
     )
     ready: list[int] = []
-    for step in Step.objects.filter(run=run, parent__isnull=True, status=StepStatus.PENDING):
-        missing = [d for d in step.depends_on if d not in succeeded]
-        if missing:
-            if step.pending_deps != len(missing):
-                Step.objects.filter(pk=step.id).update(pending_deps=len(missing))
-            continue
-        Step.objects.filter(pk=step.id).update(pending_deps=0)
-        ready.extend(make_ready(run.id, step, workflow))
+    for step in Step.objects.filter(
+        run=run, parent__isnull=True, status=StepStatus.PENDING
+    ).order_by("id"):
+        missing = [d for d in step.depends_on if d not in done]
+        if step.pending_deps != len(missing):
+            Step.objects.filter(pk=step.id).update(pending_deps=len(missing))
+        if not missing:
+            step.pending_deps = 0
+            ready.extend(make_ready(run.id, step, workflow))
     return ready

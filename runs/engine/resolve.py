@@ -39,7 +39,6 @@ from runs.states import RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
 from . import keys
-from .compensate import compensate_late_step
 from .complete import ensure_json, fail_run, step_succeeded
 from .dispatch import publish_on_commit
 from .errors import EngineError
@@ -229,13 +228,12 @@ def _step_resolved_succeeded(
     events.append_event(
         run.id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key, resolved_by=who
     )
-    if schedule:
-        assert workflow is not None
+    if workflow is not None:
+        # The same bookkeeping as any success (step_succeeded): the run's count of steps
+        # remaining goes down whether or not it still goes on (a retry of its failed
+        # steps then finds it right), and in a run that stopped nothing is queued, but a
+        # compensation the step names is planned: its effect happened.
         publish_on_commit(step_succeeded(run_id=run.id, step=step, workflow=workflow))
-    elif workflow is not None:
-        # The run had stopped: nothing follows the step, but the effect happened, so a
-        # compensation it names must still run (the run compensates again).
-        publish_on_commit(compensate_late_step(run_id=run.id, step=step, workflow=workflow))
 
 
 def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> None:

@@ -39,7 +39,7 @@ from runs.workflows.definition import Context, StepDef, Workflow
 
 from .complete import ensure_json, fail_run, step_succeeded
 from .dispatch import publish_on_commit
-from .errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal
+from .errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal, WaitFinished
 from .locks import lock_run
 from .resolve import actor_name
 from .results import RunResults
@@ -297,6 +297,8 @@ def send_signal(
             .filter(run_id=run.id, name__in=[w.name for w in waits], parent__isnull=True)
             .order_by("id")
         )
+        if steps and all(s.status in _WAIT_ENDED for s in steps):
+            raise WaitFinished(run.id, name, _how_waits_ended(steps))
         assert waits[0].wait is not None
         on_duplicate = waits[0].wait.on_duplicate
         signal_id = _insert_signal(run.id, name, payload, who, on_duplicate)
@@ -317,6 +319,24 @@ def send_signal(
                 _wake(step.id, run.id, step.key, f"signal {name!r} from {who}")
                 break  # one signal wakes one wait; the woken step consumes it
     return Signal.objects.get(pk=signal_id)
+
+
+# A wait step in one of these can no longer consume a signal.
+_WAIT_ENDED = (StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.SKIPPED)
+
+
+def _how_waits_ended(steps: list[Step]) -> str:
+    said = []
+    for step in steps:
+        if step.status == StepStatus.SKIPPED:
+            said.append(f"{step.key} was skipped by its condition")
+        elif step.status == StepStatus.FAILED:
+            said.append(f"{step.key} failed ({step.error})")
+        elif isinstance(step.result, dict) and step.result.get("timed_out"):
+            said.append(f"{step.key} timed out and went on without it")
+        else:
+            said.append(f"{step.key} already took its signal")
+    return "; ".join(said)
 
 
 def _insert_signal(

@@ -1,8 +1,10 @@
-"""A run that ended (cancelled, or failed) may go back to `compensating` when a step of
-its plan turns out to have succeeded after it stopped (a running attempt that finished
-late, or an unresolved claim resolved as succeeded): that step's compensation must run
-too (runs/engine/compensate.py, compensate_late_step). The transition trigger of
-migration 0016 refused cancelled -> compensating."""
+"""Two ways back into a run that ended, which the transition trigger of migration 0016
+refused:
+- cancelled | failed -> compensating: a step of its plan turned out to have succeeded
+  after it stopped (a running attempt that finished late, or an unresolved claim
+  resolved as succeeded), so its compensation must run too (runs/engine/compensate.py);
+- failed -> waiting: an operator retries a failed run one of whose branches still waits
+  for a signal or a time (runs/engine/operate.py)."""
 
 from django.db import migrations
 
@@ -12,7 +14,7 @@ BEGIN
     IF NEW.status = OLD.status THEN
         RETURN NEW;
     END IF;
-    IF (NEW.status = 'waiting' AND OLD.status NOT IN ('running', 'needs_reconciliation'))
+    IF (NEW.status = 'waiting' AND OLD.status NOT IN ('running', 'needs_reconciliation', 'failed'))
        OR (OLD.status = 'waiting' AND NEW.status NOT IN
            ('running', 'needs_reconciliation', 'compensating', 'cancelled', 'failed'))
        OR (NEW.status = 'compensating' AND OLD.status = 'succeeded')
