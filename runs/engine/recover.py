@@ -218,6 +218,9 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
         evidence = ensure_json(evidence, "evidence")
     except TypeError:
         evidence = {key: repr(value) for key, value in evidence.items()}
+    # Lock order: the run's row before the claim (already held if this transaction
+    # crashed the attempt); a resolution of this claim takes them in the same order.
+    list(Run.objects.select_for_update(no_key=True).filter(pk=started.run.id).values_list("pk"))
     row = Claim.objects.select_for_update().filter(pk=claim_id).first()
     if row is None:
         return

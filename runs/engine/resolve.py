@@ -149,7 +149,16 @@ def resolve_claim(
     result = _json(result, "result")
     evidence = _json(evidence, "evidence")
 
+    found = Claim.objects.filter(pk=claim_id).values_list("run_id", "step_id").first()
+    if found is None:
+        raise ClaimNotFound(f"no claim with id {claim_id}")
+    run_id, step_id = found  # never change: read before the locks
     with transaction.atomic():
+        # No attempt acts here: the run's row first, then the step, then the claim.
+        run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+        step = Step.objects.select_for_update().filter(pk=step_id).first()
+        if run is None or step is None:  # purged meanwhile (retention)
+            raise ClaimNotFound(f"no claim with id {claim_id}")
         # Locked: a late guarded result may be adding evidence at this moment.
         current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
         if current is None:
@@ -182,9 +191,6 @@ def resolve_claim(
             note=note,
             evidence=evidence,
         )
-        # The run row is locked by append_event above: its status cannot change under us.
-        run = Run.objects.get(pk=resolved.run_id)
-        step = Step.objects.select_for_update().get(pk=resolved.step_id)
         if step.status != StepStatus.UNRESOLVED:
             # A map item's claim: the batch carries on by itself; nothing to move.
             return Resolution(resolved, step.status, run.status)
