@@ -174,6 +174,9 @@ def resolve_claim(
             evidence=merged or None,
             result=result if outcome == ClaimStatus.SUCCEEDED else None,
             completed_at=Now(),
+            # A probe still asking has nothing left to decide (its answer will be
+            # superseded), and a resolved claim can no longer be written.
+            probe_lease_expires_at=None,
         )
         if n != 1:
             existing = Claim.objects.get(pk=claim_id)
