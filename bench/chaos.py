@@ -348,7 +348,8 @@ def settle(stack: Stack, timeout: float) -> bool:
         row = stack.pg.query(
             "SELECT count(*) FROM runs_run WHERE status IN ('pending', 'running')"
             " OR (status = 'needs_reconciliation' AND EXISTS (SELECT 1 FROM runs_claim c"
-            " WHERE c.run_id = runs_run.id AND c.status = 'unresolved' AND c.probed_at IS NULL))"
+            " WHERE c.run_id = runs_run.id AND c.status = 'unresolved'"
+            " AND (c.probed_at IS NULL OR c.probe_lease_expires_at IS NOT NULL)))"
         )
         if row is not None and row[0] == 0:
             return True

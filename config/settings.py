@@ -387,6 +387,12 @@ RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
 # A crashed guarded attempt is probed no earlier than its lease plus this grace: its
 # worker may only be paused, with the external call still to land (DESIGN.md §7).
 RUNS_PROBE_GRACE_SECONDS = env_float("RUNS_PROBE_GRACE_SECONDS", 30.0)
+# A probe holds its claim for this long (database clock), so make it longer than the
+# slowest probe takes: a probe whose worker died or stalled past it is sent again by the
+# sweeper, for at most RUNS_PROBE_MAX_TRIES tries in all; then the claim waits for the
+# operator, with evidence that its probe never answered.
+RUNS_PROBE_LEASE_SECONDS = env_float("RUNS_PROBE_LEASE_SECONDS", 60.0)
+RUNS_PROBE_MAX_TRIES = max(1, int(env_float("RUNS_PROBE_MAX_TRIES", 3)))
 # How long a transactional claim insert waits for a key another session holds open (a
 # paused or partitioned worker) before the attempt gives way: it is deferred, retried
 # after RUNS_CLAIM_BUSY_RETRY_SECONDS, and not counted against max_attempts.

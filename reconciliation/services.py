@@ -31,7 +31,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 
-from runs.engine.probe import NoProbe, ProbeError, ProbeNotDue, ProbeOutcome, reprobe_claim
+from runs.engine.probe import (
+    NoProbe,
+    ProbeError,
+    ProbeInFlight,
+    ProbeNotDue,
+    ProbeOutcome,
+    reprobe_claim,
+)
 from runs.engine.resolve import (
     ClaimAlreadyResolved,
     ClaimNotFound,
@@ -379,7 +386,7 @@ def bulk_resolve(
 def reprobe(*, claim_id: int, user: User) -> ProbeOutcome:
     """Run the claim's probe now (runs.engine.probe.reprobe_claim); if its answer
     resolved the claim, the take is released. Refuses: NoProbe, ProbeNotDue,
-    ClaimAlreadyResolved, ClaimNotUnresolved, ClaimNotFound."""
+    ProbeInFlight, ClaimAlreadyResolved, ClaimNotUnresolved, ClaimNotFound."""
     outcome = reprobe_claim(claim_id=claim_id, actor=user)
     if outcome.resolution is not None:
         ClaimTake.objects.filter(claim_id=claim_id).delete()
@@ -398,6 +405,7 @@ __all__ = [
     "NoProbe",
     "Preview",
     "ProbeError",
+    "ProbeInFlight",
     "ProbeNotDue",
     "ProbeOutcome",
     "Resolution",

@@ -39,6 +39,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q
 
 from runs.dburl import database_url
 from runs.engine import faults
@@ -144,12 +145,14 @@ def settled_run(run_id: str) -> Run | None:
     moving = Step.objects.filter(
         run_id=run_id, status__in=[StepStatus.QUEUED, StepStatus.RUNNING, StepStatus.RETRYING]
     ).exists()
-    probing = Claim.objects.filter(
-        run_id=run_id,
-        status=ClaimStatus.UNRESOLVED,
-        probe_requested_at__isnull=False,
-        probed_at__isnull=True,
-    ).exists()
+    # A probe not yet run, or one under way (or whose worker died: it is tried again).
+    probing = (
+        Claim.objects.filter(
+            run_id=run_id, status=ClaimStatus.UNRESOLVED, probe_requested_at__isnull=False
+        )
+        .filter(Q(probed_at__isnull=True) | Q(probe_lease_expires_at__isnull=False))
+        .exists()
+    )
     return None if moving or probing else run
 
 

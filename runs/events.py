@@ -52,6 +52,9 @@ CLAIM_EVIDENCE = "claim_evidence"  # e.g. the late result of a fenced-off guarde
 LATE_RESULT_AFTER_RESOLUTION = "late_result_after_resolution"
 PROBE_REQUESTED = "probe_requested"
 PROBE_INCONCLUSIVE = "probe_inconclusive"
+# The probe used up its tries without an answer (each time its worker died or stalled
+# past its probe lease): the claim stays unresolved, for the operator.
+PROBE_GAVE_UP = "probe_gave_up"
 RUN_RESUMED = "run_resumed"
 # Authoring (issue 13): waits, signals, conditions, compensation.
 RUN_WAITING = "run_waiting"  # a step waits for a signal or a time; no worker is held

@@ -49,7 +49,8 @@ QUEUE_WAIT = Histogram(
 )
 PROBES = Counter(
     f"{PREFIX}_probe_outcomes_total",
-    "Probe answers about unresolved claims (applied, not_applied, unknown, error).",
+    "Probe answers about unresolved claims (applied, not_applied, unknown, superseded), "
+    "and probes that gave up (gave_up: their tries used up without an answer).",
     ["outcome"],
 )
 PURGED = Counter(

@@ -45,6 +45,7 @@ MARK_TYPES = (
     ev.CLAIM_TAKEN,
     ev.CLAIM_RESOLVED,
     ev.PROBE_INCONCLUSIVE,
+    ev.PROBE_GAVE_UP,
     ev.CLAIM_EVIDENCE,
     ev.LATE_RESULT_AFTER_RESOLUTION,
     ev.STEP_REFUSED,
@@ -1262,14 +1263,19 @@ class _Builder:
             lane.markers[-1].label = space.beside(
                 x + 5, cy + 3.5, texts, gap=8, css=f"tl-label tl-resolution tl-{outcome}"
             )
-        elif event.type == ev.PROBE_INCONCLUSIVE:
+        elif event.type in (ev.PROBE_INCONCLUSIVE, ev.PROBE_GAVE_UP):
+            said = (
+                f"probe gave up at {when} after {payload.get('tries', '?')} tries without an answer"
+                if event.type == ev.PROBE_GAVE_UP
+                else f"probe answered “unknown” at {when}"
+            )
             lane.markers.append(
                 Marker(
                     x,
                     cy,
                     "probe",
                     "mk-probe",
-                    f"{step.key}: probe answered “unknown” at {when}"
+                    f"{step.key}: {said}"
                     + (
                         f" (asked by {payload['requested_by']})"
                         if payload.get("requested_by")

@@ -31,6 +31,15 @@ def enter_effect(started: Started) -> None:
     renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
 
 
+def expire_probe_leases() -> None:
+    """Every probe in progress had its lease end a second ago (database clock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_claim SET probe_lease_expires_at = now() - interval '1 second' "
+            "WHERE probe_lease_expires_at IS NOT NULL"
+        )
+
+
 def run_queued(run: Run) -> None:
     """Execute the run's queued steps in-process until none is left, or the run is no
     longer active (then its queued steps would never start)."""

@@ -460,6 +460,19 @@ def test_probe_resolution_is_labelled_as_the_probes():
     assert lane.segments[1].title.endswith("after its claim was resolved as failed by probe")
 
 
+def test_a_probe_that_gave_up_is_marked_with_its_tries():
+    s = Story(workflow="merge-change-probed", finished=400)
+    merge = s.step("merge", kind="guarded", status=StepStatus.UNRESOLVED)
+    s.attempt(merge, 1, AttemptStatus.CRASHED, 1, 65, lease=61)
+    gave_up = {"reason": "the probe never completed", "tries": 3}
+    s.event(events.PROBE_GAVE_UP, 300, on=merge, key="run/merge@1", tries=3, evidence=gave_up)
+    (probe,) = [m for m in s.build().lane("merge").markers if m.kind == "probe"]
+    assert probe.title.splitlines()[0] == (
+        "merge: probe gave up at 2025-03-04 12:05:00.000 UTC (+5 min) after 3 tries without "
+        "an answer"
+    )
+
+
 def test_late_results_and_run_marks():
     s = Story(status=RunStatus.CANCELLED, finished=50)
     merge = s.step("merge", kind="guarded", status=StepStatus.UNRESOLVED)

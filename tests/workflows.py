@@ -5,6 +5,7 @@ that raises on demand, steps that pause inside their effect, a second version.""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -82,6 +83,43 @@ def merge_slowly(ctx: Context) -> dict[str, Any]:
     result = CodeHost().merge(change_id=1, run_id=ctx.run_id)
     _hold(ctx)
     return result
+
+
+# --- a transactional step and a transactional map item that heartbeat, then pause ------
+# PAUSES[run_id] = (paused, release): after its effect's write and ctx.heartbeat(), the
+# step (or item) sets `paused` and waits for `release`, inside its transaction, so a test
+# can act (expire the lease, sweep) while a worker sits paused in an open transaction.
+PAUSES: dict[str, tuple[threading.Event, threading.Event]] = {}
+
+
+def _write_heartbeat_pause(ctx: Context, record_id: int) -> None:
+    TargetRecord.objects.create(record_id=record_id, run_id=ctx.run_id)
+    ctx.heartbeat()
+    paused, release = PAUSES[ctx.run_id]
+    paused.set()
+    release.wait(30)
+
+
+heartbeat_write = workflow("heartbeat-write", version=1, input={})
+
+
+@heartbeat_write.step(kind=TRANSACTIONAL, retry=Retry(max_attempts=3))
+def write_then_pause(ctx: Context) -> dict[str, Any]:
+    _write_heartbeat_pause(ctx, 1)
+    return {"written": 1}
+
+
+heartbeat_map = workflow("heartbeat-map", version=1, input={})
+
+
+@heartbeat_map.step(kind=PURE)
+def one_item(ctx: Context) -> list[int]:
+    return [7]
+
+
+@heartbeat_map.map_step(over="one_item", batch_size=1, kind=TRANSACTIONAL)
+def write_item_then_pause(ctx: Context, item: int) -> None:
+    _write_heartbeat_pause(ctx, item)
 
 
 # --- a version only some workers know --------------------------------------------------

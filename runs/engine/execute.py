@@ -18,7 +18,7 @@ from runs.models import Step
 from runs.states import EffectKind
 from runs.workflows.definition import Context, FencingToken, NotApplied, StepDef
 
-from . import faults
+from . import faults, heartbeat
 from .claims import ClaimBusy
 from .complete import defer_attempt, fail_attempt, finish_attempt, renew_lease
 from .errors import AttemptFenced
@@ -53,10 +53,20 @@ def _context_factory(started: Started) -> Any:
         started.results if started.results is not None else dependency_results(run.id, stepdef),
     )
     gathered = collected(run.id, stepdef.collect) if stepdef.collect else None
+    # A caller's transaction around the whole attempt (its start included, uncommitted)
+    # is one no other connection may renew through: it would not see the attempt, or
+    # would wait for this very transaction.
+    enclosed = connection.in_atomic_block
 
-    def heartbeat() -> None:
+    def renew() -> None:
         renewed = time.monotonic()
-        renew_lease(started.attempt.id, started.lease_seconds)
+        if connection.in_atomic_block and not enclosed:
+            # Inside the effect's own transaction: renewed there, the attempt row would
+            # stay locked until it ends, and a worker paused meanwhile could not be
+            # recovered (the sweeper skips locked attempts).
+            heartbeat.renew_lease_aside(started.attempt.id, started.lease_seconds)
+        else:
+            renew_lease(started.attempt.id, started.lease_seconds)
         started.lease_from = renewed
 
     def make(*, item: Any = None, item_key: str | None = None, key: str | None = None) -> Context:
@@ -67,7 +77,7 @@ def _context_factory(started: Started) -> Any:
             results=results,
             idempotency_key=key,
             attempt=started.attempt.number,
-            heartbeat=heartbeat,
+            heartbeat=renew,
             item=item,
             item_key=item_key,
             collected=gathered,
@@ -91,26 +101,33 @@ def execute_step(*, step_id: int, worker: str, successors: int = 0) -> str:
     harmless; a worker that dies before it leaves the step queued with no message, which
     the sweeper republishes (the same repair as for a lost message)."""
     with log_context(worker=worker):
-        started = start_attempt(step_id=step_id, worker=worker)
-        if started is None:
-            return "skipped"
-        while True:
-            # Only outside a caller's transaction: the successor must start after a commit.
-            started.may_continue = successors > 0 and not connection.in_atomic_block
-            outcome = _run_observed(started)
-            successors -= 1
-            if started.continued is not None:
-                started = started.continued  # its start committed with the finish
-                continue
-            successor = started.continue_with
-            if successor is None:
-                return outcome
-            if started.step.parent_id is None:
-                faults.hit("after_commit", started.step.name)
-            following = start_attempt(step_id=successor, worker=worker)
-            if following is None:
-                return outcome
-            started = following
+        try:
+            return _execute(step_id=step_id, worker=worker, successors=successors)
+        finally:
+            heartbeat.close()  # if a heartbeat opened the thread's second connection
+
+
+def _execute(*, step_id: int, worker: str, successors: int) -> str:
+    started = start_attempt(step_id=step_id, worker=worker)
+    if started is None:
+        return "skipped"
+    while True:
+        # Only outside a caller's transaction: the successor must start after a commit.
+        started.may_continue = successors > 0 and not connection.in_atomic_block
+        outcome = _run_observed(started)
+        successors -= 1
+        if started.continued is not None:
+            started = started.continued  # its start committed with the finish
+            continue
+        successor = started.continue_with
+        if successor is None:
+            return outcome
+        if started.step.parent_id is None:
+            faults.hit("after_commit", started.step.name)
+        following = start_attempt(step_id=successor, worker=worker)
+        if following is None:
+            return outcome
+        started = following
 
 
 def _run_observed(started: Started) -> str:

@@ -27,8 +27,13 @@ import uuid
 from runs.models import Run
 
 
-def lock_run(run_id: uuid.UUID | str) -> Run | None:
+def lock_run(run_id: uuid.UUID | str, *, skip_locked: bool = False) -> Run | None:
     """The run, locked FOR UPDATE until the end of the current transaction; None if no
-    such run exists. Call inside transaction.atomic(), before locking any of the run's
-    steps (the attempt's own step excepted)."""
-    return Run.objects.select_for_update(of=("self",)).filter(pk=run_id).first()
+    such run exists (or, with `skip_locked`, another transaction holds it: for sweeps,
+    which come back to it). Call inside transaction.atomic(), before locking any of the
+    run's steps (the attempt's own step excepted)."""
+    return (
+        Run.objects.select_for_update(of=("self",), skip_locked=skip_locked)
+        .filter(pk=run_id)
+        .first()
+    )

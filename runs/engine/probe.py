@@ -12,9 +12,18 @@ early could answer `not_applied`, retry the effect, and then see the paused orig
 land it too. A probe message that arrives early (Celery's countdown runs on the
 worker's clock) is sent again with the delay that remains on the database's clock.
 
+A probe holds its claim under a lease, as an attempt holds its step: the
+compare-and-set that lets a probe ask sets probed_at and probe_lease_expires_at
+(RUNS_PROBE_LEASE_SECONDS on the database's clock) and counts the try; the answer, once
+applied, clears the lease. A probe whose worker died (or stalled past its lease) is sent
+again by the sweeper, up to RUNS_PROBE_MAX_TRIES tries; then the claim is left to the
+operator, with evidence (and a probe_gave_up event) saying its probe never answered.
+
 An operator can ask again ("check again": reprobe_claim), synchronously, for a claim
-whose probe is due; the probe's answer is applied exactly as the worker's would be,
-by the same function (ask_probe), with the operator named in the note and events.
+whose probe is due and that no other probe holds; the probe's answer is applied exactly
+as the worker's would be, by the same function (ask_probe), with the operator named in
+the note and events. Its probe takes the same lease, but its tries are not counted
+(nor capped): the cap bounds what the sweeper does on its own.
 """
 
 from __future__ import annotations
@@ -26,9 +35,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Q
 from django.db.models.functions import Now
 
 from runs import events, metrics
@@ -40,6 +49,7 @@ from runs.workflows.definition import Context, ProbeResult, StepDef
 from .complete import ensure_json
 from .errors import EngineError
 from .execute import dependency_results
+from .locks import lock_run
 from .resolve import (
     ClaimAlreadyResolved,
     ClaimNotFound,
@@ -71,6 +81,18 @@ class ProbeNotDue(ProbeError):
             f"claim {claim.key} cannot be probed before "
             f"{until.isoformat(timespec='seconds')} (in {seconds:.0f}s): its attempt's "
             "lease ended only recently, and a paused worker's effect may still land"
+        )
+        self.claim, self.until, self.seconds = claim, until, seconds
+
+
+class ProbeInFlight(ProbeError):
+    """Another probe holds the claim: its probe lease (database clock) has not passed."""
+
+    def __init__(self, claim: Claim, until: datetime, seconds: float) -> None:
+        super().__init__(
+            f"claim {claim.key} is being probed: that probe holds it until "
+            f"{until.isoformat(timespec='seconds')} (in {seconds:.0f}s); check again once "
+            "it has answered, or after that time if it never does"
         )
         self.claim, self.until, self.seconds = claim, until, seconds
 
@@ -115,11 +137,6 @@ def probe_of(run: Run, step: Step) -> StepDef | None:
     return stepdef if stepdef is not None and stepdef.probe is not None else None
 
 
-def _due() -> Q:
-    """No earlier than probe_after, on the database's clock (no probe_after: due)."""
-    return Q(probe_after__isnull=True) | Q(probe_after__lte=Now())
-
-
 def request_probes(*, run_id: uuid.UUID, step: Step, probe_after: Any) -> None:
     """Called in the transaction that made the step's claims unresolved: if the step
     has a probe, mark its claims and send a probe message after commit, due at
@@ -152,6 +169,61 @@ def seconds_until_probe(claim_ids: list[int]) -> dict[int, float]:
         return {int(pk): float(delay) for pk, delay in cursor.fetchall()}
 
 
+# The compare-and-set that lets one probe ask: the claim is unresolved, due, and free
+# (the worker's probe: never probed, or the previous probe's lease has passed, and
+# tries are left; an operator's: no probe holds it). It takes the claim under a lease,
+# all on the database's clock, and returns probed_at: the probe's token, with which its
+# answer clears the lease only if no later probe has taken the claim over meanwhile.
+_TAKE = """
+    UPDATE runs_claim
+    SET probed_at = statement_timestamp(),
+        probe_lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
+        probe_tries = probe_tries + %(counted)s
+    WHERE id = %(claim)s AND status = %(unresolved)s
+      AND (probe_after IS NULL OR probe_after <= statement_timestamp())
+      AND {free}
+    RETURNING probed_at
+"""
+_FREE_FOR_WORKER = (
+    "(probed_at IS NULL OR probe_lease_expires_at < statement_timestamp()) "
+    "AND probe_tries < %(max_tries)s"
+)
+_FREE_FOR_OPERATOR = (
+    "(probe_lease_expires_at IS NULL OR probe_lease_expires_at < statement_timestamp())"
+)
+
+
+def _take(claim_id: int, *, by_operator: bool = False) -> datetime | None:
+    """Take the claim for one probe (see _TAKE); None if it is not to be probed now."""
+    sql = _TAKE.format(free=_FREE_FOR_OPERATOR if by_operator else _FREE_FOR_WORKER)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "claim": claim_id,
+                "unresolved": ClaimStatus.UNRESOLVED,
+                "lease": float(settings.RUNS_PROBE_LEASE_SECONDS),
+                "counted": 0 if by_operator else 1,
+                "max_tries": int(settings.RUNS_PROBE_MAX_TRIES),
+            },
+        )
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def _release(claim_id: int, taken: datetime | None) -> None:
+    """The probe that took the claim at `taken` has answered: no probe holds it now
+    (unless a later one took it over after this one's lease passed)."""
+    if taken is not None:
+        Claim.objects.filter(pk=claim_id, probed_at=taken).update(probe_lease_expires_at=None)
+
+
+def _lock_run(run_id: uuid.UUID, *, skip_locked: bool = False) -> bool:
+    """The run's row first (locks.py), before the claim and before the event that needs
+    the row anyway. False if skipped (or gone)."""
+    return lock_run(run_id, skip_locked=skip_locked) is not None
+
+
 def publish_probes(claim_ids: list[int], delays: dict[int, float] | None = None) -> None:
     from runs.tasks import probe_claim
 
@@ -172,17 +244,17 @@ def probe_claim(*, claim_id: int) -> str:
     stepdef = probe_of(claim.run, claim.step)
     if stepdef is None:
         return "skipped"
-    # Compare-and-set: one probe per claim, even if its message is delivered twice,
-    # and none before it is due.
-    if not Claim.objects.filter(
-        _due(), pk=claim_id, status=ClaimStatus.UNRESOLVED, probed_at__isnull=True
-    ).update(probed_at=Now()):
+    # Compare-and-set: one probe at a time per claim, even if its message is delivered
+    # twice, none before it is due, and another only once a probe's lease has passed
+    # without an answer (while tries are left).
+    taken = _take(claim_id)
+    if taken is None:
         early = seconds_until_probe([claim_id]).get(claim_id, 0.0)
         if early > 0 and claim.probed_at is None:
             publish_probes([claim_id], {claim_id: early})
             return "early"
         return "skipped"
-    word = ask_probe(claim, stepdef).word
+    word = ask_probe(claim, stepdef, taken=taken).word
     metrics.PROBES.labels(word).inc()
     return word
 
@@ -194,7 +266,8 @@ def reprobe_claim(*, claim_id: int, actor: AbstractBaseUser | str) -> ProbeOutco
 
     Refuses (nothing asked, nothing written): ClaimNotFound, ClaimAlreadyResolved /
     ClaimNotUnresolved, NoProbe, ProbeNotDue (probe_after, the grace that lets a paused
-    worker's effect land, is still ahead)."""
+    worker's effect land, is still ahead), ProbeInFlight (another probe holds the claim:
+    its answer is on the way, and two probes asking at once would race to resolve)."""
     who = actor_name(actor)
     claim = Claim.objects.select_related("run", "step").filter(pk=claim_id).first()
     if claim is None:
@@ -207,17 +280,15 @@ def reprobe_claim(*, claim_id: int, actor: AbstractBaseUser | str) -> ProbeOutco
             "no probe: decide from the evidence"
         )
     with transaction.atomic():
-        # Not "once per claim" as for the task: an operator may ask again. Due, and
-        # still unresolved, decided by the row; probed_at keeps a pending probe message
-        # from asking a second time.
-        if not Claim.objects.filter(_due(), pk=claim_id, status=ClaimStatus.UNRESOLVED).update(
-            probed_at=Now()
-        ):
+        _lock_run(claim.run_id)
+        # Not "once per claim" as for the task: an operator may ask again. Due, still
+        # unresolved and held by no other probe, decided by the row; probed_at keeps a
+        # pending probe message from asking a second time.
+        taken = _take(claim_id, by_operator=True)
+        if taken is None:
             current = Claim.objects.get(pk=claim_id)
             _check_unresolved(current)
-            seconds = seconds_until_probe([claim_id]).get(claim_id, 0.0)
-            assert current.probe_after is not None
-            raise ProbeNotDue(current, current.probe_after, seconds)
+            _refuse(current)
         events.append_event(
             claim.run_id,
             events.PROBE_REQUESTED,
@@ -226,7 +297,25 @@ def reprobe_claim(*, claim_id: int, actor: AbstractBaseUser | str) -> ProbeOutco
             key=claim.key,
             requested_by=who,
         )
-    return ask_probe(claim, stepdef, requested_by=who)
+    return ask_probe(claim, stepdef, requested_by=who, taken=taken)
+
+
+def _refuse(claim: Claim) -> None:
+    """Why an unresolved claim could not be taken for a probe: raise it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXTRACT(EPOCH FROM probe_lease_expires_at - statement_timestamp())::float "
+            "FROM runs_claim WHERE id = %s",
+            [claim.id],
+        )
+        row = cursor.fetchone()
+    held = row[0] if row is not None else None
+    if claim.probe_lease_expires_at is not None and held is not None and held > 0:
+        raise ProbeInFlight(claim, claim.probe_lease_expires_at, float(held))
+    if claim.probe_after is not None:
+        seconds = seconds_until_probe([claim.id]).get(claim.id, 0.0)
+        raise ProbeNotDue(claim, claim.probe_after, seconds)
+    raise ProbeError(f"claim {claim.key} could not be probed just now: check again")
 
 
 def _check_unresolved(claim: Claim) -> None:
@@ -236,10 +325,13 @@ def _check_unresolved(claim: Claim) -> None:
         raise ClaimNotUnresolved(claim, doing="probed")
 
 
-def ask_probe(claim: Claim, stepdef: StepDef, *, requested_by: str = "") -> ProbeOutcome:
+def ask_probe(
+    claim: Claim, stepdef: StepDef, *, requested_by: str = "", taken: datetime | None = None
+) -> ProbeOutcome:
     """Ask the external system (outside any transaction: the probe is a remote read),
     then apply the answer: a definite one resolves the claim through resolve_claim, an
-    unknown one (or a probe that raised) is recorded as probe_inconclusive."""
+    unknown one (or a probe that raised) is recorded as probe_inconclusive. Either way
+    the probe's lease, taken at `taken` (its probed_at), is cleared with the answer."""
     run, step = claim.run, claim.step
     assert stepdef.probe is not None
     ctx = Context(
@@ -282,6 +374,7 @@ def ask_probe(claim: Claim, stepdef: StepDef, *, requested_by: str = "") -> Prob
     if requested_by:
         payload["requested_by"] = requested_by
     with transaction.atomic():
+        _lock_run(run.id)
         # The latest inconclusive answer stays on the claim, under "probe", for the
         # operator's queue (a late result may be adding evidence too: lock, merge).
         row = (
@@ -293,8 +386,51 @@ def ask_probe(claim: Claim, stepdef: StepDef, *, requested_by: str = "") -> Prob
         if row is not None:
             merged = {**(row["evidence"] or {}), "probe": evidence}
             Claim.objects.filter(pk=claim.id).update(evidence=merged)
+            _release(claim.id, taken)
         events.append_event(run.id, events.PROBE_INCONCLUSIVE, step_id=step.id, **payload)
     return ProbeOutcome(claim.id, "unknown", evidence)
+
+
+def give_up_probe(claim_id: int) -> bool:
+    """The sweeper's end of a probe that never answered: its last lease has passed and
+    its tries are used up. The claim stays unresolved, for the operator, with evidence
+    (and an event) saying so. False if the claim moved on meanwhile, or another session
+    holds its run or its claim (the next sweep looks again)."""
+    found = Claim.objects.filter(pk=claim_id).values_list("run_id", "step_id", "key").first()
+    if found is None:
+        return False
+    run_id, step_id, key = found
+    with transaction.atomic():
+        if not _lock_run(run_id, skip_locked=True):
+            return False
+        row = (
+            Claim.objects.select_for_update(skip_locked=True)
+            .filter(
+                pk=claim_id,
+                status=ClaimStatus.UNRESOLVED,
+                probe_lease_expires_at__lt=Now(),
+                probe_tries__gte=settings.RUNS_PROBE_MAX_TRIES,
+            )
+            .values("evidence", "probe_tries")
+            .first()
+        )
+        if row is None:
+            return False
+        tries = int(row["probe_tries"])
+        evidence = {
+            "reason": f"the probe never completed: {tries} tries, each ended by its lease "
+            "without an answer (its worker died or stalled)",
+            "tries": tries,
+        }
+        Claim.objects.filter(pk=claim_id).update(
+            evidence={**(row["evidence"] or {}), "probe": evidence}, probe_lease_expires_at=None
+        )
+        events.append_event(
+            run_id, events.PROBE_GAVE_UP, step_id=step_id, key=key, tries=tries, evidence=evidence
+        )
+    log.warning("probe of claim %s gave up after %s tries without an answer", key, tries)
+    metrics.PROBES.labels("gave_up").inc()
+    return True
 
 
 def _json_or_repr(evidence: dict[str, Any]) -> dict[str, Any]:
@@ -307,9 +443,11 @@ def _json_or_repr(evidence: dict[str, Any]) -> dict[str, Any]:
 __all__ = [
     "NoProbe",
     "ProbeError",
+    "ProbeInFlight",
     "ProbeNotDue",
     "ProbeOutcome",
     "ask_probe",
+    "give_up_probe",
     "probe_claim",
     "probe_of",
     "reprobe_claim",

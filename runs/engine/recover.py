@@ -1,6 +1,7 @@
 """Recovery (DESIGN.md §7): attempts whose lease expired are declared crashed and their
 steps handled by effect kind; queued steps whose message never started an attempt are
-republished.
+republished, and so are probes whose message was lost or whose probe lease passed
+without an answer.
 
 Each expired attempt is crashed in its own short transaction, taken with
 `SELECT … FOR UPDATE SKIP LOCKED`: several sweepers and workers can run at once, a row
@@ -21,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 
 from runs import events, metrics
@@ -48,13 +49,14 @@ class SweepReport:
     crashed: list[int] = field(default_factory=list)
     republished: list[int] = field(default_factory=list)
     probes: list[int] = field(default_factory=list)
+    probes_given_up: list[int] = field(default_factory=list)  # claims left to the operator
     woken: list[int] = field(default_factory=list)  # waiting steps whose time came
 
     def __str__(self) -> str:
         return (
             f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished "
-            f"step(s), {len(self.probes)} republished probe(s), {len(self.woken)} woken "
-            "timer(s)"
+            f"step(s), {len(self.probes)} republished probe(s), "
+            f"{len(self.probes_given_up)} probe(s) given up, {len(self.woken)} woken timer(s)"
         )
 
 
@@ -82,7 +84,14 @@ def sweep(*, limit: int = 200) -> SweepReport:
     report.woken = wake_due(limit=limit)
     report.republished = republish_stale(limit=limit)
     report.probes = republish_probes(limit=limit)
-    if report.crashed or report.republished or report.probes or report.woken:
+    report.probes_given_up = give_up_probes(limit=limit)
+    if (
+        report.crashed
+        or report.republished
+        or report.probes
+        or report.probes_given_up
+        or report.woken
+    ):
         log.info("recovery sweep: %s", report)
     return report
 
@@ -289,18 +298,25 @@ def republish_stale(*, limit: int = 200) -> list[int]:
 
 def republish_probes(*, limit: int = 200) -> list[int]:
     """Probes requested but never run (message lost, worker died before the
-    compare-and-set): send them again."""
+    compare-and-set), and probes whose lease passed without an answer (their worker
+    died or stalled while asking) with tries left: send them again. probe_requested_at
+    says when a message last went out: once after the probe that took the claim
+    (probed_at), and again only if that message seems lost too."""
     from .probe import publish_probes
 
     bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
+    never_run = Q(probed_at__isnull=True, probe_requested_at__lt=Now() - bound)
+    lease_ended = Q(
+        probe_lease_expires_at__lt=Now(), probe_tries__lt=settings.RUNS_PROBE_MAX_TRIES
+    ) & (
+        Q(probe_requested_at__isnull=True)
+        | Q(probe_requested_at__lt=F("probed_at"))
+        | Q(probe_requested_at__lt=Now() - bound)
+    )
     with transaction.atomic():
         stale = list(
             Claim.objects.select_for_update(skip_locked=True)
-            .filter(
-                status=ClaimStatus.UNRESOLVED,
-                probed_at__isnull=True,
-                probe_requested_at__lt=Now() - bound,
-            )
+            .filter(never_run | lease_ended, status=ClaimStatus.UNRESOLVED)
             .values_list("id", flat=True)[:limit]
         )
         if stale:
@@ -309,8 +325,24 @@ def republish_probes(*, limit: int = 200) -> list[int]:
     return stale
 
 
+def give_up_probes(*, limit: int = 200) -> list[int]:
+    """Claims whose probe used up its tries, the last one's lease passed without an
+    answer: each is left to the operator in its own transaction (probe.give_up_probe)."""
+    from .probe import give_up_probe
+
+    candidates = list(
+        Claim.objects.filter(
+            status=ClaimStatus.UNRESOLVED,
+            probe_lease_expires_at__lt=Now(),
+            probe_tries__gte=settings.RUNS_PROBE_MAX_TRIES,
+        ).values_list("id", flat=True)[:limit]
+    )
+    return [claim_id for claim_id in candidates if give_up_probe(claim_id)]
+
+
 __all__ = [
     "SweepReport",
+    "give_up_probes",
     "recover_attempt",
     "republish_probes",
     "republish_stale",

@@ -161,10 +161,11 @@ def resolve_claim(
             raise ClaimNotFound(f"no claim with id {claim_id}")
         if found["status"] != ClaimStatus.UNRESOLVED:
             _refuse_resolved(claim_id)
-        lock_run(found["run_id"])
-        step = Step.objects.select_for_update().get(pk=found["step_id"])
+        run = lock_run(found["run_id"])
+        step = Step.objects.select_for_update().filter(pk=found["step_id"]).first()
         current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
-        assert current is not None  # claims are deleted only with their run
+        if run is None or step is None or current is None:  # purged meanwhile (retention)
+            raise ClaimNotFound(f"no claim with id {claim_id}")
         merged = dict(current["evidence"] or {})
         if evidence is not None:
             merged["resolution"] = evidence
@@ -176,6 +177,9 @@ def resolve_claim(
             evidence=merged or None,
             result=result if outcome == ClaimStatus.SUCCEEDED else None,
             completed_at=Now(),
+            # A probe still asking has nothing left to decide (its answer will be
+            # superseded), and a resolved claim can no longer be written.
+            probe_lease_expires_at=None,
         )
         if n != 1:
             _refuse_resolved(claim_id)
@@ -190,7 +194,7 @@ def resolve_claim(
             note=note,
             evidence=evidence,
         )
-        run = Run.objects.get(pk=resolved.run_id)
+        run.refresh_from_db(fields=["status"])
         if step.status != StepStatus.UNRESOLVED:
             # A map item's claim: the batch carries on by itself; nothing to move.
             return Resolution(resolved, step.status, run.status)

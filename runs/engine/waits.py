@@ -242,12 +242,8 @@ def wake_due(*, limit: int = 200) -> list[int]:
         with transaction.atomic():
             # The run first (locks.py), skipped if another sweeper or a signal holds it:
             # the next sweep comes back to it.
-            run = (
-                Run.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(pk=run_id, status__in=RUN_ACTIVE)
-                .first()
-            )
-            if run is None:
+            run = lock_run(run_id, skip_locked=True)
+            if run is None or run.status not in RUN_ACTIVE:
                 continue
             row = (
                 Step.objects.select_for_update(of=("self",))
