@@ -14,7 +14,7 @@ Django's error wrapping and execute wrappers (query counting) behave as with
 `connection.cursor()`.
 
 Prepared statements live on the PostgreSQL session; a pooler in transaction mode (PgBouncer
-older than 1.21, or without max_prepared_statements) hands each transaction to whichever
+before 1.22, or without max_prepared_statements) hands each transaction to whichever
 server connection is free, where psycopg's per-connection names (_pg3_0, ...) collide with
 another client's or are missing. So nothing is prepared, and Django's own client-binding
 cursor is used, when RUNS_PREPARED_STATEMENTS=0, when the connection's settings name a
