@@ -6,6 +6,7 @@ prepares none when told (DATABASE_POOLER) or when it sees the pooler (docs/opera
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.db.utils import ProgrammingError
 from django.test import override_settings
 
 from config.database import default_database
+from examples.models import TargetRecord
 from runs import engine
 from runs.dburl import database_url
 from runs.models import Run, Step
@@ -136,6 +138,34 @@ def test_prepared_statements_forced_on_collide_behind_pgbouncer_1_18(start_pgbou
 
     with pytest.raises(ProgrammingError, match='prepared statement "_pg3_0" already exists'):
         second.join()
+
+
+@pytest.mark.parametrize("disabled", [True, False], ids=["as configured", "server-side cursors"])
+def test_iterator_in_autocommit_behind_pgbouncer_reads_every_row(start_pgbouncer, disabled):
+    """Django declares an iterator()'s cursor WITH HOLD in autocommit: it stays on the
+    server session of its first chunk, which another client may hold by the next one."""
+    pooler = start_pgbouncer(default_pool_size="2")
+    database = {**configured_for(pooler), "DISABLE_SERVER_SIDE_CURSORS": disabled}
+    run_id = uuid.uuid4()
+    TargetRecord.objects.bulk_create(TargetRecord(record_id=n, run_id=run_id) for n in range(6))
+
+    def read(holder: psycopg.Connection[Any]) -> list[int]:
+        rows = TargetRecord.objects.filter(run_id=run_id).order_by("record_id").iterator(2)
+        first = [next(rows).record_id]
+        # The one server connection open so far, just left by this thread's fetch.
+        holder.execute("SELECT 1")
+        return first + [row.record_id for row in rows]
+
+    with psycopg.connect(pooler.conninfo()) as holder:  # holds it in a transaction
+        reader = Background(lambda: read(holder), database=database)
+        if disabled:
+            assert reader.join() == list(range(6))
+        else:
+            # Django's error, or psycopg's own from closing that cursor afterwards.
+            with pytest.raises(
+                (ProgrammingError, psycopg.ProgrammingError), match=r"cursor .* does not exist"
+            ):
+                reader.join()
 
 
 @pytest.mark.workers
