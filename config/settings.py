@@ -8,9 +8,10 @@ exist mostly so tests can make time pass quickly.
 import os
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue  # type: ignore[attr-defined]
+
+from config.database import default_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Local state of `make up` (embedded servers, services.env, static files); a test or a
@@ -124,15 +125,6 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/durable_runs"),
-        # Workers keep their connections (DESIGN.md §11); health checks make them
-        # reconnect on their own after a PostgreSQL restart.
-        conn_max_age=600,
-        conn_health_checks=True,
-    )
-}
 # A server that does not answer fails a connection in seconds (readiness checks, workers
 # waiting out a PostgreSQL restart), not after the operating system's TCP timeout.
 RUNS_DB_CONNECT_TIMEOUT_SECONDS = env_float("RUNS_DB_CONNECT_TIMEOUT_SECONDS", 5.0)
@@ -142,24 +134,23 @@ RUNS_DB_CONNECT_TIMEOUT_SECONDS = env_float("RUNS_DB_CONNECT_TIMEOUT_SECONDS", 5
 # effect may take is ended by the server (runs/engine/claims.py bounds the wait of
 # whoever needs that key meanwhile).
 RUNS_IDLE_IN_TRANSACTION_SECONDS = env_float("RUNS_IDLE_IN_TRANSACTION_SECONDS", 300.0)
-_server_options = " ".join(
-    [
-        f"-c idle_in_transaction_session_timeout={int(RUNS_IDLE_IN_TRANSACTION_SECONDS * 1000)}",
-        "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
-        # Only the engine's own statements are prepared (runs/prepared.py), all looked up
-        # by key: one generic plan each, never planned again per execution.
-        "-c plan_cache_mode=force_generic_plan",
-    ]
-)
-DATABASES["default"].setdefault("OPTIONS", {})
-DATABASES["default"]["OPTIONS"] = {
-    "connect_timeout": max(1, int(RUNS_DB_CONNECT_TIMEOUT_SECONDS)),
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-    **DATABASES["default"]["OPTIONS"],
-    "options": f"{DATABASES['default']['OPTIONS'].get('options', '')} {_server_options}".strip(),
+# Sent at connection start, except through a pooler (config/database.py).
+_server_options = [
+    f"-c idle_in_transaction_session_timeout={int(RUNS_IDLE_IN_TRANSACTION_SECONDS * 1000)}",
+    "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
+    # Only the engine's own statements are prepared (runs/prepared.py), all looked up
+    # by key: one generic plan each, never planned again per execution.
+    "-c plan_cache_mode=force_generic_plan",
+]
+# DATABASE_POOLER=pgbouncer (or `?pooler=pgbouncer` in DATABASE_URL): DATABASE_URL names
+# a PgBouncer in transaction mode (docs/operating.md, "PgBouncer").
+DATABASES = {
+    "default": default_database(
+        os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/durable_runs"),
+        pooler=os.environ.get("DATABASE_POOLER"),
+        server_options=_server_options,
+        connect_timeout=max(1, int(RUNS_DB_CONNECT_TIMEOUT_SECONDS)),
+    )
 }
 if os.environ.get("RUNS_TEST_DATABASE"):
     # tests/conftest.py names a test database per session, so concurrent test runs on
@@ -376,9 +367,13 @@ CELERY_BEAT_SCHEDULE = {
 # sweeper's republish (RUNS_REPUBLISH_AFTER_SECONDS), as a lost message would.
 RUNS_DIRECT_SUCCESSORS = int(env_float("RUNS_DIRECT_SUCCESSORS", 20))
 # The engine's per-step statements are prepared once per connection (runs/prepared.py).
-# 0 for a connection pooler that cannot keep prepared statements (PgBouncer in
-# transaction mode before 1.21, or without max_prepared_statements).
-RUNS_PREPARED_STATEMENTS = env_bool("RUNS_PREPARED_STATEMENTS", True)
+# Unset: yes, unless behind a pooler (DATABASE_POOLER, or seen on the connection); 1
+# behind a PgBouncer that keeps them (docs/operating.md, "PgBouncer"); 0: never.
+RUNS_PREPARED_STATEMENTS = (
+    env_bool("RUNS_PREPARED_STATEMENTS", True)
+    if os.environ.get("RUNS_PREPARED_STATEMENTS", "").strip()
+    else None
+)
 # Default lease of an attempt; a step may declare its own. Renewed by ctx.heartbeat().
 RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # A queued step whose message has not started an attempt within this bound is

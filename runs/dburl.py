@@ -14,7 +14,8 @@ def database_url(settings_dict: Mapping[str, Any]) -> str:
     """`postgres://user:password@host:port/name?options` for a connection's
     settings_dict (`connection.settings_dict`). A Unix-socket host (a path) is
     percent-encoded, as dj-database-url expects; scalar OPTIONS (sslmode, …) become
-    query parameters."""
+    query parameters, and so does the pooler (config/database.py), which a child must
+    know of as well."""
     host = settings_dict.get("HOST") or ""
     host = quote(host, safe="") if host.startswith("/") else host
     auth = quote(settings_dict.get("USER") or "", safe="")
@@ -27,5 +28,7 @@ def database_url(settings_dict: Mapping[str, Any]) -> str:
         for key, value in (settings_dict.get("OPTIONS") or {}).items()
         if isinstance(value, (str, int, float)) and not isinstance(value, bool)
     }
+    if settings_dict.get("POOLER"):
+        options["pooler"] = settings_dict["POOLER"]
     query = f"?{urlencode(options)}" if options else ""
     return f"postgres://{auth}@{host}{port}/{name}{query}"

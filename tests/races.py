@@ -7,10 +7,11 @@ interleaving, no sleeps."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.utils import load_backend
 
 from tests.integration.harness import wait_for
 
@@ -37,10 +38,14 @@ def is_waiting_on_lock(pid: int) -> bool:
 
 
 class Background:
-    """Run `fn` in a thread with its own database connection; keep its result or error."""
+    """Run `fn` in a thread with its own database connection; keep its result or error.
+    `database` (a complete settings dict, e.g. the test database's with another HOST and
+    PORT) makes that thread's default connection one to it: everything `fn` runs, the
+    ORM and the engine alike, goes there."""
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], *, database: Mapping[str, Any] | None = None) -> None:
         self.fn = fn
+        self.database = database
         self.pid: int | None = None
         self.result: Any = None
         self.error: BaseException | None = None
@@ -51,6 +56,12 @@ class Background:
 
     def _run(self) -> None:
         try:
+            if self.database is not None:
+                backend = load_backend(self.database["ENGINE"])
+                # Connections are per thread: this replaces the default one of this thread only.
+                connections[DEFAULT_DB_ALIAS] = backend.DatabaseWrapper(
+                    dict(self.database), DEFAULT_DB_ALIAS
+                )
             self.pid = backend_pid()
             self._pid_ready.set()
             self.result = self.fn()

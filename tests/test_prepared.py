@@ -1,5 +1,6 @@
 """The engine's per-step statements are prepared once per connection (runs/prepared.py),
-and RUNS_PREPARED_STATEMENTS=0 (for a pooler that cannot keep them) prepares nothing."""
+and RUNS_PREPARED_STATEMENTS=0, or a connection whose settings name a pooler, prepares
+nothing (through a real PgBouncer: tests/integration/test_pgbouncer.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.test import override_settings
 from runs import engine
 from runs.models import Run, Step
 from runs.states import RunStatus
+from tests.races import Background
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,3 +48,13 @@ def test_with_prepared_statements_off_nothing_is_prepared():
     run_two_chains()
 
     assert prepared_statements() == []
+
+
+def test_a_connection_whose_settings_name_a_pooler_prepares_nothing():
+    def chains_then_prepared() -> list[tuple[str, int]]:
+        run_two_chains()
+        return prepared_statements()
+
+    database = {**connection.settings_dict, "POOLER": "pgbouncer"}
+
+    assert Background(chains_then_prepared, database=database).join() == []

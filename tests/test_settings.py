@@ -127,3 +127,67 @@ def test_settings_api_cache_reaches_the_embedded_redis_socket(tmp_path):
         assert cache.get("k") == 1
     finally:
         server.shutdown()
+
+
+# --- the database, directly or through a pooler (config/database.py) -------------------
+SERVER_OPTIONS = ["-c plan_cache_mode=force_generic_plan"]
+
+
+def database(url: str, pooler: str | None = None) -> dict[str, object]:
+    from config.database import default_database
+
+    return default_database(url, pooler=pooler, server_options=SERVER_OPTIONS, connect_timeout=5)
+
+
+def test_database_directly_sends_the_server_options_and_may_use_server_side_cursors():
+    db = database("postgres://u@db:5432/runs")
+
+    assert db["POOLER"] == ""
+    assert db["DISABLE_SERVER_SIDE_CURSORS"] is False
+    assert db["OPTIONS"]["options"] == "-c plan_cache_mode=force_generic_plan"
+
+
+@pytest.mark.parametrize(
+    ("url", "pooler"),
+    [
+        ("postgres://u@pgbouncer:6432/runs", "pgbouncer"),
+        ("postgres://u@pgbouncer:6432/runs?pooler=pgbouncer", None),
+        ("postgres://u@pgbouncer:6432/runs?pooler=PgBouncer", ""),
+        ("postgres://u@db:5432/runs?pooler=none", "pgbouncer"),  # the variable wins
+    ],
+)
+def test_database_behind_pgbouncer_from_the_variable_or_the_url(url, pooler):
+    db = database(url, pooler)
+
+    assert db["POOLER"] == "pgbouncer"
+    # Unknown to libpq: never handed to it.
+    assert "pooler" not in db["OPTIONS"]
+    # Session-level state that a transaction-mode pooler would lose or mix up.
+    assert db["DISABLE_SERVER_SIDE_CURSORS"] is True
+    assert "options" not in db["OPTIONS"]
+    assert db["OPTIONS"]["keepalives"] == 1  # libpq's own, to PgBouncer
+
+
+def test_database_behind_pgbouncer_keeps_options_the_url_gives_and_none_of_its_own():
+    db = database("postgres://u@pgbouncer:6432/runs?options=-c%20search_path%3Dx", "pgbouncer")
+
+    assert db["OPTIONS"]["options"] == "-c search_path=x"
+
+
+def test_database_pooler_none_overrides_the_url_and_unknown_ones_are_refused():
+    from django.core.exceptions import ImproperlyConfigured
+
+    assert database("postgres://u@db/runs?pooler=pgbouncer", "none")["POOLER"] == ""
+    with pytest.raises(ImproperlyConfigured, match="must be pgbouncer or none, not 'pgpool'"):
+        database("postgres://u@db/runs", "pgpool")
+
+
+def test_database_url_for_a_child_keeps_the_pooler():
+    import dj_database_url
+
+    from runs.dburl import database_url
+
+    url = database_url(database("postgres://u@pgbouncer:6432/runs", "pgbouncer"))
+
+    assert dj_database_url.parse(url)["OPTIONS"]["pooler"] == "pgbouncer"
+    assert database(url)["POOLER"] == "pgbouncer"

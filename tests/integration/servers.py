@@ -269,3 +269,155 @@ def private_redis(tmp_path) -> Iterator[PrivateRedis]:
         yield server
     finally:
         server.kill()
+
+
+# --- a private PgBouncer ---------------------------------------------------------------
+PGBOUNCER = "/usr/sbin/pgbouncer"  # Debian's package (.ci/run installs it)
+POOLED_DB = "pooled"  # the name clients ask PgBouncer for; it maps it to the test database
+
+
+def pgbouncer_binary() -> str:
+    """Debian's pgbouncer; without it the test is skipped, unless in CI, where it fails."""
+    if os.path.exists(PGBOUNCER):
+        return PGBOUNCER
+    message = f"PgBouncer not found at {PGBOUNCER}: `apt-get install pgbouncer` to run these tests"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+class PrivatePgBouncer:
+    """PgBouncer on a free port of 127.0.0.1, in front of the database of `target` (a
+    Django settings dict: the test database). By default in transaction mode with ONE
+    server connection, so that every client's transactions run on the same PostgreSQL
+    session, one after the other: what a busy pool does to any two clients, made certain."""
+
+    def __init__(self, base: pathlib.Path, target: dict[str, Any], **config: str) -> None:
+        self.base, self.target, self.port = base, target, free_port()
+        self.config = {
+            "pool_mode": "transaction",
+            "default_pool_size": "1",
+            # A client that waits for the pool longer than this gets an error rather than
+            # hanging a test until its timeout.
+            "query_wait_timeout": "30",
+            **config,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _write_config(self) -> pathlib.Path:
+        host, target = self.target.get("HOST") or "", self.target
+        server = [f"host={host or '127.0.0.1'}", f"dbname={target['NAME']}"]
+        if target.get("PORT"):
+            server.append(f"port={target['PORT']}")
+        if target.get("USER"):
+            server.append(f"user={target['USER']}")
+        if target.get("PASSWORD"):
+            server.append(f"password={target['PASSWORD']}")
+        settings = {
+            "listen_addr": "127.0.0.1",
+            "listen_port": str(self.port),
+            "unix_socket_dir": "",  # TCP only: no socket file left behind
+            # Clients are not authenticated (a test on localhost); PgBouncer still wants
+            # to find each user name in its auth_file.
+            "auth_type": "trust",
+            "auth_file": str(self.base / "users.txt"),
+            **self.config,
+        }
+        user = target.get("USER") or "postgres"
+        (self.base / "users.txt").write_text(f'"{user}" ""\n')
+        ini = self.base / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"{POOLED_DB} = {' '.join(server)}\n"
+            "[pgbouncer]\n" + "".join(f"{key} = {value}\n" for key, value in settings.items())
+        )
+        return ini
+
+    def _user(self) -> list[str]:
+        """PgBouncer refuses to run as root: as root, switch to a user who can reach the
+        server (the owner of its socket directory for a Unix socket, else nobody)."""
+        if os.geteuid() != 0:
+            return []
+        host = self.target.get("HOST") or ""
+        if host.startswith("/"):
+            import pwd
+
+            owner = pwd.getpwuid(os.stat(host).st_uid).pw_name
+            if owner != "root":
+                return ["-u", owner]
+        return ["-u", "nobody"]
+
+    def start(self) -> None:
+        binary = pgbouncer_binary()
+        ini = self._write_config()
+        # Output to a file, never a pipe that nobody reads.
+        with (self.base / "pgbouncer.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [binary, *self._user(), str(ini)],
+                cwd=self.base,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_for(self._serves, timeout=30, what="pgbouncer to serve", on_timeout=self.output)
+
+    def _serves(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"pgbouncer exited with {self.proc.returncode}\n{self.output()}")
+        try:
+            with psycopg.connect(self.conninfo(), connect_timeout=3, autocommit=True) as conn:
+                return conn.execute("SELECT 1").fetchone() == (1,)
+        except psycopg.OperationalError:
+            return False
+
+    def conninfo(self) -> str:
+        user = self.target.get("USER") or "postgres"
+        return f"host=127.0.0.1 port={self.port} dbname={POOLED_DB} user={user}"
+
+    def url(self) -> str:
+        user = self.target.get("USER") or "postgres"
+        return f"postgres://{user}@127.0.0.1:{self.port}/{POOLED_DB}"
+
+    def through(self, settings_dict: dict[str, Any]) -> dict[str, Any]:
+        """`settings_dict` (a Django connection's) with HOST, PORT and NAME naming this
+        pooler instead; everything else as it is."""
+        return {**settings_dict, "HOST": "127.0.0.1", "PORT": self.port, "NAME": POOLED_DB}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # immediate shutdown: clients are cut
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def output(self) -> str:
+        log = self.base / "pgbouncer.log"
+        return log.read_text(errors="replace")[-3000:] if log.exists() else ""
+
+
+@pytest.fixture
+def start_pgbouncer(transactional_db, tmp_path) -> Iterator[Any]:
+    """`start_pgbouncer(**config)`: a started PrivatePgBouncer in front of the test
+    database; `config` adds or overrides lines of its [pgbouncer] section. All are
+    stopped at the end of the test."""
+    from django.db import connection
+
+    started: list[PrivatePgBouncer] = []
+
+    def start(**config: str) -> PrivatePgBouncer:
+        base = tmp_path / f"pgbouncer{len(started)}"
+        base.mkdir()
+        pooler = PrivatePgBouncer(base, dict(connection.settings_dict), **config)
+        started.append(pooler)
+        pooler.start()
+        return pooler
+
+    try:
+        yield start
+    finally:
+        for pooler in started:
+            pooler.stop()
