@@ -30,7 +30,11 @@ candidate. It works in four stages, each in short transactions of at most
 Every stage records its progress on the rows it changes (MapRegistry.watermark,
 Run.payloads_compacted_at, RunHistorySummary and Run.compacted_at,
 Run.claims_purged_at) in the same transaction, so a purge killed at any point and
-run again continues where the last commit left it and ends in the same state.
+run again continues where the last commit left it and ends in the same state. The
+first stage that touches a run also sets Run.retention_started_at: from then on the
+run is not retried (operate.py), since what a retried step would read may be gone.
+Every stage takes the run row first (docs/architecture.md, "Locks"), skipping one
+that is held, so a stage and an operator's retry of the run never interleave.
 `preview()` counts what a purge would touch, with the same candidate queries.
 """
 
@@ -143,6 +147,14 @@ def _execute(sql: str, params: list[Any]) -> int:
         return int(cursor.rowcount)
 
 
+def _mark_started(run_ids: list[Any]) -> None:
+    """Mark the runs touched by retention, in the stage's transaction: from then on a
+    run is not retried (operate.py), since what a retried step reads may be gone."""
+    Run.objects.filter(pk__in=run_ids, retention_started_at__isnull=True).update(
+        retention_started_at=Now()
+    )
+
+
 def _runs_per_batch(batch: int) -> int:
     """Runs locked per transaction by the run-wide stages: a run brings a few rows
     (its steps, its step claims) to the payload stage, and the event and dedup stages
@@ -165,10 +177,14 @@ def _registry_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
 
 def _registry_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
     sql, params = _registry_candidates(policy)
-    rows = _fetch(sql + " ORDER BY r.finished_at, s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED", params)
+    # The run row first (docs/architecture.md, "Locks"), skipped if held: a retry that
+    # holds it is reopening the run, which then is no candidate any more. Then the step.
+    rows = _fetch(sql + " ORDER BY r.finished_at, s.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED", params)
     if not rows:
         return {}
     step_id, run_id = rows[0]
+    _fetch("SELECT id FROM runs_step WHERE id = %s FOR UPDATE", [step_id])
+    _mark_started([run_id])
     registry = MapRegistry.objects.filter(step_id=step_id).first()
     if registry is None:
         sizes = list(
@@ -257,7 +273,8 @@ def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
         return {}
     rows = _execute(
         f"UPDATE runs_run SET input = {compacted('input')}, result = CASE WHEN result IS NULL "
-        f"THEN NULL ELSE {compacted('result')} END, payloads_compacted_at = now() "
+        f"THEN NULL ELSE {compacted('result')} END, payloads_compacted_at = now(), "
+        "retention_started_at = coalesce(retention_started_at, now()) "
         "WHERE id = ANY(%s) AND payloads_compacted_at IS NULL",
         [ids],
     )
@@ -315,17 +332,19 @@ def _event_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
         # the deletes, so that a purge called inside a caller's transaction (where this
         # batch is a savepoint) leaves no right to delete behind it.
         cursor.execute("SET LOCAL durable_runs.retention = 'on'")
-        deleted, runs_done = _delete_events(ids, batch)
+        deleted, runs_done, touched = _delete_events(ids, batch)
+        _mark_started(touched)
         cursor.execute("SET LOCAL durable_runs.retention = 'off'")
     return {"runs": runs_done, "events_deleted": deleted}
 
 
-def _delete_events(ids: list[Any], batch: int) -> tuple[int, int]:
+def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
     """Fold the runs' oldest events (at most `batch` in all) into their summaries and
     delete them; a run left without events is marked compacted. Returns (events
-    deleted, runs compacted). Runs whose remaining events all fit in the budget are
-    handled together, a few statements for all of them; a run too big for what is left
-    of the budget is cut at it, its next events left to the next batch."""
+    deleted, runs compacted, runs whose events were deleted). Runs whose remaining
+    events all fit in the budget are handled together, a few statements for all of
+    them; a run too big for what is left of the budget is cut at it, its next events
+    left to the next batch."""
     remaining = dict(
         _fetch(
             "SELECT r, (SELECT count(*) FROM runs_event e WHERE e.run_id = r) "
@@ -375,7 +394,7 @@ def _delete_events(ids: list[Any], batch: int) -> tuple[int, int]:
         if n != len(events):
             raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
         deleted += n
-    return deleted, len(whole)
+    return deleted, len(whole), whole + ([cut[0]] if cut is not None else [])
 
 
 def _fold_into_summary(
