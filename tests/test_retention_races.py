@@ -5,6 +5,7 @@ first like every other transaction (docs/architecture.md, "Locks")."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 from datetime import timedelta
 from typing import Any
@@ -15,12 +16,15 @@ from django.db.models import F
 
 from runs import engine
 from runs.engine import faults, operate, retention
-from runs.models import Claim, MapRegistry, RetentionPolicy, Run, Step
+from runs.models import Claim, MapRegistry, RetentionPolicy, Run, Step, SubmissionKey
 from runs.states import RunStatus
 from tests.integration.harness import wait_for
 from tests.races import Background, is_waiting_on_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# runs.engine exports the function `submit`, which hides the module of that name.
+submit_module = importlib.import_module("runs.engine.submit")
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -179,3 +183,39 @@ def test_the_registry_stage_skips_a_run_a_retry_holds_and_the_retry_reads_every_
     run = drive(run)
     assert run.status == RunStatus.SUCCEEDED
     assert run.result == {"gather": {"values": [0, 2, 4, 6]}}
+
+
+# --- a resubmission and the dedup purge --------------------------------------------------
+def test_a_resubmission_racing_the_dedup_purge_of_its_key_gets_a_run_not_an_error(
+    monkeypatch,
+):
+    """A resubmission finds the key taken (its INSERT … ON CONFLICT DO NOTHING locks
+    nothing); before it reads the key, the dedup purge deletes it and commits. The
+    resubmission must not fail for the key it no longer finds: the dedup window is over,
+    so it is a new submission."""
+    first = engine.submit(workflow="pure-chain", input={}, key="order-9").run
+    first = drive(first)
+    age(first, 100)
+    retention.purge(policy=default_policy())  # payloads and events; the key stays
+    age(first, 300)
+    pause, real = PausePoint(), submit_module._claim_key
+
+    def claim_key(key: str, run_id: Any, digest: str) -> bool:
+        claimed = real(key, run_id, digest)
+        if not claimed and not pause.reached.is_set():
+            pause.hold()
+        return claimed
+
+    monkeypatch.setattr(submit_module, "_claim_key", claim_key)
+    again = Background(lambda: engine.submit(workflow="pure-chain", input={}, key="order-9"))
+    pause.wait()
+    purge = Background(lambda: run_stage("dedup"))
+    wait_for(lambda: _settled(purge), timeout=30, what="the purge to finish or wait")
+    pause.resume.set()
+    submission = again.join()
+    assert purge.join()["submission_keys_deleted"] == 1
+    monkeypatch.undo()
+
+    assert submission.created and submission.run.id != first.id
+    assert SubmissionKey.objects.get(key="order-9").run_id == submission.run.id
+    assert not SubmissionKey.objects.filter(run=first).exists()
