@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -82,17 +83,21 @@ class PausePoint:
 
 
 def pause_retention_after(
-    monkeypatch: pytest.MonkeyPatch, stage: str, after: int = 1
+    monkeypatch: pytest.MonkeyPatch, stage: str, after: int = 1, *, committed: bool = False
 ) -> PausePoint:
     """Pause the purge in the transaction of its `after`-th batch of `stage`, its work
-    done, before it commits (the point crash tests kill it at)."""
+    done, before it commits (the point crash tests kill it at); with `committed`, right
+    after that batch commits, before the next one starts."""
     pause, real, seen = PausePoint(), faults.hit, [0]
 
     def hit(point: str, step_name: str) -> None:
         if (point, step_name) == ("after_effect", f"retention-{stage}"):
             seen[0] += 1
             if seen[0] == after:
-                pause.hold()
+                if committed:
+                    transaction.on_commit(pause.hold)
+                else:
+                    pause.hold()
         real(point, step_name)
 
     monkeypatch.setattr(faults, "hit", hit)
@@ -219,3 +224,101 @@ def test_a_resubmission_racing_the_dedup_purge_of_its_key_gets_a_run_not_an_erro
     assert submission.created and submission.run.id != first.id
     assert SubmissionKey.objects.get(key="order-9").run_id == submission.run.id
     assert not SubmissionKey.objects.filter(run=first).exists()
+
+
+# --- a policy changed while its purge runs -----------------------------------------------
+def two_runs_past_their_dedup_window() -> list[Run]:
+    """Two finished runs with submission keys, their payloads and events already purged,
+    now past the default dedup window (365 days): one dedup batch each (batch=20)."""
+    runs = []
+    for key in ("order-1", "order-2"):
+        runs.append(drive(engine.submit(workflow="pure-chain", input={}, key=key).run))
+    for run in runs:
+        age(run, 100)
+    retention.purge(policy=default_policy())
+    for run in runs:
+        age(run, 300)
+    return runs
+
+
+def purge_while_the_policy_changes(
+    monkeypatch: pytest.MonkeyPatch, change: Callable[[RetentionPolicy], None]
+) -> retention.PolicyResult:
+    """Purge the default policy one run per batch; once its first dedup batch has
+    committed, before the next one starts, an operator changes the policy in another
+    session."""
+    policy = default_policy()
+    pause = pause_retention_after(monkeypatch, "dedup", committed=True)
+    purge = Background(lambda: retention.purge(policy=policy, batch=20))
+    pause.wait()
+    Background(lambda: change(RetentionPolicy.objects.get(pk=policy.pk))).join()
+    pause.resume.set()
+    result = purge.join()
+    monkeypatch.undo()
+    return result
+
+
+def purged(runs: list[Run]) -> list[bool]:
+    return [Run.objects.get(pk=r.pk).claims_purged_at is not None for r in runs]
+
+
+def test_a_dedup_window_lengthened_mid_purge_applies_from_the_next_batch(monkeypatch):
+    runs = two_runs_past_their_dedup_window()
+
+    def lengthen(policy: RetentionPolicy) -> None:
+        policy.dedup_days = 1000
+        policy.save()
+
+    result = purge_while_the_policy_changes(monkeypatch, lengthen)
+    assert sorted(purged(runs)) == [False, True]
+    assert SubmissionKey.objects.count() == 1
+    assert result.counts["dedup"]["submission_keys_deleted"] == 1
+
+
+def test_a_policy_disabled_mid_purge_stops_it(monkeypatch):
+    runs = two_runs_past_their_dedup_window()
+
+    def disable(policy: RetentionPolicy) -> None:
+        policy.enabled = False
+        policy.save()
+
+    result = purge_while_the_policy_changes(monkeypatch, disable)
+    assert sorted(purged(runs)) == [False, True]
+    assert SubmissionKey.objects.count() == 1
+    assert "disabled" in result.line()
+
+
+def test_a_policy_deleted_mid_purge_stops_it(monkeypatch):
+    runs = two_runs_past_their_dedup_window()
+    result = purge_while_the_policy_changes(monkeypatch, lambda policy: policy.delete())
+    assert sorted(purged(runs)) == [False, True]
+    assert SubmissionKey.objects.count() == 1
+    assert "deleted" in result.line()
+
+
+def test_a_batch_starting_while_its_policy_is_being_deleted_waits_and_stops(monkeypatch):
+    """The deletion has cleared the purge's record (SET NULL) and deleted the policy, not
+    yet committed, when the next batch starts: the batch must wait for it and stop, not
+    read the policy still there and purge under it."""
+    runs = two_runs_past_their_dedup_window()
+    policy = default_policy()
+    between = pause_retention_after(monkeypatch, "dedup", committed=True)
+    purge = Background(lambda: retention.purge(policy=policy, batch=20))
+    between.wait()
+    deleting = PausePoint()
+
+    def delete() -> None:
+        with transaction.atomic():
+            RetentionPolicy.objects.get(pk=policy.pk).delete()
+            deleting.hold()
+
+    deleter = Background(delete)
+    deleting.wait()
+    between.resume.set()
+    purge.wait_blocked()
+    deleting.resume.set()
+    deleter.join()
+    result = purge.join()
+    monkeypatch.undo()
+    assert sorted(purged(runs)) == [False, True]
+    assert "deleted" in result.line()

@@ -35,6 +35,8 @@ first stage that touches a run also sets Run.retention_started_at: from then on 
 run is not retried (operate.py), since what a retried step would read may be gone.
 Every stage takes the run row first (docs/architecture.md, "Locks"), skipping one
 that is held, so a stage and an operator's retry of the run never interleave.
+Each batch reads its policy again, so an operator's change applies from the next
+batch, and a policy disabled or deleted stops the purge.
 `preview()` counts what a purge would touch, with the same candidate queries.
 """
 
@@ -88,6 +90,7 @@ class PolicyResult:
     batches: int = 0
     seconds: float = 0.0
     purge_id: int | None = None
+    stopped: str = ""  # why the purge stopped before its end (its policy changed)
 
     def line(self) -> str:
         parts = [
@@ -95,6 +98,8 @@ class PolicyResult:
             for stage in STAGES
         ]
         verb = "would touch" if self.dry_run else f"in {self.batches} batches, {self.seconds:.2f}s"
+        if self.stopped:
+            verb += f", stopped: {self.stopped}"
         return f"policy {self.policy} ({verb}): " + "; ".join(parts)
 
 
@@ -540,22 +545,53 @@ def preview(*, policy: RetentionPolicy) -> PolicyResult:
     return result
 
 
+def _lock_record(purge_id: int) -> None:
+    """Lock the purge's own record first in each batch: a deletion of its policy
+    updates the record (SET NULL) before it deletes the policy, so a batch that starts
+    meanwhile waits for the deletion to commit, and then finds no policy."""
+    list(
+        RetentionPurge.objects.select_for_update(no_key=True)
+        .filter(pk=purge_id)
+        .values_list("id", flat=True)
+    )
+
+
+def _policy_now(policy_id: int) -> RetentionPolicy | str:
+    """The policy as committed now (an operator's change applies from the batch that
+    starts after it), or why the purge stops: it was disabled or deleted."""
+    policy = RetentionPolicy.objects.filter(pk=policy_id).first()
+    if policy is None:
+        return "the policy was deleted"
+    if not policy.enabled:
+        return "the policy was disabled"
+    return policy
+
+
 def purge(
     *, policy: RetentionPolicy, batch: int | None = None, timings: dict[str, float] | None = None
 ) -> PolicyResult:
     """Apply one policy, stage after stage, each to the end, in bounded transactions.
-    The RetentionPurge row is updated in every batch's transaction, so a purge that is
-    killed still shows what it committed. `timings` receives each stage's seconds."""
+    Each batch reads the policy again: its windows as they are now; disabled or deleted,
+    the purge stops. The RetentionPurge row is updated in every batch's transaction, so
+    a purge that is killed still shows what it committed. `timings` receives each
+    stage's seconds."""
     size = int(batch or settings.RUNS_RETENTION_BATCH)
     started = time.monotonic()
     record = RetentionPurge.objects.create(policy=policy, policy_name=policy.name)
     result = PolicyResult(policy=policy.name, dry_run=False, purge_id=record.id)
     for stage, (run_batch, _) in _STAGES.items():
+        if result.stopped:
+            break
         totals = result.counts.setdefault(stage, {})
         stage_started = time.monotonic()
         while True:
             with transaction.atomic():
-                done = run_batch(policy, size)
+                _lock_record(record.id)
+                current = _policy_now(policy.pk)
+                if isinstance(current, str):
+                    result.stopped = current
+                    break
+                done = run_batch(current, size)
                 if not done:
                     break
                 for key, value in done.items():
