@@ -12,11 +12,13 @@ candidate. It works in four stages, each in short transactions of at most
 1. registry (payload window): a map step's succeeded item claims become a watermark
    plus exceptions (MapRegistry), in plan order, `batch` items per transaction; the
    claims it covers are deleted in the transaction that moves the watermark.
-2. payloads (payload window): the run's input and result, its steps' results and its
-   claims' results become `{"compacted": true, "size": n, "sha256": hex}` (the size and
-   digest of the canonical JSON text). A resolved claim keeps its result: the database
-   refuses any update of a recorded resolution, and retention respects that. Event
-   payloads are not rewritten (the log refuses UPDATE): they go with their events.
+2. payloads (payload window): the run's input and result, its steps' results, its
+   batches' items (each item; its key stays), its claims' results and evidence and its
+   signals' payloads become `{"compacted": true, "size": n, "sha256": hex}` (the size
+   and digest of the canonical JSON text). A resolved claim keeps its result and
+   evidence: the database refuses any update of a recorded resolution, and retention
+   respects that; they go with the claim in stage 4. Event payloads are not rewritten
+   (the log refuses UPDATE): they go with their events.
 3. events (event window): the run's events are folded into its RunHistorySummary
    (counts per type, seq range, the projection verify_history needs) and deleted in
    the same transaction, under `SET LOCAL durable_runs.retention = 'on'`, the only
@@ -80,6 +82,21 @@ _COMPACT = (
 
 def compacted(column: str) -> str:
     return _COMPACT.format(col=column)
+
+
+def _compacted_or_null(column: str) -> str:
+    return f"CASE WHEN {column} IS NULL THEN NULL ELSE {compacted(column)} END"
+
+
+# A batch's items ([{"key", "item"}], copies of the mapped step's result): each item
+# compacted, its key kept, in order (the registry stage, verify_history and the run
+# page read the keys and how many there are).
+_ITEM = "(e.value->'item')"
+_COMPACT_ITEMS = (
+    "CASE WHEN items IS NULL THEN NULL ELSE (SELECT coalesce(jsonb_agg(jsonb_build_object("
+    f"'key', e.value->'key', 'item', {compacted(_ITEM)}) ORDER BY e.n), '[]'::jsonb) "
+    "FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)) END"
+)
 
 
 @dataclass
@@ -285,15 +302,24 @@ def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
     )
     if rows != len(ids):
         raise RuntimeError("a locked run was compacted by someone else")
+    # The run's rows in the lock order (docs/architecture.md): steps, claims, signals.
     rows += _execute(
-        f"UPDATE runs_step SET result = {compacted('result')} "
-        "WHERE run_id = ANY(%s) AND result IS NOT NULL",
+        f"UPDATE runs_step SET result = {_compacted_or_null('result')}, items = {_COMPACT_ITEMS} "
+        "WHERE run_id = ANY(%s) AND (result IS NOT NULL OR items IS NOT NULL)",
         [ids],
     )
-    # A resolved claim cannot change (runs_claim_resolution_final): it keeps its result.
+    # A resolved claim cannot change (runs_claim_resolution_final): it keeps its result
+    # and its evidence (only an unresolved claim gets evidence, and a resolution is the
+    # only way out of unresolved) until the dedup stage deletes it.
     rows += _execute(
-        f"UPDATE runs_claim SET result = {compacted('result')} "
-        "WHERE run_id = ANY(%s) AND result IS NOT NULL AND resolved_at IS NULL",
+        f"UPDATE runs_claim SET result = {_compacted_or_null('result')}, "
+        f"evidence = {_compacted_or_null('evidence')} WHERE run_id = ANY(%s) "
+        "AND (result IS NOT NULL OR evidence IS NOT NULL) AND resolved_at IS NULL",
+        [ids],
+    )
+    rows += _execute(
+        f"UPDATE runs_signal SET payload = {compacted('payload')} "
+        "WHERE run_id = ANY(%s) AND payload IS NOT NULL",
         [ids],
     )
     return {"runs": len(ids), "rows_compacted": rows}
@@ -304,9 +330,13 @@ def _payload_preview(policy: RetentionPolicy) -> dict[str, int]:
     sql, params = _payload_candidates(policy, registry_done=False)
     rows = _fetch(
         "SELECT count(*), coalesce(sum(1 "
-        "+ (SELECT count(*) FROM runs_step s WHERE s.run_id = x.id AND s.result IS NOT NULL) "
-        "+ (SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id AND c.result IS NOT NULL "
-        "AND c.resolved_at IS NULL AND NOT (c.item_key IS NOT NULL AND c.status = %s))), 0) "
+        "+ (SELECT count(*) FROM runs_step s WHERE s.run_id = x.id "
+        "AND (s.result IS NOT NULL OR s.items IS NOT NULL)) "
+        "+ (SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id "
+        "AND (c.result IS NOT NULL OR c.evidence IS NOT NULL) "
+        "AND c.resolved_at IS NULL AND NOT (c.item_key IS NOT NULL AND c.status = %s)) "
+        "+ (SELECT count(*) FROM runs_signal g WHERE g.run_id = x.id "
+        "AND g.payload IS NOT NULL)), 0) "
         f"FROM ({sql}) x",
         [ClaimStatus.SUCCEEDED, *params],
     )
