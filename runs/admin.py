@@ -238,6 +238,19 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
         from runs.engine.schedules import prepare_for_save
 
-        previous = Schedule.objects.filter(pk=obj.pk).first() if change else None
-        prepare_for_save(obj, previous)
-        super().save_model(request, obj, form, change)
+        if not change:
+            prepare_for_save(obj, None)
+            super().save_model(request, obj, form, change)
+            return
+        with transaction.atomic():
+            # `obj` was loaded before the form was checked, and the beat may have fired
+            # the schedule since (it advances the row under the row's lock): lock the row,
+            # decide from its current version, and write only what the form edits (and
+            # a restart's next tick), never the beat's columns as they were loaded.
+            previous = Schedule.objects.select_for_update().get(pk=obj.pk)
+            editable = {f.name for f in Schedule._meta.concrete_fields if f.editable}
+            fields = [name for name in form.fields if name in editable]
+            fields += prepare_for_save(obj, previous)
+            obj.updated_at = Now()
+            obj.save(update_fields=[*fields, "updated_at"])
+        obj.refresh_from_db()

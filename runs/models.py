@@ -49,9 +49,11 @@ class Run(models.Model):
     updated_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
     # Retention (runs/engine/retention.py), each set once, in the transaction that did it:
-    # bodies of inputs and results replaced by their size and digest; events removed
-    # (RunHistorySummary keeps what they said); claims and submission keys removed at
-    # the end of the dedup window.
+    # the first stage that touched the run (from then on it is not retried: what a
+    # retried step would read may be gone); bodies of inputs and results replaced by
+    # their size and digest; events removed (RunHistorySummary keeps what they said);
+    # claims and submission keys removed at the end of the dedup window.
+    retention_started_at = models.DateTimeField(null=True, blank=True)
     payloads_compacted_at = models.DateTimeField(null=True, blank=True)
     compacted_at = models.DateTimeField(null=True, blank=True)
     claims_purged_at = models.DateTimeField(null=True, blank=True)

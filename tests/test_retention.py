@@ -520,3 +520,62 @@ def test_a_purge_moves_the_retention_metric_by_what_it_committed(
         (purge,) = retention.apply()
     assert rows("events", "events_deleted") - before[0] == purge.counts["events"]["events_deleted"]
     assert rows("registry", "claims_deleted") - before[1] == 4
+
+
+# --- what the payload stage compacts ---------------------------------------------------------
+def test_the_payload_stage_compacts_signal_payloads_and_the_items_of_batches(db):
+    """A signal's payload and a batch's items (copies of the mapped step's result) are
+    payloads like the run's results: compacted with them, the items' keys kept (the
+    registry and verify_history read them). The preview counts the same rows."""
+    from runs.models import Signal
+
+    waited = engine.submit_run(workflow="wait-approval", input={"order": 7})
+    drive(waited)
+    decision = {"approved": True, "by": "someone@example.com"}
+    engine.send_signal(run_id=waited.id, name="approval", payload=decision, actor="ann")
+    waited = drive(waited)
+    assert waited.status == "succeeded"
+    mapped = finished(count=3, batch_size=2)
+    batches = {b.id: b.items for b in Step.objects.filter(run=mapped, parent__isnull=False)}
+    assert sorted(len(items) for items in batches.values()) == [1, 2]
+    for run in (waited, mapped):
+        age(run, 100)
+
+    (preview,) = retention.apply(dry_run=True)
+    (purge,) = retention.apply()
+
+    assert Signal.objects.get(run=waited).payload == digest_of(decision)
+    for batch in Step.objects.filter(run=mapped, parent__isnull=False):
+        assert batch.items == [
+            {"key": pair["key"], "item": digest_of(pair["item"])} for pair in batches[batch.id]
+        ]
+    assert purge.counts["payloads"] == preview.counts["payloads"]
+
+
+def test_a_resolved_claim_keeps_its_result_and_evidence_until_the_dedup_window_ends(db):
+    """A recorded resolution is final (the database refuses any update of it): the
+    payload stage leaves the resolved claim's result and evidence as they are, and
+    they go with the claim at the end of the dedup window."""
+    from runs.engine.resolve import resolve_claim
+    from tests.factories import crashed_merge
+
+    claim = crashed_merge()
+    evidence = {"seen": "merge 1 in the code host's log"}
+    resolve_claim(
+        claim, "succeeded", actor="ann", note="merged", result={"sha": "abc"}, evidence=evidence
+    )
+    run = Run.objects.get(pk=claim.run_id)
+    assert run.status == "succeeded"
+    age(run, 100)
+
+    (preview,) = retention.apply(dry_run=True)
+    (purge,) = retention.apply()
+
+    run.refresh_from_db()
+    assert run.payloads_compacted_at is not None
+    claim.refresh_from_db()
+    assert (claim.result, claim.evidence) == ({"sha": "abc"}, {"resolution": evidence})
+    assert purge.counts["payloads"] == preview.counts["payloads"]
+    age(run, 300)
+    retention.apply()
+    assert not Claim.objects.filter(run=run).exists()

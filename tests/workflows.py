@@ -562,6 +562,37 @@ def gather(ctx: Context) -> dict[str, Any]:
     }
 
 
+# The same map, but its collector fails on its first attempt: the run fails after every
+# item completed, and a retry of `gather` reads the items' results again.
+collect_map_fails_once = workflow(
+    "collect-map-fails-once",
+    version=1,
+    input={"count": int, "batch_size": Field(int, default=50)},
+)
+
+
+@collect_map_fails_once.step(kind=PURE, name="numbers")
+def count_up_again(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+@collect_map_fails_once.map_step(
+    over="numbers", batch_size="batch_size", kind=TRANSACTIONAL, name="double"
+)
+def double_again(ctx: Context, n: int) -> int:
+    return n * 2
+
+
+@collect_map_fails_once.step(
+    kind=PURE, collect="double", name="gather", retry=Retry(max_attempts=1)
+)
+def gather_after_a_failure(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt == 1:
+        raise RuntimeError("gather fails on its first attempt")
+    assert ctx.collected is not None
+    return {"values": list(ctx.collected)}
+
+
 # --- compensation -----------------------------------------------------------------------
 compensated = workflow(
     "compensated-order", version=1, input={"outcome": str, "undo": Field(str, default="ok")}

@@ -12,7 +12,7 @@ of them can wait for each other:
 A transaction that does not act for an attempt (cancel, retry, signal, resolution,
 wait, compensation, timer) starts at 2: lock_run() first. Nothing holding a run row
 ever waits for a row that an attempt owns (a running step, an in-flight claim), and no
-transaction locks two runs' rows.
+transaction waits for two runs' rows (retention's batches take theirs SKIP LOCKED).
 
 lock_run() takes the row FOR UPDATE, the strongest row lock: the start of an attempt
 reads its run's status FOR KEY SHARE, which only FOR UPDATE blocks, so a transition that

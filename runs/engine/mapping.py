@@ -162,11 +162,12 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
         p["key"]: keys.item_key(run.id, step.name, parent_revision, p["key"]) for p in pairs
     }
     # The items done before (a retried batch, or one re-run after retention compacted
-    # its map): those with a succeeded claim, and those the compacted registry covers,
-    # whose claims are gone, so their claim insert would no longer refuse them. Two
-    # reads per batch, not per item, and none on a batch's first attempt: its items'
-    # keys (run, map step, plan revision, item key; unique within the map) cannot have
-    # been claimed by anyone before it.
+    # its map, which no retry does any more, but the registry still answers): those
+    # with a succeeded claim, and those the compacted registry covers, whose claims are
+    # gone, so their claim insert would no longer refuse them. Two reads per batch, not
+    # per item, and none on a batch's first attempt: its items' keys (run, map step,
+    # plan revision, item key; unique within the map) cannot have been claimed by
+    # anyone before it.
     done = completed_items(step, pairs, claim_keys) if started.attempt.number > 1 else set()
     completed = skipped = 0
     for pair in pairs:

@@ -145,11 +145,15 @@ def _checked_run(run_id: uuid.UUID | str) -> Run:
         raise RunNotFound(run_id)
     if run.status != RunStatus.FAILED:
         raise RunNotActive(run, "retried (only a failed run's steps are retried)")
-    if run.payloads_compacted_at is not None:
-        # Its steps' results are gone (retention kept sizes and digests): a retried step
-        # would feed its successors a digest instead of a result.
+    if run.retention_started_at is not None:
+        # What a retried step reads may be gone: the registry stage deletes a map's item
+        # claims (ctx.collected would read None for each item), the payload stage turns
+        # results into digests. Retention's stages lock the run first, so a retry that
+        # holds the run sees every stage that committed before it.
         raise StepNotRetryable(
-            f"run {run.id} cannot be retried: retention compacted its inputs and results"
+            f"run {run.id} cannot be retried: retention compacted it (since "
+            f"{run.retention_started_at:%Y-%m-%d %H:%M:%S}): its map items' results, "
+            "inputs and results may be gone"
         )
     return run
 

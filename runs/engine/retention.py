@@ -12,11 +12,13 @@ candidate. It works in four stages, each in short transactions of at most
 1. registry (payload window): a map step's succeeded item claims become a watermark
    plus exceptions (MapRegistry), in plan order, `batch` items per transaction; the
    claims it covers are deleted in the transaction that moves the watermark.
-2. payloads (payload window): the run's input and result, its steps' results and its
-   claims' results become `{"compacted": true, "size": n, "sha256": hex}` (the size and
-   digest of the canonical JSON text). A resolved claim keeps its result: the database
-   refuses any update of a recorded resolution, and retention respects that. Event
-   payloads are not rewritten (the log refuses UPDATE): they go with their events.
+2. payloads (payload window): the run's input and result, its steps' results, its
+   batches' items (each item; its key stays), its claims' results and evidence and its
+   signals' payloads become `{"compacted": true, "size": n, "sha256": hex}` (the size
+   and digest of the canonical JSON text). A resolved claim keeps its result and
+   evidence: the database refuses any update of a recorded resolution, and retention
+   respects that; they go with the claim in stage 4. Event payloads are not rewritten
+   (the log refuses UPDATE): they go with their events.
 3. events (event window): the run's events are folded into its RunHistorySummary
    (counts per type, seq range, the projection verify_history needs) and deleted in
    the same transaction, under `SET LOCAL durable_runs.retention = 'on'`, the only
@@ -30,7 +32,13 @@ candidate. It works in four stages, each in short transactions of at most
 Every stage records its progress on the rows it changes (MapRegistry.watermark,
 Run.payloads_compacted_at, RunHistorySummary and Run.compacted_at,
 Run.claims_purged_at) in the same transaction, so a purge killed at any point and
-run again continues where the last commit left it and ends in the same state.
+run again continues where the last commit left it and ends in the same state. The
+first stage that touches a run also sets Run.retention_started_at: from then on the
+run is not retried (operate.py), since what a retried step would read may be gone.
+Every stage takes the run row first (docs/architecture.md, "Locks"), skipping one
+that is held, so a stage and an operator's retry of the run never interleave.
+Each batch reads its policy again, so an operator's change applies from the next
+batch, and a policy disabled or deleted stops the purge.
 `preview()` counts what a purge would touch, with the same candidate queries.
 """
 
@@ -76,6 +84,21 @@ def compacted(column: str) -> str:
     return _COMPACT.format(col=column)
 
 
+def _compacted_or_null(column: str) -> str:
+    return f"CASE WHEN {column} IS NULL THEN NULL ELSE {compacted(column)} END"
+
+
+# A batch's items ([{"key", "item"}], copies of the mapped step's result): each item
+# compacted, its key kept, in order (the registry stage, verify_history and the run
+# page read the keys and how many there are).
+_ITEM = "(e.value->'item')"
+_COMPACT_ITEMS = (
+    "CASE WHEN items IS NULL THEN NULL ELSE (SELECT coalesce(jsonb_agg(jsonb_build_object("
+    f"'key', e.value->'key', 'item', {compacted(_ITEM)}) ORDER BY e.n), '[]'::jsonb) "
+    "FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)) END"
+)
+
+
 @dataclass
 class PolicyResult:
     policy: str
@@ -84,6 +107,7 @@ class PolicyResult:
     batches: int = 0
     seconds: float = 0.0
     purge_id: int | None = None
+    stopped: str = ""  # why the purge stopped before its end (its policy changed)
 
     def line(self) -> str:
         parts = [
@@ -91,6 +115,8 @@ class PolicyResult:
             for stage in STAGES
         ]
         verb = "would touch" if self.dry_run else f"in {self.batches} batches, {self.seconds:.2f}s"
+        if self.stopped:
+            verb += f", stopped: {self.stopped}"
         return f"policy {self.policy} ({verb}): " + "; ".join(parts)
 
 
@@ -143,6 +169,14 @@ def _execute(sql: str, params: list[Any]) -> int:
         return int(cursor.rowcount)
 
 
+def _mark_started(run_ids: list[Any]) -> None:
+    """Mark the runs touched by retention, in the stage's transaction: from then on a
+    run is not retried (operate.py), since what a retried step reads may be gone."""
+    Run.objects.filter(pk__in=run_ids, retention_started_at__isnull=True).update(
+        retention_started_at=Now()
+    )
+
+
 def _runs_per_batch(batch: int) -> int:
     """Runs locked per transaction by the run-wide stages: a run brings a few rows
     (its steps, its step claims) to the payload stage, and the event and dedup stages
@@ -165,10 +199,14 @@ def _registry_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
 
 def _registry_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
     sql, params = _registry_candidates(policy)
-    rows = _fetch(sql + " ORDER BY r.finished_at, s.id LIMIT 1 FOR UPDATE OF s SKIP LOCKED", params)
+    # The run row first (docs/architecture.md, "Locks"), skipped if held: a retry that
+    # holds it is reopening the run, which then is no candidate any more. Then the step.
+    rows = _fetch(sql + " ORDER BY r.finished_at, s.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED", params)
     if not rows:
         return {}
     step_id, run_id = rows[0]
+    _fetch("SELECT id FROM runs_step WHERE id = %s FOR UPDATE", [step_id])
+    _mark_started([run_id])
     registry = MapRegistry.objects.filter(step_id=step_id).first()
     if registry is None:
         sizes = list(
@@ -257,21 +295,31 @@ def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
         return {}
     rows = _execute(
         f"UPDATE runs_run SET input = {compacted('input')}, result = CASE WHEN result IS NULL "
-        f"THEN NULL ELSE {compacted('result')} END, payloads_compacted_at = now() "
+        f"THEN NULL ELSE {compacted('result')} END, payloads_compacted_at = now(), "
+        "retention_started_at = coalesce(retention_started_at, now()) "
         "WHERE id = ANY(%s) AND payloads_compacted_at IS NULL",
         [ids],
     )
     if rows != len(ids):
         raise RuntimeError("a locked run was compacted by someone else")
+    # The run's rows in the lock order (docs/architecture.md): steps, claims, signals.
     rows += _execute(
-        f"UPDATE runs_step SET result = {compacted('result')} "
-        "WHERE run_id = ANY(%s) AND result IS NOT NULL",
+        f"UPDATE runs_step SET result = {_compacted_or_null('result')}, items = {_COMPACT_ITEMS} "
+        "WHERE run_id = ANY(%s) AND (result IS NOT NULL OR items IS NOT NULL)",
         [ids],
     )
-    # A resolved claim cannot change (runs_claim_resolution_final): it keeps its result.
+    # A resolved claim cannot change (runs_claim_resolution_final): it keeps its result
+    # and its evidence (only an unresolved claim gets evidence, and a resolution is the
+    # only way out of unresolved) until the dedup stage deletes it.
     rows += _execute(
-        f"UPDATE runs_claim SET result = {compacted('result')} "
-        "WHERE run_id = ANY(%s) AND result IS NOT NULL AND resolved_at IS NULL",
+        f"UPDATE runs_claim SET result = {_compacted_or_null('result')}, "
+        f"evidence = {_compacted_or_null('evidence')} WHERE run_id = ANY(%s) "
+        "AND (result IS NOT NULL OR evidence IS NOT NULL) AND resolved_at IS NULL",
+        [ids],
+    )
+    rows += _execute(
+        f"UPDATE runs_signal SET payload = {compacted('payload')} "
+        "WHERE run_id = ANY(%s) AND payload IS NOT NULL",
         [ids],
     )
     return {"runs": len(ids), "rows_compacted": rows}
@@ -282,9 +330,13 @@ def _payload_preview(policy: RetentionPolicy) -> dict[str, int]:
     sql, params = _payload_candidates(policy, registry_done=False)
     rows = _fetch(
         "SELECT count(*), coalesce(sum(1 "
-        "+ (SELECT count(*) FROM runs_step s WHERE s.run_id = x.id AND s.result IS NOT NULL) "
-        "+ (SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id AND c.result IS NOT NULL "
-        "AND c.resolved_at IS NULL AND NOT (c.item_key IS NOT NULL AND c.status = %s))), 0) "
+        "+ (SELECT count(*) FROM runs_step s WHERE s.run_id = x.id "
+        "AND (s.result IS NOT NULL OR s.items IS NOT NULL)) "
+        "+ (SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id "
+        "AND (c.result IS NOT NULL OR c.evidence IS NOT NULL) "
+        "AND c.resolved_at IS NULL AND NOT (c.item_key IS NOT NULL AND c.status = %s)) "
+        "+ (SELECT count(*) FROM runs_signal g WHERE g.run_id = x.id "
+        "AND g.payload IS NOT NULL)), 0) "
         f"FROM ({sql}) x",
         [ClaimStatus.SUCCEEDED, *params],
     )
@@ -315,17 +367,19 @@ def _event_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
         # the deletes, so that a purge called inside a caller's transaction (where this
         # batch is a savepoint) leaves no right to delete behind it.
         cursor.execute("SET LOCAL durable_runs.retention = 'on'")
-        deleted, runs_done = _delete_events(ids, batch)
+        deleted, runs_done, touched = _delete_events(ids, batch)
+        _mark_started(touched)
         cursor.execute("SET LOCAL durable_runs.retention = 'off'")
     return {"runs": runs_done, "events_deleted": deleted}
 
 
-def _delete_events(ids: list[Any], batch: int) -> tuple[int, int]:
+def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
     """Fold the runs' oldest events (at most `batch` in all) into their summaries and
     delete them; a run left without events is marked compacted. Returns (events
-    deleted, runs compacted). Runs whose remaining events all fit in the budget are
-    handled together, a few statements for all of them; a run too big for what is left
-    of the budget is cut at it, its next events left to the next batch."""
+    deleted, runs compacted, runs whose events were deleted). Runs whose remaining
+    events all fit in the budget are handled together, a few statements for all of
+    them; a run too big for what is left of the budget is cut at it, its next events
+    left to the next batch."""
     remaining = dict(
         _fetch(
             "SELECT r, (SELECT count(*) FROM runs_event e WHERE e.run_id = r) "
@@ -375,7 +429,7 @@ def _delete_events(ids: list[Any], batch: int) -> tuple[int, int]:
         if n != len(events):
             raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
         deleted += n
-    return deleted, len(whole)
+    return deleted, len(whole), whole + ([cut[0]] if cut is not None else [])
 
 
 def _fold_into_summary(
@@ -521,22 +575,53 @@ def preview(*, policy: RetentionPolicy) -> PolicyResult:
     return result
 
 
+def _lock_record(purge_id: int) -> None:
+    """Lock the purge's own record first in each batch: a deletion of its policy
+    updates the record (SET NULL) before it deletes the policy, so a batch that starts
+    meanwhile waits for the deletion to commit, and then finds no policy."""
+    list(
+        RetentionPurge.objects.select_for_update(no_key=True)
+        .filter(pk=purge_id)
+        .values_list("id", flat=True)
+    )
+
+
+def _policy_now(policy_id: int) -> RetentionPolicy | str:
+    """The policy as committed now (an operator's change applies from the batch that
+    starts after it), or why the purge stops: it was disabled or deleted."""
+    policy = RetentionPolicy.objects.filter(pk=policy_id).first()
+    if policy is None:
+        return "the policy was deleted"
+    if not policy.enabled:
+        return "the policy was disabled"
+    return policy
+
+
 def purge(
     *, policy: RetentionPolicy, batch: int | None = None, timings: dict[str, float] | None = None
 ) -> PolicyResult:
     """Apply one policy, stage after stage, each to the end, in bounded transactions.
-    The RetentionPurge row is updated in every batch's transaction, so a purge that is
-    killed still shows what it committed. `timings` receives each stage's seconds."""
+    Each batch reads the policy again: its windows as they are now; disabled or deleted,
+    the purge stops. The RetentionPurge row is updated in every batch's transaction, so
+    a purge that is killed still shows what it committed. `timings` receives each
+    stage's seconds."""
     size = int(batch or settings.RUNS_RETENTION_BATCH)
     started = time.monotonic()
     record = RetentionPurge.objects.create(policy=policy, policy_name=policy.name)
     result = PolicyResult(policy=policy.name, dry_run=False, purge_id=record.id)
     for stage, (run_batch, _) in _STAGES.items():
+        if result.stopped:
+            break
         totals = result.counts.setdefault(stage, {})
         stage_started = time.monotonic()
         while True:
             with transaction.atomic():
-                done = run_batch(policy, size)
+                _lock_record(record.id)
+                current = _policy_now(policy.pk)
+                if isinstance(current, str):
+                    result.stopped = current
+                    break
+                done = run_batch(current, size)
                 if not done:
                     break
                 for key, value in done.items():

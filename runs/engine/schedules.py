@@ -252,19 +252,23 @@ def _json(value: Any) -> str:
     return json.dumps(value)
 
 
-def prepare_for_save(schedule: Schedule, previous: Schedule | None) -> None:
-    """Before the admin saves a row: a new schedule, a changed cron or time zone, or a
-    schedule enabled again starts at its next tick from now (pausing is not missing)."""
+def prepare_for_save(schedule: Schedule, previous: Schedule | None) -> list[str]:
+    """Before the admin saves a row, given the row as it is now (`previous`, locked;
+    None for a new schedule): a new schedule, a changed cron or time zone, or a schedule
+    enabled again starts at its next tick from now (pausing is not missing). Returns
+    the beat's columns it set, which the save must write too."""
     restart = (
         previous is None
-        or schedule.next_tick_at is None
+        or previous.next_tick_at is None
         or previous.cron != schedule.cron
         or previous.timezone != schedule.timezone
         or (schedule.enabled and not previous.enabled)
     )
-    if restart:
-        schedule.next_tick_at = next_tick_after(schedule.cron, schedule.timezone, db_now())
-        schedule.last_error = ""
+    if not restart:
+        return []
+    schedule.next_tick_at = next_tick_after(schedule.cron, schedule.timezone, db_now())
+    schedule.last_error = ""
+    return ["next_tick_at", "last_error"]
 
 
 # -- firing -------------------------------------------------------------------------

@@ -7,7 +7,8 @@ give back the run the first one created; the same key with another request is re
 The database decides, not a Python check: the key is inserted first, in the run's own
 transaction (`INSERT … ON CONFLICT DO NOTHING`), so of any number of concurrent
 submissions with one key exactly one creates a run, and the others, having waited for
-it to commit, find it.
+it to commit, find it. A key that the dedup purge deletes between the insert that finds
+it and the read is free again: the submission inserts it and creates a run.
 """
 
 from __future__ import annotations
@@ -91,8 +92,8 @@ def submit(
         run_id = uuid.uuid4()
         if key is not None:
             digest = request_digest(workflow, version, input)
-            if not _claim_key(key, run_id, digest):
-                existing = SubmissionKey.objects.select_related("run").get(key=key)
+            existing = _existing_key(key, run_id, digest)
+            if existing is not None:
                 if existing.request_digest != digest:
                     raise SubmissionKeyConflict(key, existing.run_id)
                 return Submission(existing.run, created=False)
@@ -138,6 +139,25 @@ def submit(
         publish_on_commit(ready)
     run.refresh_from_db()
     return Submission(run, created=True)
+
+
+# Each try ends with the key inserted, or read; a read finds nothing only when the
+# dedup purge deleted the key in between, which it does once per key.
+KEY_CLAIM_TRIES = 3
+
+
+def _existing_key(key: str, run_id: uuid.UUID, digest: str) -> SubmissionKey | None:
+    """None once the key is inserted for the run about to be created; else the key as an
+    earlier submission left it. The INSERT … DO NOTHING that finds the key locks
+    nothing, so retention's dedup purge may delete the key (its run's dedup window is
+    over) before it is read: then the key is free, and inserted again."""
+    for _ in range(KEY_CLAIM_TRIES):
+        if _claim_key(key, run_id, digest):
+            return None
+        existing = SubmissionKey.objects.select_related("run").filter(key=key).first()
+        if existing is not None:
+            return existing
+    raise RuntimeError(f"submission key {key!r} vanished {KEY_CLAIM_TRIES} times in a row")
 
 
 def _claim_key(key: str, run_id: uuid.UUID, digest: str) -> bool:
