@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 from django.db.models import Count
@@ -41,6 +44,25 @@ def submit(env: dict[str, str]) -> str:
     return out.strip().splitlines()[-1]
 
 
+def hold_run_when(
+    pg: Any, run_id: str, ready: Callable[[], bool], *, timeout: float = 30
+) -> psycopg.Connection[Any]:
+    """A connection holding the run's row FOR UPDATE, returned once `ready()` is true
+    while it holds it: no item commits meanwhile, so what `ready()` saw is what the
+    database has. Between looks the row is released for a moment, and the run goes on."""
+    deadline = time.monotonic() + timeout
+    conn = psycopg.connect(pg.url.replace("postgres://", "postgresql://"), autocommit=False)
+    while True:
+        conn.execute("SELECT 1 FROM runs_run WHERE id = %s FOR UPDATE", (run_id,))
+        if ready():
+            return conn
+        conn.rollback()
+        if time.monotonic() > deadline:
+            conn.close()
+            raise AssertionError(f"timed out after {timeout}s waiting while holding {run_id}")
+        time.sleep(0.02)
+
+
 # --- the tests ------------------------------------------------------------------------
 
 
@@ -62,13 +84,14 @@ def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, priv
         row = pg.query("SELECT status FROM runs_run WHERE id = %s", (run_id,))
         return None if row is None else str(row[0])
 
-    wait_for(
-        lambda: migrated() >= MIGRATED_BEFORE_FAULT,
-        timeout=30,
-        what=f"{MIGRATED_BEFORE_FAULT} migrated rows",
-        on_timeout=cluster.logs,
-    )
+    # The crash must come mid-migration, however fast the workers are: the test looks at
+    # the count while it holds the run's row FOR UPDATE, which every item's commit waits
+    # for (its claim's foreign key share-locks the run), and crashes the server while
+    # still holding it once enough rows are in.
+    gate = hold_run_when(pg, run_id, lambda: migrated() >= MIGRATED_BEFORE_FAULT)
+    assert migrated() < INPUT["count"], "the outage came after the migration had finished"
     pg.stop("immediate")  # a crash: no shutdown checkpoint, every backend killed
+    gate.close()
     time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
     pg.start()
     # What survived the crash (committed rows); nothing runs again before a sweep.
