@@ -167,14 +167,16 @@ if os.environ.get("RUNS_TEST_DATABASE"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["RUNS_TEST_DATABASE"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Django's validators, with a longer minimum than its default of 8: an operator's
+# password alone (no second factor) lets its holder decide claims and cancel runs.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": f"django.contrib.auth.password_validation.{name}"}
-    for name in (
-        "UserAttributeSimilarityValidator",
-        "MinimumLengthValidator",
-        "CommonPasswordValidator",
-        "NumericPasswordValidator",
-    )
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

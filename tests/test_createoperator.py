@@ -81,6 +81,7 @@ def test_createoperator_refuses_weak_password_one_line_per_problem(db, monkeypat
         createoperator("alice")
 
     assert str(refused.value).splitlines() == [
+        "password refused: This password is too short. It must contain at least 12 characters.",
         "password refused: This password is too common.",
         "password refused: This password is entirely numeric.",
     ]
@@ -96,6 +97,7 @@ def test_createoperator_refused_password_changes_nothing(db, monkeypatch):
 
     assert str(refused.value).splitlines() == [
         "password refused: The password is too similar to the username.",
+        "password refused: This password is too short. It must contain at least 12 characters.",
         "password refused: This password is too common.",
     ]
     user.refresh_from_db()
@@ -124,7 +126,20 @@ def test_createoperator_short_password_exits_1_with_one_line(transactional_db, t
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == (
         "CommandError: password refused: "
-        "This password is too short. It must contain at least 8 characters.\n"
+        "This password is too short. It must contain at least 12 characters.\n"
+    )
+    assert not User.objects.filter(username="alice").exists()
+
+
+def test_createoperator_refuses_11_characters_in_one_line(db, monkeypatch):
+    """Eleven characters that no other validator objects to: the length alone is at fault."""
+    monkeypatch.setenv("OPERATOR_PASSWORD", "Qv7!mRt2#kZ")
+
+    with pytest.raises(CommandError) as refused:
+        createoperator("alice")
+
+    assert str(refused.value) == (
+        "password refused: This password is too short. It must contain at least 12 characters."
     )
     assert not User.objects.filter(username="alice").exists()
 
@@ -160,7 +175,7 @@ def test_createoperator_prompted_password_is_validated(db, prompts):
         createoperator("alice", stdin=Terminal())
 
     assert str(refused.value).splitlines() == [
-        "password refused: This password is too short. It must contain at least 8 characters.",
+        "password refused: This password is too short. It must contain at least 12 characters.",
     ]
     assert not User.objects.filter(username="alice").exists()
 

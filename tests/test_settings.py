@@ -91,6 +91,18 @@ def test_settings_password_validators_are_django_defaults():
     ]
 
 
+def test_settings_passwords_need_at_least_12_characters():
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    validate_password("Qv7!mRt2#kZx")  # twelve: accepted
+    with pytest.raises(ValidationError) as refused:
+        validate_password("Qv7!mRt2#kZ")
+    assert refused.value.messages == [
+        "This password is too short. It must contain at least 12 characters."
+    ]
+
+
 @pytest.mark.parametrize(
     ("broker", "backend", "location"),
     [

@@ -4,9 +4,9 @@ service account that submits runs through the API with --submitter.
 
 The password comes from OPERATOR_PASSWORD or from a prompt (asked twice), never from the
 command line, where `ps` shows it to every user of the machine. It must pass
-AUTH_PASSWORD_VALIDATORS; a refused password changes nothing. With neither a variable nor
-a terminal, an existing account keeps its password and a new one gets none (it can still
-use an API token).
+AUTH_PASSWORD_VALIDATORS (at least 12 characters); a refused password changes nothing.
+With neither a variable nor a terminal, an existing account keeps its password and a new
+one gets none (it can still use an API token).
 """
 
 from __future__ import annotations
