@@ -1,5 +1,6 @@
 """`createoperator NAME [--token]`: the password comes from OPERATOR_PASSWORD or a prompt,
-never the command line, and is checked by Django's password validators."""
+never the command line, and is checked by Django's password validators. API tokens through
+requests: tests/test_api_tokens.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from tests.integration import harness
 
@@ -93,7 +94,7 @@ def test_createoperator_refused_password_changes_nothing(db, monkeypatch):
     monkeypatch.setenv("OPERATOR_PASSWORD", "alice123")
 
     with pytest.raises(CommandError) as refused:
-        createoperator("alice", "--token")
+        createoperator("alice")
 
     assert str(refused.value).splitlines() == [
         "password refused: The password is too similar to the username.",
@@ -102,7 +103,16 @@ def test_createoperator_refused_password_changes_nothing(db, monkeypatch):
     ]
     user.refresh_from_db()
     assert user.check_password(OLD)
-    assert (user.is_superuser, user.groups.count(), Token.objects.count()) == (False, 0, 0)
+    assert (user.is_superuser, user.groups.count()) == (False, 0)
+
+
+def test_createoperator_refused_password_makes_no_account_and_no_token(db, monkeypatch):
+    monkeypatch.setenv("OPERATOR_PASSWORD", "bob123")
+
+    with pytest.raises(CommandError, match=r"^password refused: "):
+        createoperator("bob", "--token")
+
+    assert (User.objects.filter(username="bob").count(), AuthToken.objects.count()) == (0, 0)
 
 
 def test_createoperator_short_password_exits_1_with_one_line(transactional_db, tmp_path):
@@ -218,14 +228,16 @@ def test_createoperator_without_terminal_or_variable_keeps_existing_password(
     assert (out, err) == ("", "updated operator alice (password unchanged)\n")
 
 
-def test_createoperator_token_is_printed_and_stable(db, monkeypatch):
+def test_createoperator_token_is_printed_once_and_each_time_a_new_one(db, monkeypatch):
+    """Only a token's hash is stored: the command cannot print an existing one."""
     monkeypatch.setenv("OPERATOR_PASSWORD", GOOD)
 
     first, _ = createoperator("alice", "--token")
     again, _ = createoperator("alice", "--token")
 
-    token = Token.objects.get(user__username="alice")
-    assert first == again == token.key + "\n"
+    assert first != again
+    assert all(len(out) == 65 and out.endswith("\n") for out in (first, again))
+    assert AuthToken.objects.filter(user__username="alice").count() == 2
 
 
 def test_createoperator_has_no_password_option(db, monkeypatch):
@@ -244,11 +256,16 @@ def test_createoperator_submitter_is_a_service_account_with_a_token(db, no_passw
     user = User.objects.get(username="ci-bot")
     assert (user.is_staff, user.is_superuser, user.has_usable_password()) == (False, False, False)
     assert list(user.groups.values_list("name", flat=True)) == ["submitters"]
-    assert out == Token.objects.get(user=user).key + "\n"
-    assert err.splitlines() == [
+    assert len(out) == 65 and out.endswith("\n")
+    assert AuthToken.objects.filter(user=user).count() == 1
+    lines = err.splitlines()
+    assert lines[:2] == [
         "created submitter ci-bot",
         "ci-bot has no password: a service account uses its API token",
     ]
+    assert lines[2].startswith("new API token for ci-bot, valid until ")
+    assert lines[2].endswith(" UTC: shown once, only its hash is kept")
+    assert len(lines) == 3
 
 
 def test_createoperator_role_change_keeps_exactly_one_role(db, no_password_variable):
