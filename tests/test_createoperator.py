@@ -154,6 +154,38 @@ def test_createoperator_refuses_11_characters_in_one_line(db, monkeypatch):
     assert not User.objects.filter(username="alice").exists()
 
 
+def test_createoperator_token_options_as_an_operator_runs_them(transactional_db, tmp_path):
+    """The whole command line: the token alone on stdout; a refusal is one line."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": harness.database_url_for_tests(),
+        "DURABLE_RUNS_VAR": str(tmp_path),
+    }
+    env.pop("OPERATOR_PASSWORD", None)
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", "createoperator", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    made = manage("ci-bot", "--submitter", "--token")
+    refused = manage("ci-bots", "--revoke-tokens")
+
+    assert made.returncode == 0, made.stderr
+    assert len(made.stdout) == 65 and made.stdout.endswith("\n")
+    assert "new API token for ci-bot, valid until " in made.stderr
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        "CommandError: no account named ci-bots: --revoke-tokens needs an existing one\n"
+    )
+
+
 def test_createoperator_prompts_twice_on_a_terminal(db, prompts):
     answers, asked = prompts
     answers[:] = [GOOD, GOOD]
