@@ -26,7 +26,8 @@ ERRORS = {
     400: "The request is invalid: `fields` names each input at fault (body fields, "
     "query parameters, the Idempotency-Key header). Codes: malformed_json, invalid, "
     "unknown_workflow, unknown_version, invalid_input, invalid_idempotency_key.",
-    401: "Not authenticated (not_authenticated) or a wrong token (authentication_failed).",
+    401: "Not authenticated (not_authenticated), or a wrong, expired or revoked token "
+    "(authentication_failed; the message says when a token expired).",
     403: "Authenticated, without the role this needs (permission_denied), or a session "
     "request without its CSRF token.",
     404: "No such object, or no such page (not_found).",

@@ -5,7 +5,9 @@ deployment; the RUNS_* variables tune the engine (lease length, sweep interval) 
 exist mostly so tests can make time pass quickly.
 """
 
+import math
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -77,7 +79,7 @@ INSTALLED_APPS = [
     "template_partials",
     "axes",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",  # API tokens: hashed, expiring, several per user (api/authentication.py)
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI as static files: the API docs need no CDN
     "runs",
@@ -158,14 +160,16 @@ if os.environ.get("RUNS_TEST_DATABASE"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["RUNS_TEST_DATABASE"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Django's validators, with a longer minimum than its default of 8: an operator's
+# password alone (no second factor) lets its holder decide claims and cancel runs.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": f"django.contrib.auth.password_validation.{name}"}
-    for name in (
-        "UserAttributeSimilarityValidator",
-        "MinimumLengthValidator",
-        "CommonPasswordValidator",
-        "NumericPasswordValidator",
-    )
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -235,16 +239,47 @@ AXES_VERBOSE = False
 
 # --- REST API (api/) ---------------------------------------------------------
 # Token (`Authorization: Token …`, first: it names the scheme of a 401) and session
-# authentication (DRF enforces CSRF for sessions). Permissions are the roles of
-# runs/roles.py, per endpoint (api/permissions.py); deny by default.
+# authentication (DRF enforces CSRF for sessions). Tokens are django-rest-knox's: only
+# their hash is stored, and each expires API_TOKEN_TTL_DAYS after `createoperator`
+# made it (fixed when it is made: a later change applies to new tokens only).
+# Permissions are the roles of runs/roles.py, per endpoint (api/permissions.py); deny by
+# default.
 # Throttling per user and per anonymous address; a request body over API_MAX_BODY_BYTES
 # is refused with 413 before it is read.
 API_MAX_BODY_BYTES = int(env_float("API_MAX_BODY_BYTES", 1024 * 1024))
+API_TOKEN_TTL_MAX_DAYS = 3650
+
+
+def token_ttl(value: str | None, default_days: float = 90) -> timedelta | None:
+    """API_TOKEN_TTL_DAYS as knox's TOKEN_TTL: a number of days; 0 for tokens that never
+    expire. Unset or empty is the default, as for every variable here: docker compose
+    passes an unset variable as empty, which must not quietly mean "never"."""
+    if value is None or not value.strip():
+        return timedelta(days=default_days)
+    try:
+        days = float(value)
+    except ValueError:
+        days = math.nan
+    if not 0 <= days <= API_TOKEN_TTL_MAX_DAYS:  # NaN fails this too
+        raise ImproperlyConfigured(
+            f"API_TOKEN_TTL_DAYS must be a number of days from 0 (never expire) to "
+            f"{API_TOKEN_TTL_MAX_DAYS}, not {value!r}"
+        )
+    return timedelta(days=days) if days else None
+
+
+REST_KNOX = {
+    "TOKEN_TTL": token_ttl(os.environ.get("API_TOKEN_TTL_DAYS")),
+    # The scheme the README, the OpenAPI description and WWW-Authenticate name.
+    "AUTH_HEADER_PREFIX": "Token",
+    # A token's expiry is fixed when it is made: using it does not extend it.
+    "AUTO_REFRESH": False,
+}
 API_THROTTLE_USER = os.environ.get("API_THROTTLE_USER") or "1000/min"
 API_THROTTLE_ANON = os.environ.get("API_THROTTLE_ANON") or "60/min"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -266,9 +301,11 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "durable-runs API",
     "DESCRIPTION": (
         "Submit runs, follow them, and decide the effects whose outcome is unknown. "
-        "Authenticate with `Authorization: Token <key>` (`manage.py createoperator NAME "
-        '--token`) or a session. Every 4xx answer is `{"error": {"code", "message", '
-        '"fields"?}}`.'
+        "Authenticate with `Authorization: Token <key>` or a session. A token comes from "
+        "`manage.py createoperator NAME --token`, is shown once, and expires after "
+        "API_TOKEN_TTL_DAYS (90 days by default); `--rotate-token` replaces a user's tokens "
+        "with a new one, `--revoke-tokens` revokes them all. An expired or revoked token is "
+        'refused with 401. Every 4xx answer is `{"error": {"code", "message", "fields"?}}`.'
     ),
     "VERSION": "0.1.0",
     "SCHEMA_PATH_PREFIX": "/api/",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from reconciliation.models import ClaimTake
@@ -13,11 +13,12 @@ from runs.models import Attempt, Claim, Event, Run, Step, SubmissionKey
 
 
 def token_client(user: Any | None) -> APIClient:
-    """A client sending `Authorization: Token …` for `user` (anonymous for None)."""
+    """A client sending `Authorization: Token …` for `user` (anonymous for None), with a
+    new token of the user's (as `createoperator NAME --token` makes one)."""
     client = APIClient()
     if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        _, key = AuthToken.objects.create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 

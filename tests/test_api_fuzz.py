@@ -12,7 +12,7 @@ The schema is the one /api/schema/ serves (drf-spectacular's generator), loaded 
 the module is collected: Schemathesis' lazy fixture loader does not work with this
 pytest (it sets a node attribute pytest 9 removed), and a schema known at collection
 gives one test per operation. The operator's token is fixed, so the headers are known
-then too.
+then too: the fixture stores its hash, as knox stores the hash of a token it makes.
 """
 
 from __future__ import annotations
@@ -27,14 +27,16 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
-from rest_framework.authtoken.models import Token
+from knox.crypto import hash_token
+from knox.models import AuthToken
+from knox.settings import CONSTANTS
 
 from runs import engine
 from tests import factories
 from tests.conftest import make_user
 
 EXAMPLES_PER_OPERATION = 25
-TOKEN = "f" * 40
+TOKEN = "f" * 64  # the length and alphabet of knox's tokens
 
 CONFIG = {
     "seed": 20261129,
@@ -72,7 +74,11 @@ schema = load_schema()
 def fuzzed_api(db, settings):
     # Fuzzing sends hundreds of requests as one user in a few seconds.
     settings.API_THROTTLE_USER = "1000000/min"
-    Token.objects.create(user=make_user("fuzz", "operators"), key=TOKEN)
+    AuthToken(
+        digest=hash_token(TOKEN),
+        token_key=TOKEN[: CONSTANTS.TOKEN_KEY_LENGTH],
+        user=make_user("fuzz", "operators"),
+    ).save()
     # Something to find: a run, and an unresolved claim of another.
     engine.submit_run(workflow="merge-change", input={"change_id": 1})
     factories.crashed_merge(change_id=2)

@@ -1,5 +1,6 @@
 """`createoperator NAME [--token]`: the password comes from OPERATOR_PASSWORD or a prompt,
-never the command line, and is checked by Django's password validators."""
+never the command line, and is checked by Django's password validators. API tokens through
+requests: tests/test_api_tokens.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 
 from tests.integration import harness
 
@@ -81,6 +82,7 @@ def test_createoperator_refuses_weak_password_one_line_per_problem(db, monkeypat
         createoperator("alice")
 
     assert str(refused.value).splitlines() == [
+        "password refused: This password is too short. It must contain at least 12 characters.",
         "password refused: This password is too common.",
         "password refused: This password is entirely numeric.",
     ]
@@ -92,15 +94,25 @@ def test_createoperator_refused_password_changes_nothing(db, monkeypatch):
     monkeypatch.setenv("OPERATOR_PASSWORD", "alice123")
 
     with pytest.raises(CommandError) as refused:
-        createoperator("alice", "--token")
+        createoperator("alice")
 
     assert str(refused.value).splitlines() == [
         "password refused: The password is too similar to the username.",
+        "password refused: This password is too short. It must contain at least 12 characters.",
         "password refused: This password is too common.",
     ]
     user.refresh_from_db()
     assert user.check_password(OLD)
-    assert (user.is_superuser, user.groups.count(), Token.objects.count()) == (False, 0, 0)
+    assert (user.is_superuser, user.groups.count()) == (False, 0)
+
+
+def test_createoperator_refused_password_makes_no_account_and_no_token(db, monkeypatch):
+    monkeypatch.setenv("OPERATOR_PASSWORD", "bob123")
+
+    with pytest.raises(CommandError, match=r"^password refused: "):
+        createoperator("bob", "--token")
+
+    assert (User.objects.filter(username="bob").count(), AuthToken.objects.count()) == (0, 0)
 
 
 def test_createoperator_short_password_exits_1_with_one_line(transactional_db, tmp_path):
@@ -124,9 +136,54 @@ def test_createoperator_short_password_exits_1_with_one_line(transactional_db, t
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == (
         "CommandError: password refused: "
-        "This password is too short. It must contain at least 8 characters.\n"
+        "This password is too short. It must contain at least 12 characters.\n"
     )
     assert not User.objects.filter(username="alice").exists()
+
+
+def test_createoperator_refuses_11_characters_in_one_line(db, monkeypatch):
+    """Eleven characters that no other validator objects to: the length alone is at fault."""
+    monkeypatch.setenv("OPERATOR_PASSWORD", "Qv7!mRt2#kZ")
+
+    with pytest.raises(CommandError) as refused:
+        createoperator("alice")
+
+    assert str(refused.value) == (
+        "password refused: This password is too short. It must contain at least 12 characters."
+    )
+    assert not User.objects.filter(username="alice").exists()
+
+
+def test_createoperator_token_options_as_an_operator_runs_them(transactional_db, tmp_path):
+    """The whole command line: the token alone on stdout; a refusal is one line."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": harness.database_url_for_tests(),
+        "DURABLE_RUNS_VAR": str(tmp_path),
+    }
+    env.pop("OPERATOR_PASSWORD", None)
+
+    def manage(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", "createoperator", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+    made = manage("ci-bot", "--submitter", "--token")
+    refused = manage("ci-bots", "--revoke-tokens")
+
+    assert made.returncode == 0, made.stderr
+    assert len(made.stdout) == 65 and made.stdout.endswith("\n")
+    assert "new API token for ci-bot, valid until " in made.stderr
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        "CommandError: no account named ci-bots: --revoke-tokens needs an existing one\n"
+    )
 
 
 def test_createoperator_prompts_twice_on_a_terminal(db, prompts):
@@ -160,7 +217,7 @@ def test_createoperator_prompted_password_is_validated(db, prompts):
         createoperator("alice", stdin=Terminal())
 
     assert str(refused.value).splitlines() == [
-        "password refused: This password is too short. It must contain at least 8 characters.",
+        "password refused: This password is too short. It must contain at least 12 characters.",
     ]
     assert not User.objects.filter(username="alice").exists()
 
@@ -203,14 +260,16 @@ def test_createoperator_without_terminal_or_variable_keeps_existing_password(
     assert (out, err) == ("", "updated operator alice (password unchanged)\n")
 
 
-def test_createoperator_token_is_printed_and_stable(db, monkeypatch):
+def test_createoperator_token_is_printed_once_and_each_time_a_new_one(db, monkeypatch):
+    """Only a token's hash is stored: the command cannot print an existing one."""
     monkeypatch.setenv("OPERATOR_PASSWORD", GOOD)
 
     first, _ = createoperator("alice", "--token")
     again, _ = createoperator("alice", "--token")
 
-    token = Token.objects.get(user__username="alice")
-    assert first == again == token.key + "\n"
+    assert first != again
+    assert all(len(out) == 65 and out.endswith("\n") for out in (first, again))
+    assert AuthToken.objects.filter(user__username="alice").count() == 2
 
 
 def test_createoperator_has_no_password_option(db, monkeypatch):
@@ -229,11 +288,16 @@ def test_createoperator_submitter_is_a_service_account_with_a_token(db, no_passw
     user = User.objects.get(username="ci-bot")
     assert (user.is_staff, user.is_superuser, user.has_usable_password()) == (False, False, False)
     assert list(user.groups.values_list("name", flat=True)) == ["submitters"]
-    assert out == Token.objects.get(user=user).key + "\n"
-    assert err.splitlines() == [
+    assert len(out) == 65 and out.endswith("\n")
+    assert AuthToken.objects.filter(user=user).count() == 1
+    lines = err.splitlines()
+    assert lines[:2] == [
         "created submitter ci-bot",
         "ci-bot has no password: a service account uses its API token",
     ]
+    assert lines[2].startswith("new API token for ci-bot, valid until ")
+    assert lines[2].endswith(" UTC: shown once, only its hash is kept")
+    assert len(lines) == 3
 
 
 def test_createoperator_role_change_keeps_exactly_one_role(db, no_password_variable):

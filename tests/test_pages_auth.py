@@ -119,3 +119,36 @@ def test_run_page_escapes_a_hostile_step_result(operator_client, a_run):
     assert "<script>alert(1)</script>" not in html
     assert "<img src=x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+# --- password length -----------------------------------------------------------------
+# Eleven characters, none of the other validators' objections: only the length is at fault.
+ELEVEN = "Qv7!mRt2#kZ"
+
+
+def test_password_change_refuses_fewer_than_12_characters(client, operator):
+    """Operators are staff: the admin's own password-change page is theirs to use, and
+    it must hold them to the same minimum as createoperator."""
+    client.force_login(operator)
+    response = client.post(
+        "/admin/password_change/",
+        {"old_password": PASSWORD, "new_password1": ELEVEN, "new_password2": ELEVEN},
+    )
+
+    assert response.status_code == 200  # the form again, with its error
+    assert b"at least 12 characters" in response.content
+    operator.refresh_from_db()
+    assert operator.check_password(PASSWORD)
+
+
+def test_password_change_accepts_12_characters(client, operator):
+    client.force_login(operator)
+    twelve = ELEVEN + "x"
+    response = client.post(
+        "/admin/password_change/",
+        {"old_password": PASSWORD, "new_password1": twelve, "new_password2": twelve},
+    )
+
+    assert response.status_code == 302
+    operator.refresh_from_db()
+    assert operator.check_password(twelve)

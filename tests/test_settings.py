@@ -92,6 +92,43 @@ def test_settings_password_validators_are_django_defaults():
 
 
 @pytest.mark.parametrize(
+    ("value", "days"),
+    [(None, 90), ("", 90), ("  ", 90), ("30", 30), ("0.5", 0.5), ("3650", 3650), ("0", None)],
+)
+def test_settings_api_token_ttl_days(value, days):
+    from datetime import timedelta
+
+    from config.settings import token_ttl
+
+    assert token_ttl(value) == (None if days is None else timedelta(days=days))
+
+
+@pytest.mark.parametrize("value", ["-1", "ninety", "nan", "inf", "3651", "1e9"])
+def test_settings_api_token_ttl_days_refuses_nonsense(value):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from config.settings import token_ttl
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        token_ttl(value)
+    assert str(refused.value) == (
+        f"API_TOKEN_TTL_DAYS must be a number of days from 0 (never expire) to 3650, not {value!r}"
+    )
+
+
+def test_settings_passwords_need_at_least_12_characters():
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    validate_password("Qv7!mRt2#kZx")  # twelve: accepted
+    with pytest.raises(ValidationError) as refused:
+        validate_password("Qv7!mRt2#kZ")
+    assert refused.value.messages == [
+        "This password is too short. It must contain at least 12 characters."
+    ]
+
+
+@pytest.mark.parametrize(
     ("broker", "backend", "location"),
     [
         ("redis://127.0.0.1:6379/0", "RedisCache", "redis://127.0.0.1:6379/0"),
