@@ -75,7 +75,8 @@ RUN_ID = OpenApiParameter(
 )
 CLAIM_ID = OpenApiParameter(
     "claim_id",
-    {"type": "integer", "minimum": 1},
+    # The path takes at most 18 digits (api/urls.py); a longer id answers 404.
+    {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
     OpenApiParameter.PATH,
     description="The claim's id (`id` in GET /api/claims/ and in a run's claims).",
 )

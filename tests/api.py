@@ -12,12 +12,17 @@ from reconciliation.models import ClaimTake
 from runs.models import Attempt, Claim, Event, Run, Step, SubmissionKey
 
 
+def api_token(user: Any) -> str:
+    """The key `user` sends as `Authorization: Token <key>`. The one place tests make
+    API tokens: how a token is issued and stored may change, what is sent does not."""
+    return str(Token.objects.get_or_create(user=user)[0].key)
+
+
 def token_client(user: Any | None) -> APIClient:
     """A client sending `Authorization: Token …` for `user` (anonymous for None)."""
     client = APIClient()
     if user is not None:
-        token, _ = Token.objects.get_or_create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
     return client
 
 
