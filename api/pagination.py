@@ -15,6 +15,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
+from .serializers import QueryParams
+
 MAX_PAGE_SIZE = 500
 MAX_EVENTS = 1000
 # The largest page number and seq read: PostgreSQL's integer, which seqs are. The schema
@@ -22,7 +24,7 @@ MAX_EVENTS = 1000
 INT32_MAX = 2**31 - 1
 
 
-class PageQuery(serializers.Serializer):
+class PageQuery(QueryParams):
     page = serializers.IntegerField(min_value=1, max_value=INT32_MAX, required=False)
     page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, required=False)
 
@@ -85,7 +87,7 @@ class PageNumberPagination(pagination.PageNumberPagination):
         }
 
 
-class SeqQuery(serializers.Serializer):
+class SeqQuery(QueryParams):
     after_seq = serializers.IntegerField(min_value=0, max_value=INT32_MAX, required=False)
     limit = serializers.IntegerField(min_value=1, max_value=MAX_EVENTS, required=False)
 

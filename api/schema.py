@@ -138,7 +138,8 @@ runs_list = _operation(
     tag="runs",
     summary="List runs",
     description="Newest first unless `ordering` says otherwise. A bad filter value "
-    "answers 400 naming the parameter.",
+    "answers 400 naming the parameter, and so does an empty one (`?status=`): leave a "
+    "filter out to match any value (an empty `workflow` matches any too).",
     parameters=[s.RunQuery],
     ok={200: OpenApiResponse(s.RunSerializer(many=True), description="A page of runs.")},
     errors=(400, 404),

@@ -131,7 +131,25 @@ class Decision(StrictSerializer):
     )
 
 
-class RunQuery(serializers.Serializer):
+class QueryParams(serializers.Serializer):
+    """Query parameters. An empty value (`?status=`) is refused unless the field allows
+    a blank string: it is not a status, a date or a number, and reading it as "any" would
+    make the schema, which lists what each may be, untrue. Leaving it out means any."""
+
+    EMPTY = "may not be empty: leave the parameter out instead"
+
+    def to_internal_value(self, data: Any) -> Any:
+        empty = {
+            name: [self.EMPTY]
+            for name, field in self.fields.items()
+            if data.get(name) == "" and not getattr(field, "allow_blank", False)
+        }
+        if empty:
+            raise serializers.ValidationError(empty)
+        return super().to_internal_value(data)
+
+
+class RunQuery(QueryParams):
     """GET /api/runs/ filters. created_after is inclusive, created_before exclusive."""
 
     ORDERINGS = [
@@ -153,7 +171,7 @@ class RunQuery(serializers.Serializer):
     )
 
 
-class ClaimQuery(serializers.Serializer):
+class ClaimQuery(QueryParams):
     status = serializers.ChoiceField(
         choices=ClaimStatus.choices,
         required=False,

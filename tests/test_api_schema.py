@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from runs import engine
+from tests import factories
 from tests.api import error_of, token_client
 
 INT32_MAX = 2**31 - 1
@@ -105,3 +106,38 @@ def test_claim_id_declares_the_largest_id_the_path_takes(openapi, api):
         }
     error = error_of(api.post(f"/api/claims/{largest}/take/"), 404, "not_found")
     assert error["message"] == f"no claim with id {largest}"
+
+
+# --- empty query values ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/api/runs/", "status"),
+        ("/api/runs/", "ordering"),
+        ("/api/runs/", "created_after"),
+        ("/api/runs/", "created_before"),
+        ("/api/runs/", "page"),
+        ("/api/runs/", "page_size"),
+        ("/api/claims/", "status"),
+        ("/api/workflows/", "page"),
+        ("/api/runs/{run}/events/", "after_seq"),
+        ("/api/runs/{run}/events/", "limit"),
+    ],
+)
+def test_an_empty_value_the_schema_refuses_answers_400_naming_it(api, openapi, path, name):
+    """`?status=` is no status: refused, saying to leave the parameter out, rather than
+    read as "any" while the schema lists what a status may be."""
+    run = engine.submit_run(workflow="merge-change", input={"change_id": 1})
+
+    error = error_of(api.get(f"{path.format(run=run.id)}?{name}="), 400, "invalid")
+
+    assert error["fields"] == {name: ["may not be empty: leave the parameter out instead"]}
+
+
+@pytest.mark.parametrize("path", ["/api/runs/", "/api/claims/"])
+def test_an_empty_workflow_filter_means_any_as_the_schema_allows(api, openapi, path):
+    operation_id = "runs_list" if path == "/api/runs/" else "claims_list"
+    assert "minLength" not in parameter(openapi, operation_id, "workflow")["schema"]
+    factories.crashed_merge()
+
+    assert api.get(f"{path}?workflow=").json()["count"] == 1
