@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -21,6 +22,19 @@ from runs.engine.submit import KEY_PATTERN
 
 from . import serializers as s
 from .errors import IDEMPOTENCY_KEY_HEADER
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):
+    """A request body the server refuses unknown fields of (a typo is not ignored) says
+    so: `additionalProperties: false`."""
+
+    target_class = "api.serializers.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}
+
 
 ERRORS = {
     400: "The request is invalid: `fields` names each input at fault (body fields, "

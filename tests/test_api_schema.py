@@ -141,3 +141,45 @@ def test_an_empty_workflow_filter_means_any_as_the_schema_allows(api, openapi, p
     factories.crashed_merge()
 
     assert api.get(f"{path}?workflow=").json()["count"] == 1
+
+
+# --- closed request bodies ---------------------------------------------------------------
+def body_schemas(openapi: dict[str, Any], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The object schemas a body may match: the body's own, or each of its oneOf."""
+    schema = resolve(openapi, schema)
+    if "oneOf" in schema:
+        return [s for branch in schema["oneOf"] for s in body_schemas(openapi, branch)]
+    return [schema]
+
+
+def test_every_request_body_is_closed(openapi):
+    """The server refuses fields it does not know (a typo must not be ignored), so no
+    body may allow additional properties."""
+    bodies = {}
+    for item in openapi["paths"].values():
+        for op in item.values():
+            if isinstance(op, dict) and "requestBody" in op:
+                content = op["requestBody"]["content"]
+                assert list(content) == ["application/json"], op["operationId"]
+                bodies[op["operationId"]] = body_schemas(
+                    openapi, content["application/json"]["schema"]
+                )
+    assert set(bodies) == {"runs_create", "runs_cancel", "runs_signal", "claims_resolve"}
+    open_bodies = {
+        name: [s.get("description") for s in schemas if s.get("additionalProperties") is not False]
+        for name, schemas in bodies.items()
+    }
+    assert open_bodies == {name: [] for name in bodies}
+
+
+def test_an_unknown_body_field_answers_400_naming_it(api):
+    claim = factories.crashed_merge()
+    calls = [
+        ("/api/runs/", {"workflow": "merge-change", "input": {"change_id": 1}}),
+        (f"/api/runs/{claim.run_id}/cancel/", {"reason": "r"}),
+        (f"/api/runs/{claim.run_id}/signals/approval/", {"payload": 1}),
+        (f"/api/claims/{claim.pk}/resolve/", {"outcome": "failed", "note": "n"}),
+    ]
+    for path, body in calls:
+        error = error_of(api.post(path, {**body, "extra": 1}, format="json"), 400, "invalid")
+        assert error["fields"] == {"extra": ["unknown field"]}, path
