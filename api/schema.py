@@ -15,6 +15,7 @@ from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
     OpenApiResponse,
+    PolymorphicProxySerializer,
     extend_schema,
 )
 
@@ -284,7 +285,16 @@ claims_resolve = _operation(
     "failed (it did not happen: the step is retried under a new claim if attempts "
     "remain), with a note. Repeating the same decision answers it again (replayed). "
     "Operators only.",
-    request=s.Decision,
+    # One body per outcome, told apart by `outcome`: a failed one has no result.
+    request=PolymorphicProxySerializer(
+        component_name="Decision",
+        serializers={
+            "succeeded": s.SucceededDecision,
+            "failed": s.FailedDecision,
+        },
+        resource_type_field_name="outcome",
+        many=False,
+    ),
     examples=[
         OpenApiExample(
             "it happened",

@@ -107,27 +107,61 @@ class SignalSerializer(serializers.Serializer):
         return obj.consumed_by_step_id is not None
 
 
-class Decision(StrictSerializer):
-    """What happened to an unresolved claim's effect, and why you say so."""
+FAILED_HAS_NO_RESULT = "a failed outcome has no result (the effect did not happen)"
 
-    outcome = serializers.ChoiceField(
-        choices=[ClaimStatus.SUCCEEDED.value, ClaimStatus.FAILED.value],
-        help_text="succeeded: the effect happened; failed: it did NOT happen (the step is "
-        "retried under a new claim if attempts remain).",
-    )
+
+class _DecisionNote(StrictSerializer):
     note = serializers.CharField(
         allow_blank=True, help_text="Why you decided so (required, not blank)."
-    )
-    result = JSONValueField(
-        required=False,
-        allow_null=True,
-        help_text="The step's result, for a succeeded outcome (a failed one has none).",
     )
     reference = serializers.CharField(
         required=False,
         allow_blank=True,
         allow_null=True,
         help_text="A link to the evidence (a URL, a ticket), at most 2000 characters.",
+    )
+
+
+class Decision(_DecisionNote):
+    """What happened to an unresolved claim's effect, and why you say so. The schema
+    describes it as one of SucceededDecision and FailedDecision, by `outcome`; this is
+    their union, which the server reads, and its validate() keeps them apart."""
+
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.SUCCEEDED.value, ClaimStatus.FAILED.value],
+        help_text="succeeded: the effect happened; failed: it did NOT happen (the step is "
+        "retried under a new claim if attempts remain).",
+    )
+    result = JSONValueField(
+        required=False,
+        allow_null=True,
+        help_text="The step's result, for a succeeded outcome (a failed one has none).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Even `"result": null`: the failed body has no result field at all.
+        if attrs["outcome"] == ClaimStatus.FAILED and "result" in attrs:
+            raise serializers.ValidationError({"result": [FAILED_HAS_NO_RESULT]})
+        return attrs
+
+
+class SucceededDecision(_DecisionNote):
+    """The effect happened: with its result, if any."""
+
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.SUCCEEDED.value], help_text="The effect happened."
+    )
+    result = JSONValueField(
+        required=False, allow_null=True, help_text="The step's result (none: null)."
+    )
+
+
+class FailedDecision(_DecisionNote):
+    """The effect did NOT happen: the step is retried under a new claim if attempts
+    remain. No result."""
+
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.FAILED.value], help_text="The effect did not happen."
     )
 
 

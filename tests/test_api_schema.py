@@ -183,3 +183,45 @@ def test_an_unknown_body_field_answers_400_naming_it(api):
     for path, body in calls:
         error = error_of(api.post(path, {**body, "extra": 1}, format="json"), 400, "invalid")
         assert error["fields"] == {"extra": ["unknown field"]}, path
+
+
+# --- resolving a claim: one body per outcome ---------------------------------------------
+def test_the_resolve_body_is_one_of_two_by_outcome(openapi):
+    body = request_body(openapi, "claims_resolve")
+    assert body["discriminator"]["propertyName"] == "outcome"
+    branches = {
+        outcome: resolve(openapi, {"$ref": ref})
+        for outcome, ref in body["discriminator"]["mapping"].items()
+    }
+    assert [{"$ref": ref} for ref in body["discriminator"]["mapping"].values()] == body["oneOf"]
+    assert {
+        outcome: (
+            resolve(openapi, branch["properties"]["outcome"]["allOf"][0])["enum"],
+            sorted(branch["properties"]),
+            sorted(branch["required"]),
+            branch["additionalProperties"],
+        )
+        for outcome, branch in branches.items()
+    } == {
+        "succeeded": (
+            ["succeeded"],
+            ["note", "outcome", "reference", "result"],
+            ["note", "outcome"],
+            False,
+        ),
+        "failed": (["failed"], ["note", "outcome", "reference"], ["note", "outcome"], False),
+    }
+
+
+@pytest.mark.parametrize("result", [None, {"x": 1}, 0])
+def test_a_failed_outcome_with_a_result_answers_400_even_a_null_one(api, result):
+    claim = factories.crashed_merge()
+    body = {"outcome": "failed", "note": "not on the host", "result": result}
+
+    error = error_of(
+        api.post(f"/api/claims/{claim.pk}/resolve/", body, format="json"), 400, "invalid"
+    )
+
+    assert error["fields"] == {
+        "result": ["a failed outcome has no result (the effect did not happen)"]
+    }
