@@ -225,3 +225,53 @@ def test_a_failed_outcome_with_a_result_answers_400_even_a_null_one(api, result)
     assert error["fields"] == {
         "result": ["a failed outcome has no result (the effect did not happen)"]
     }
+
+
+# --- strings are strings, integers integers ------------------------------------------------
+@pytest.mark.parametrize(
+    ("path", "body", "field", "message"),
+    [
+        ("/api/runs/", {"workflow": 0}, "workflow", "Not a valid string."),
+        ("/api/runs/", {"workflow": "merge-change", "version": "1"}, "version", None),
+        ("/api/runs/", {"workflow": "merge-change", "version": 1.5}, "version", None),
+        ("/api/runs/", {"workflow": "merge-change", "version": True}, "version", None),
+        ("{run}cancel/", {"reason": 0}, "reason", "Not a valid string."),
+        ("{claim}resolve/", {"outcome": "failed", "note": 0}, "note", "Not a valid string."),
+        (
+            "{claim}resolve/",
+            {"outcome": "succeeded", "note": "n", "reference": 0},
+            "reference",
+            "Not a valid string.",
+        ),
+    ],
+)
+def test_a_body_value_of_another_type_answers_400_naming_it(api, path, body, field, message):
+    """The schema says string or integer; the server does not read 0 as "0" or "1" as 1."""
+    claim = factories.crashed_merge()
+    path = path.format(run=f"/api/runs/{claim.run_id}/", claim=f"/api/claims/{claim.pk}/")
+
+    error = error_of(api.post(path, body, format="json"), 400, "invalid")
+
+    assert error["fields"] == {field: [message or "A valid integer is required."]}
+
+
+def test_note_and_reference_declare_what_the_server_refuses(openapi, api):
+    for branch in body_schemas(openapi, request_body(openapi, "claims_resolve")):
+        note, reference = branch["properties"]["note"], branch["properties"]["reference"]
+        # Blank once trimmed is no note; pattern is searched, so "a non-space somewhere".
+        assert (note["type"], note["pattern"]) == ("string", r"\S")
+        assert (reference["type"], reference["maxLength"]) == ("string", 2000)
+    claim = factories.crashed_merge()
+    padded = {"outcome": "failed", "note": "n", "reference": " " * 2001}
+    error = error_of(
+        api.post(f"/api/claims/{claim.pk}/resolve/", padded, format="json"), 400, "invalid"
+    )
+    assert list(error["fields"]) == ["reference"]
+
+
+def test_a_signal_payload_postgresql_cannot_store_answers_400_not_500(api):
+    run = engine.submit_run(workflow="agent-refund", input={"ticket": 1, "amount": 2})
+    for payload in ("a\x00b", {"k\x00": 1}):
+        body = {"payload": payload}
+        response = api.post(f"/api/runs/{run.id}/signals/approval/", body, format="json")
+        assert list(error_of(response, 400, "invalid")["fields"]) == ["payload"]
