@@ -346,3 +346,67 @@ workflows_list = _operation(
     ok={200: OpenApiResponse(s.WorkflowSerializer(many=True), description="Workflows.")},
     errors=(400, 404),
 )
+
+
+# --- links -----------------------------------------------------------------------------
+# Where the ids an answer gives can be used next (OpenAPI links): clients and tools that
+# follow them, Schemathesis' stateful phase among them, reach a run's or a claim's
+# operations with ids that exist. A link names only what the answer knows (a signal's
+# name, for one, is the caller's).
+RUN_OPERATIONS = (
+    "runs_retrieve",
+    "runs_steps_list",
+    "runs_events_list",
+    "runs_cancel",
+    "runs_signal",
+    "runs_retry_step",
+)
+CLAIM_OPERATIONS = ("claims_resolve", "claims_take", "claims_release")
+
+
+def _each(operations: tuple[str, ...], **parameters: str) -> dict[str, dict[str, str]]:
+    return {operation: dict(parameters) for operation in operations}
+
+
+_NEW_RUN = _each(RUN_OPERATIONS, run_id="$response.body#/id")
+LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
+    ("runs_create", "201"): _NEW_RUN,
+    ("runs_create", "200"): _NEW_RUN,
+    ("runs_list", "200"): _each(RUN_OPERATIONS, run_id="$response.body#/results/0/id"),
+    ("runs_retrieve", "200"): {
+        **_each(
+            ("runs_steps_list", "runs_events_list", "runs_cancel", "runs_signal"),
+            run_id="$response.body#/id",
+        ),
+        "runs_retry_step": {"run_id": "$response.body#/id", "step": "$response.body#/steps/0/key"},
+        **_each(CLAIM_OPERATIONS, claim_id="$response.body#/claims/0/id"),
+    },
+    ("claims_list", "200"): {
+        **_each(CLAIM_OPERATIONS, claim_id="$response.body#/results/0/id"),
+        "runs_retrieve": {"run_id": "$response.body#/results/0/run_id"},
+    },
+    ("claims_take", "200"): _each(
+        ("claims_resolve", "claims_release"), claim_id="$response.body#/claim_id"
+    ),
+}
+
+
+def add_links(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: LINKS into the generated schema
+    (drf-spectacular has no way to declare them per operation)."""
+    operations = {
+        op["operationId"]: op
+        for item in result.get("paths", {}).values()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
+    }
+    for (source, status), targets in LINKS.items():
+        if source not in operations:
+            continue  # a schema generated for part of the API
+        response = operations[source]["responses"][status]
+        response["links"] = {
+            target: {"operationId": target, "parameters": parameters}
+            for target, parameters in targets.items()
+            if target in operations
+        }
+    return result

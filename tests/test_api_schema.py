@@ -275,3 +275,59 @@ def test_a_signal_payload_postgresql_cannot_store_answers_400_not_500(api):
         body = {"payload": payload}
         response = api.post(f"/api/runs/{run.id}/signals/approval/", body, format="json")
         assert list(error_of(response, 400, "invalid")["fields"]) == ["payload"]
+
+
+# --- links: where the ids an answer gives can be used --------------------------------------
+RUN_OPERATIONS = {
+    "runs_retrieve",
+    "runs_steps_list",
+    "runs_events_list",
+    "runs_cancel",
+    "runs_signal",
+    "runs_retry_step",
+}
+CLAIM_OPERATIONS = {"claims_resolve", "claims_take", "claims_release"}
+
+
+def links_of(openapi: dict[str, Any], operation_id: str, status: str) -> dict[str, Any]:
+    links = operation(openapi, operation_id)["responses"][status].get("links", {})
+    return {link["operationId"]: link["parameters"] for link in links.values()}
+
+
+def test_answers_link_to_the_operations_that_take_their_ids(openapi):
+    def each(operations: set[str], **parameters: str) -> dict[str, Any]:
+        return {operation_id: parameters for operation_id in operations}
+
+    assert links_of(openapi, "runs_create", "201") == each(
+        RUN_OPERATIONS, run_id="$response.body#/id"
+    )
+    assert links_of(openapi, "runs_create", "200") == links_of(openapi, "runs_create", "201")
+    assert links_of(openapi, "runs_list", "200") == each(
+        RUN_OPERATIONS, run_id="$response.body#/results/0/id"
+    )
+    assert links_of(openapi, "runs_retrieve", "200") == {
+        **each(RUN_OPERATIONS - {"runs_retrieve", "runs_retry_step"}, run_id="$response.body#/id"),
+        "runs_retry_step": {"run_id": "$response.body#/id", "step": "$response.body#/steps/0/key"},
+        **each(CLAIM_OPERATIONS, claim_id="$response.body#/claims/0/id"),
+    }
+    assert links_of(openapi, "claims_list", "200") == {
+        **each(CLAIM_OPERATIONS, claim_id="$response.body#/results/0/id"),
+        "runs_retrieve": {"run_id": "$response.body#/results/0/run_id"},
+    }
+    assert links_of(openapi, "claims_take", "200") == each(
+        {"claims_release", "claims_resolve"}, claim_id="$response.body#/claim_id"
+    )
+
+
+def test_every_link_names_an_operation_and_some_of_its_path_parameters(openapi):
+    for item in openapi["paths"].values():
+        for op in item.values():
+            if not isinstance(op, dict):
+                continue
+            for response in op["responses"].values():
+                for name, link in response.get("links", {}).items():
+                    target = operation(openapi, link["operationId"])
+                    names = {p["name"] for p in target["parameters"] if p["in"] == "path"}
+                    # A link gives what the answer knows; the rest is the caller's.
+                    assert set(link["parameters"]) <= names, (op["operationId"], name)
+                    assert "run_id" in link["parameters"] or "claim_id" in link["parameters"]
