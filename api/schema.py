@@ -7,6 +7,7 @@ is the whole contract of one operation.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
@@ -391,15 +392,19 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
 }
 
 
-def add_links(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: LINKS into the generated schema
-    (drf-spectacular has no way to declare them per operation)."""
-    operations = {
+def _operations(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
         op["operationId"]: op
         for item in result.get("paths", {}).values()
         for op in item.values()
         if isinstance(op, dict) and "operationId" in op
     }
+
+
+def add_links(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: LINKS into the generated schema
+    (drf-spectacular has no way to declare them per operation)."""
+    operations = _operations(result)
     for (source, status), targets in LINKS.items():
         if source not in operations:
             continue  # a schema generated for part of the API
@@ -410,3 +415,117 @@ def add_links(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             if target in operations
         }
     return result
+
+
+# --- the body of a submission, by workflow ---------------------------------------------
+def describe_submissions(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: POST /api/runs/'s body as one of
+    the workflows this server has registered (a discriminator on `workflow`), each with
+    its versions and the input each declares. A well-formed body naming another
+    workflow, another version, or an input the workflow refuses is answered 400; this
+    way the schema says so too, and a client can read what it may submit. The
+    resolve body needs its body too (drf-spectacular leaves a oneOf body optional)."""
+    from runs.workflows import registry
+
+    operations = _operations(result)
+    if "claims_resolve" in operations:
+        operations["claims_resolve"]["requestBody"]["required"] = True
+    schemas = result.get("components", {}).get("schemas", {})
+    by_name: dict[str, list[Any]] = {}
+    for wf in registry.all_workflows():
+        by_name.setdefault(wf.name, []).append(wf)
+    if "SubmissionRequest" not in schemas or not by_name:
+        return result
+    mapping = {}
+    for name, versions in by_name.items():
+        component = f"Submission.{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
+        while component in schemas:  # two names that read the same once sanitized
+            component += "_"
+        branches = [_submission(wf, latest=wf is versions[-1]) for wf in versions]
+        schemas[component] = branches[0] if len(branches) == 1 else {"oneOf": branches}
+        mapping[name] = f"#/components/schemas/{component}"
+    schemas["SubmissionRequest"] = {
+        "description": schemas["SubmissionRequest"].get("description", ""),
+        "oneOf": [{"$ref": ref} for ref in mapping.values()],
+        "discriminator": {"propertyName": "workflow", "mapping": mapping},
+    }
+    return result
+
+
+def _submission(wf: Any, *, latest: bool) -> dict[str, Any]:
+    """One workflow version's body; the latest's may leave its version out (or null)."""
+    declared = openapi_30(wf.input_schema())
+    declared.pop("description", None)  # the workflow's, said once on the body
+    declared["description"] = "The run's input (GET /api/workflows/ gives it as JSON Schema too)."
+    if latest:
+        version = {
+            "type": "integer",
+            "enum": [wf.version, None],
+            "nullable": True,
+            "description": f"{wf.version}, the latest; omitted or null: the latest.",
+        }
+    else:
+        version = {"type": "integer", "enum": [wf.version]}
+    required = ["workflow"] if latest else ["workflow", "version"]
+    if declared.get("required"):
+        required.append("input")  # omitted is {}, which its required fields are not
+    body: dict[str, Any] = {"type": "object"}
+    if wf.description:
+        body["description"] = wf.description
+    body |= {
+        "properties": {
+            "workflow": {"type": "string", "enum": [wf.name]},
+            "version": version,
+            "input": declared,
+        },
+        "required": required,
+        "additionalProperties": False,
+    }
+    return body
+
+
+def openapi_30(schema: Any, defs: dict[str, Any] | None = None) -> Any:
+    """A workflow's input schema (JSON Schema 2020-12) as an OpenAPI 3.0 schema object:
+    no $schema; $defs references inlined; a null type or a null alternative as
+    `nullable`; const as a one-value enum; a numeric exclusive bound as a bound with its
+    boolean. Input declarations are not recursive, so inlining ends."""
+    if isinstance(schema, list):
+        return [openapi_30(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    schema = dict(schema)
+    schema.pop("$schema", None)
+    defs = {**(defs or {}), **schema.pop("$defs", {})}
+    ref = schema.pop("$ref", None)
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        schema = {**defs[ref.removeprefix("#/$defs/")], **schema}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs"):
+            out[key] = {name: openapi_30(sub, defs) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf"):
+            out[key] = openapi_30(value, defs)
+        else:
+            out[key] = value
+    if isinstance(out.get("type"), list):
+        types = [t for t in out["type"] if t != "null"]
+        if len(types) < len(out["type"]):
+            out["nullable"] = True
+        out["type"] = types[0] if len(types) == 1 else out["type"]
+    for key in ("anyOf", "oneOf"):
+        options = out.get(key)
+        if isinstance(options, list) and {"type": "null"} in options:
+            rest = [o for o in options if o != {"type": "null"}]
+            del out[key]
+            out = {**rest[0], **out} if len(rest) == 1 else {**out, key: rest}
+            out["nullable"] = True
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    if out.get("nullable") and "enum" in out and None not in out["enum"]:
+        out["enum"] = [*out["enum"], None]
+    for bound in ("Minimum", "Maximum"):
+        value = out.get(f"exclusive{bound}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[bound.lower()] = value
+            out[f"exclusive{bound}"] = True
+    return out

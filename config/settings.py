@@ -291,10 +291,12 @@ SPECTACULAR_SETTINGS = {
     # Request and response bodies as separate components: read-only fields are not
     # asked for, required response fields are marked required.
     "COMPONENT_SPLIT_REQUEST": True,
-    # drf-spectacular's default hook, then the links between operations (api/schema.py).
+    # drf-spectacular's default hook, then the links between operations and the body of
+    # each workflow's submission (api/schema.py).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_links",
+        "api.schema.describe_submissions",
     ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

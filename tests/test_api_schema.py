@@ -88,9 +88,17 @@ def test_after_seq_declares_the_largest_seq_the_server_reads(openapi, api):
     assert api.get(f"{events}?after_seq={INT32_MAX}").json()["results"] == []
 
 
-def test_version_declares_the_bound_the_server_enforces(openapi, api):
-    version = request_body(openapi, "runs_create")["properties"]["version"]
-    assert (version["minimum"], version["maximum"]) == (1, INT32_MAX)
+def test_version_declares_only_versions_the_server_takes(openapi, api):
+    """The versions each workflow has (see the submission tests below), all within the
+    server's bound; past it is a 400 naming the version."""
+    body = request_body(openapi, "runs_create")
+    versions = {
+        v
+        for branch in body_schemas(openapi, body)
+        for v in branch["properties"]["version"]["enum"]
+        if v is not None
+    }
+    assert versions and all(1 <= v <= INT32_MAX for v in versions)
     body = {"workflow": "merge-change", "version": INT32_MAX + 1, "input": {"change_id": 1}}
     error = error_of(api.post("/api/runs/", body, format="json"), 400, "invalid")
     assert list(error["fields"]) == ["version"]
@@ -331,3 +339,105 @@ def test_every_link_names_an_operation_and_some_of_its_path_parameters(openapi):
                     # A link gives what the answer knows; the rest is the caller's.
                     assert set(link["parameters"]) <= names, (op["operationId"], name)
                     assert "run_id" in link["parameters"] or "claim_id" in link["parameters"]
+
+
+# --- submitting: one body per registered workflow ------------------------------------------
+def test_the_submission_body_is_one_of_the_registered_workflows(openapi, api):
+    """A well-formed submission of a workflow this server does not know, of a version it
+    does not have, or with an input its workflow refuses is not valid by the schema: the
+    schema lists each workflow with its versions and its declared input, as
+    GET /api/workflows/ does."""
+    from runs.workflows import registry
+
+    body = request_body(openapi, "runs_create")
+    assert body["discriminator"]["propertyName"] == "workflow"
+    mapping = body["discriminator"]["mapping"]
+    assert set(mapping) == {wf.name for wf in registry.all_workflows()}
+    assert [{"$ref": ref} for ref in mapping.values()] == body["oneOf"]
+    merge = body_schemas(openapi, {"$ref": mapping["merge-change"]})
+    assert merge == [
+        {
+            "type": "object",
+            "description": "Merge a change on a code host that has no idempotency.",
+            "properties": {
+                "workflow": {"type": "string", "enum": ["merge-change"]},
+                "version": {
+                    "type": "integer",
+                    "enum": [1, None],
+                    "nullable": True,
+                    "description": "1, the latest; omitted or null: the latest.",
+                },
+                "input": {
+                    "title": "merge-change v1 input",
+                    "type": "object",
+                    "properties": {"change_id": {"type": "integer", "minimum": 1}},
+                    "required": ["change_id"],
+                    "additionalProperties": False,
+                    "description": "The run's input (GET /api/workflows/ gives it as JSON "
+                    "Schema too).",
+                },
+            },
+            "required": ["workflow", "input"],
+            "additionalProperties": False,
+        }
+    ]
+
+
+@pytest.fixture
+def two_versions():
+    """A workflow with two versions, registered for one test."""
+    from runs.workflows import PURE, registry, workflow
+
+    versions = [
+        workflow("schema-two-versions", version=1, input={"a": int}),
+        workflow("schema-two-versions", version=2, input={"b": float | None}),
+    ]
+    for wf in versions:
+        wf.step(kind=PURE)(lambda ctx: None)
+    yield
+    for wf in versions:
+        registry._registry.pop((wf.name, wf.version))
+
+
+def test_each_version_of_a_workflow_has_its_body(two_versions, api):
+    openapi = api.get("/api/schema/").json()
+    mapping = request_body(openapi, "runs_create")["discriminator"]["mapping"]
+    v1, v2 = body_schemas(openapi, {"$ref": mapping["schema-two-versions"]})
+    assert (v1["properties"]["version"], v1["required"]) == (
+        {"type": "integer", "enum": [1]},
+        ["workflow", "version", "input"],
+    )
+    assert v1["properties"]["input"]["properties"] == {"a": {"type": "integer"}}
+    # The latest: its version, or none (omitted or null).
+    assert (v2["properties"]["version"]["enum"], v2["required"]) == (
+        [2, None],
+        ["workflow", "input"],
+    )
+    assert v2["properties"]["input"]["properties"] == {"b": {"type": "number", "nullable": True}}
+
+
+def test_a_body_the_server_needs_is_a_required_body(openapi, api):
+    claim = factories.crashed_merge()
+    paths = {
+        "runs_create": "/api/runs/",
+        "runs_cancel": f"/api/runs/{claim.run_id}/cancel/",
+        "runs_signal": f"/api/runs/{claim.run_id}/signals/approval/",
+        "claims_resolve": f"/api/claims/{claim.pk}/resolve/",
+    }
+    required = {
+        operation_id: operation(openapi, operation_id)["requestBody"].get("required", False)
+        for operation_id in paths
+    }
+    answers_without_a_body = {
+        operation_id: api.post(path).status_code == 400 for operation_id, path in paths.items()
+    }
+    assert (
+        required
+        == answers_without_a_body
+        == {
+            "runs_create": True,
+            "runs_cancel": False,
+            "runs_signal": False,
+            "claims_resolve": True,
+        }
+    )
