@@ -277,7 +277,8 @@ SPECTACULAR_SETTINGS = {
         "Submit runs, follow them, and decide the effects whose outcome is unknown. "
         "Authenticate with `Authorization: Token <key>` (`manage.py createoperator NAME "
         '--token`) or a session. Every 4xx answer is `{"error": {"code", "message", '
-        '"fields"?}}`.'
+        '"fields"?}}`. No string in a request body or query may contain U+0000 (NUL), which '
+        "PostgreSQL cannot store: it is refused (400), in a JSON value's strings and keys too."
     ),
     "VERSION": "0.1.0",
     "SCHEMA_PATH_PREFIX": "/api/",
