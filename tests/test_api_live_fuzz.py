@@ -14,7 +14,7 @@ bounded number of examples per operation; ids the server makes (run UUIDs) diffe
 run, so the exact requests of the stateful phase may too.
 
 Bounds, for CI (about a minute on two cores): MAX_EXAMPLES examples per operation in
-the fuzzing phase and stateful scenarios to match; the coverage phase sends each
+the fuzzing phase, STATEFUL_CONFIG for the stateful one; the coverage phase sends each
 schema boundary once regardless.
 
 Two deliberate choices:
@@ -30,6 +30,7 @@ Two deliberate choices:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,18 @@ from tests.integration.servers import free_port
 
 SEED = 20261201
 MAX_EXAMPLES = 30
+# The stateful phase's own bounds (its generation settings are its own, so the one about
+# U+0000 is said again): longer walks and more of them follow more of the schema's links
+# (about 25 of 46, against about 11 with the defaults) for some 10 s more.
+STATEFUL_CONFIG = """
+[phases.stateful]
+max-steps = 20
+
+[phases.stateful.generation]
+max-examples = 300
+allow-x00 = false
+database = "none"
+"""
 TIMEOUT_SECONDS = 240
 UNRESOLVED_CLAIMS = 6  # the stateful phase resolves some; some stay for take and release
 
@@ -117,8 +130,11 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(li
     engine.submit_run(workflow="agent-refund", input={"ticket": 1, "amount": 5})
     for change_id in range(2, 2 + UNRESOLVED_CLAIMS):
         factories.crashed_merge(change_id=change_id)
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(STATEFUL_CONFIG)
     command = [
-        schemathesis_cli(), "run", f"{live_api}/api/schema/",
+        schemathesis_cli(), "--config-file", str(config),
+        "run", f"{live_api}/api/schema/",
         "--header", f"Authorization: Token {token}",
         "--checks", "all",
         "--phases", "examples,coverage,fuzzing,stateful",
@@ -149,3 +165,10 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(li
     for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
         assert f"✅ {phase}" in summary, summary
     assert "failure" not in summary, summary
+    # The stateful phase walked the schema's links (not only ones it inferred itself).
+    covered = re.search(
+        r"API Links:\s+(\d+) covered / (\d+) selected / \d+ total \((\d+) inferred", output
+    )
+    assert covered, output
+    links, selected, inferred = map(int, covered.groups())
+    assert selected - inferred >= 30 and links >= 10, covered.group(0)
