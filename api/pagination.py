@@ -15,13 +15,12 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
-from .serializers import QueryParams
+# The largest page number and seq read is PostgreSQL's integer, which seqs are. The
+# schema declares the same bound, so a larger value is a documented 400, not a surprise.
+from .serializers import INT32_MAX, QueryParams
 
 MAX_PAGE_SIZE = 500
 MAX_EVENTS = 1000
-# The largest page number and seq read: PostgreSQL's integer, which seqs are. The schema
-# declares the same bound, so a larger value is a documented 400, not a surprise.
-INT32_MAX = 2**31 - 1
 
 
 class PageQuery(QueryParams):
