@@ -15,12 +15,16 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
+# The largest page number and seq read is PostgreSQL's integer, which seqs are. The
+# schema declares the same bound, so a larger value is a documented 400, not a surprise.
+from .serializers import INT32_MAX, QueryParams
+
 MAX_PAGE_SIZE = 500
 MAX_EVENTS = 1000
 
 
-class PageQuery(serializers.Serializer):
-    page = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False)
+class PageQuery(QueryParams):
+    page = serializers.IntegerField(min_value=1, max_value=INT32_MAX, required=False)
     page_size = serializers.IntegerField(min_value=1, max_value=MAX_PAGE_SIZE, required=False)
 
 
@@ -57,7 +61,11 @@ class PageNumberPagination(pagination.PageNumberPagination):
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
         return [
-            _query_param("page", "Page number, from 1.", {"type": "integer", "minimum": 1}),
+            _query_param(
+                "page",
+                "Page number, from 1.",
+                {"type": "integer", "minimum": 1, "maximum": INT32_MAX},
+            ),
             _query_param(
                 "page_size",
                 f"Items per page (default {self.page_size}, at most {MAX_PAGE_SIZE}).",
@@ -78,8 +86,8 @@ class PageNumberPagination(pagination.PageNumberPagination):
         }
 
 
-class SeqQuery(serializers.Serializer):
-    after_seq = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+class SeqQuery(QueryParams):
+    after_seq = serializers.IntegerField(min_value=0, max_value=INT32_MAX, required=False)
     limit = serializers.IntegerField(min_value=1, max_value=MAX_EVENTS, required=False)
 
 
@@ -119,7 +127,7 @@ class SeqCursorPagination(pagination.BasePagination):
                 "after_seq",
                 "Only events with a larger seq (default 0: from the first). To tail a run, "
                 "pass the `next_after_seq` of the previous answer.",
-                {"type": "integer", "minimum": 0},
+                {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
             ),
             _query_param(
                 "limit",

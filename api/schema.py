@@ -7,13 +7,16 @@ is the whole contract of one operation.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
     OpenApiResponse,
+    PolymorphicProxySerializer,
     extend_schema,
 )
 
@@ -21,6 +24,19 @@ from runs.engine.submit import KEY_PATTERN
 
 from . import serializers as s
 from .errors import IDEMPOTENCY_KEY_HEADER
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):
+    """A request body the server refuses unknown fields of (a typo is not ignored) says
+    so: `additionalProperties: false`."""
+
+    target_class = "api.serializers.StrictSerializer"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> Any:
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}
+
 
 ERRORS = {
     400: "The request is invalid: `fields` names each input at fault (body fields, "
@@ -76,7 +92,8 @@ RUN_ID = OpenApiParameter(
 )
 CLAIM_ID = OpenApiParameter(
     "claim_id",
-    {"type": "integer", "minimum": 1},
+    # The path takes at most 18 digits (api/urls.py); a longer id answers 404.
+    {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
     OpenApiParameter.PATH,
     description="The claim's id (`id` in GET /api/claims/ and in a run's claims).",
 )
@@ -138,7 +155,8 @@ runs_list = _operation(
     tag="runs",
     summary="List runs",
     description="Newest first unless `ordering` says otherwise. A bad filter value "
-    "answers 400 naming the parameter.",
+    "answers 400 naming the parameter, and so does an empty one (`?status=`): leave a "
+    "filter out to match any value (an empty `workflow` matches any too).",
     parameters=[s.RunQuery],
     ok={200: OpenApiResponse(s.RunSerializer(many=True), description="A page of runs.")},
     errors=(400, 404),
@@ -269,7 +287,16 @@ claims_resolve = _operation(
     "failed (it did not happen: the step is retried under a new claim if attempts "
     "remain), with a note. Repeating the same decision answers it again (replayed). "
     "Operators only.",
-    request=s.Decision,
+    # One body per outcome, told apart by `outcome`: a failed one has no result.
+    request=PolymorphicProxySerializer(
+        component_name="Decision",
+        serializers={
+            "succeeded": s.SucceededDecision,
+            "failed": s.FailedDecision,
+        },
+        resource_type_field_name="outcome",
+        many=False,
+    ),
     examples=[
         OpenApiExample(
             "it happened",
@@ -321,3 +348,185 @@ workflows_list = _operation(
     ok={200: OpenApiResponse(s.WorkflowSerializer(many=True), description="Workflows.")},
     errors=(400, 404),
 )
+
+
+# --- links -----------------------------------------------------------------------------
+# Where the ids an answer gives can be used next (OpenAPI links): clients and tools that
+# follow them, Schemathesis' stateful phase among them, reach a run's or a claim's
+# operations with ids that exist. A link names only what the answer knows (a signal's
+# name, for one, is the caller's).
+RUN_OPERATIONS = (
+    "runs_retrieve",
+    "runs_steps_list",
+    "runs_events_list",
+    "runs_cancel",
+    "runs_signal",
+    "runs_retry_step",
+)
+CLAIM_OPERATIONS = ("claims_resolve", "claims_take", "claims_release")
+
+
+def _each(operations: tuple[str, ...], **parameters: str) -> dict[str, dict[str, str]]:
+    return {operation: dict(parameters) for operation in operations}
+
+
+_NEW_RUN = _each(RUN_OPERATIONS, run_id="$response.body#/id")
+LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
+    ("runs_create", "201"): _NEW_RUN,
+    ("runs_create", "200"): _NEW_RUN,
+    ("runs_list", "200"): _each(RUN_OPERATIONS, run_id="$response.body#/results/0/id"),
+    ("runs_retrieve", "200"): {
+        **_each(
+            ("runs_steps_list", "runs_events_list", "runs_cancel", "runs_signal"),
+            run_id="$response.body#/id",
+        ),
+        "runs_retry_step": {"run_id": "$response.body#/id", "step": "$response.body#/steps/0/key"},
+        **_each(CLAIM_OPERATIONS, claim_id="$response.body#/claims/0/id"),
+    },
+    ("claims_list", "200"): {
+        **_each(CLAIM_OPERATIONS, claim_id="$response.body#/results/0/id"),
+        "runs_retrieve": {"run_id": "$response.body#/results/0/run_id"},
+    },
+    ("claims_take", "200"): _each(
+        ("claims_resolve", "claims_release"), claim_id="$response.body#/claim_id"
+    ),
+}
+
+
+def _operations(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        op["operationId"]: op
+        for item in result.get("paths", {}).values()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
+    }
+
+
+def add_links(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: LINKS into the generated schema
+    (drf-spectacular has no way to declare them per operation)."""
+    operations = _operations(result)
+    for (source, status), targets in LINKS.items():
+        if source not in operations:
+            continue  # a schema generated for part of the API
+        response = operations[source]["responses"][status]
+        response["links"] = {
+            target: {"operationId": target, "parameters": parameters}
+            for target, parameters in targets.items()
+            if target in operations
+        }
+    return result
+
+
+# --- the body of a submission, by workflow ---------------------------------------------
+def describe_submissions(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: POST /api/runs/'s body as one of
+    the workflows this server has registered (a discriminator on `workflow`), each with
+    its versions and the input each declares. A well-formed body naming another
+    workflow, another version, or an input the workflow refuses is answered 400; this
+    way the schema says so too, and a client can read what it may submit. The
+    resolve body needs its body too (drf-spectacular leaves a oneOf body optional)."""
+    from runs.workflows import registry
+
+    operations = _operations(result)
+    if "claims_resolve" in operations:
+        operations["claims_resolve"]["requestBody"]["required"] = True
+    schemas = result.get("components", {}).get("schemas", {})
+    by_name: dict[str, list[Any]] = {}
+    for wf in registry.all_workflows():
+        by_name.setdefault(wf.name, []).append(wf)
+    if "SubmissionRequest" not in schemas or not by_name:
+        return result
+    mapping = {}
+    for name, versions in by_name.items():
+        component = f"Submission.{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
+        while component in schemas:  # two names that read the same once sanitized
+            component += "_"
+        branches = [_submission(wf, latest=wf is versions[-1]) for wf in versions]
+        schemas[component] = branches[0] if len(branches) == 1 else {"oneOf": branches}
+        mapping[name] = f"#/components/schemas/{component}"
+    schemas["SubmissionRequest"] = {
+        "description": schemas["SubmissionRequest"].get("description", ""),
+        "oneOf": [{"$ref": ref} for ref in mapping.values()],
+        "discriminator": {"propertyName": "workflow", "mapping": mapping},
+    }
+    return result
+
+
+def _submission(wf: Any, *, latest: bool) -> dict[str, Any]:
+    """One workflow version's body; the latest's may leave its version out (or null)."""
+    declared = openapi_30(wf.input_schema())
+    declared.pop("description", None)  # the workflow's, said once on the body
+    declared["description"] = "The run's input (GET /api/workflows/ gives it as JSON Schema too)."
+    if latest:
+        version = {
+            "type": "integer",
+            "enum": [wf.version, None],
+            "nullable": True,
+            "description": f"{wf.version}, the latest; omitted or null: the latest.",
+        }
+    else:
+        version = {"type": "integer", "enum": [wf.version]}
+    required = ["workflow"] if latest else ["workflow", "version"]
+    if declared.get("required"):
+        required.append("input")  # omitted is {}, which its required fields are not
+    body: dict[str, Any] = {"type": "object"}
+    if wf.description:
+        body["description"] = wf.description
+    body |= {
+        "properties": {
+            "workflow": {"type": "string", "enum": [wf.name]},
+            "version": version,
+            "input": declared,
+        },
+        "required": required,
+        "additionalProperties": False,
+    }
+    return body
+
+
+def openapi_30(schema: Any, defs: dict[str, Any] | None = None) -> Any:
+    """A workflow's input schema (JSON Schema 2020-12) as an OpenAPI 3.0 schema object:
+    no $schema; $defs references inlined; a null type or a null alternative as
+    `nullable`; const as a one-value enum; a numeric exclusive bound as a bound with its
+    boolean. Input declarations are not recursive, so inlining ends."""
+    if isinstance(schema, list):
+        return [openapi_30(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    schema = dict(schema)
+    schema.pop("$schema", None)
+    defs = {**(defs or {}), **schema.pop("$defs", {})}
+    ref = schema.pop("$ref", None)
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        schema = {**defs[ref.removeprefix("#/$defs/")], **schema}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs"):
+            out[key] = {name: openapi_30(sub, defs) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not", "anyOf", "oneOf", "allOf"):
+            out[key] = openapi_30(value, defs)
+        else:
+            out[key] = value
+    if isinstance(out.get("type"), list):
+        types = [t for t in out["type"] if t != "null"]
+        if len(types) < len(out["type"]):
+            out["nullable"] = True
+        out["type"] = types[0] if len(types) == 1 else out["type"]
+    for key in ("anyOf", "oneOf"):
+        options = out.get(key)
+        if isinstance(options, list) and {"type": "null"} in options:
+            rest = [o for o in options if o != {"type": "null"}]
+            del out[key]
+            out = {**rest[0], **out} if len(rest) == 1 else {**out, key: rest}
+            out["nullable"] = True
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    if out.get("nullable") and "enum" in out and None not in out["enum"]:
+        out["enum"] = [*out["enum"], None]
+    for bound in ("Minimum", "Maximum"):
+        value = out.get(f"exclusive{bound}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[bound.lower()] = value
+            out[f"exclusive{bound}"] = True
+    return out

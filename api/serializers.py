@@ -14,6 +14,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from reconciliation.services import REFERENCE_MAX
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 
 from . import errors
@@ -30,6 +31,51 @@ class StrictSerializer(serializers.Serializer):
         unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
         if unknown:
             raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return value
+
+
+class StrictCharField(serializers.CharField):
+    """A body's string: a number is refused, not read as its digits (the schema says
+    string, so `"reason": 0` is not a reason)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A body's integer: a JSON integer, not a string of digits, a fraction or a bool
+    (the schema says integer, so `"version": "2"` is not a version)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field({"type": "string", "pattern": r"\S"})
+class NoteField(StrictCharField):
+    """A note: blank once trimmed is no note (the service refuses it). The pattern is
+    searched, not matched: "a character that is not whitespace, somewhere", with
+    whitespace as Python's str.strip() sees it."""
+
+
+@extend_schema_field({"type": "string", "nullable": True, "maxLength": REFERENCE_MAX})
+class ReferenceField(StrictCharField):
+    """A reference, measured as sent: the service trims it before its own check, so a
+    long one padded with spaces would pass there while the schema's maxLength refuses it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if len(value) > REFERENCE_MAX:
+            raise serializers.ValidationError(
+                f"reference is {len(value)} characters long; at most {REFERENCE_MAX} "
+                "(link to long evidence instead of pasting it)"
+            )
         return value
 
 
@@ -62,8 +108,8 @@ class JSONObjectField(JSONValueField):
 class Submission(StrictSerializer):
     """A run to submit: which workflow (and version) with which input."""
 
-    workflow = serializers.CharField(max_length=100, help_text="A registered workflow's name.")
-    version = serializers.IntegerField(
+    workflow = StrictCharField(max_length=100, help_text="A registered workflow's name.")
+    version = StrictIntegerField(
         min_value=1,
         max_value=INT32_MAX,
         required=False,
@@ -81,7 +127,7 @@ class Submission(StrictSerializer):
 class Cancellation(StrictSerializer):
     """Why the run is cancelled (optional)."""
 
-    reason = serializers.CharField(
+    reason = StrictCharField(
         max_length=2000, required=False, allow_blank=True, help_text="Why, for the run's history."
     )
 
@@ -89,7 +135,7 @@ class Cancellation(StrictSerializer):
 class SignalBody(StrictSerializer):
     """A signal's payload (any JSON; optional)."""
 
-    payload = serializers.JSONField(
+    payload = JSONValueField(
         required=False, allow_null=True, help_text="Any JSON: the wait step's result holds it."
     )
 
@@ -107,23 +153,15 @@ class SignalSerializer(serializers.Serializer):
         return obj.consumed_by_step_id is not None
 
 
-class Decision(StrictSerializer):
-    """What happened to an unresolved claim's effect, and why you say so."""
+FAILED_HAS_NO_RESULT = "a failed outcome has no result (the effect did not happen)"
 
-    outcome = serializers.ChoiceField(
-        choices=[ClaimStatus.SUCCEEDED.value, ClaimStatus.FAILED.value],
-        help_text="succeeded: the effect happened; failed: it did NOT happen (the step is "
-        "retried under a new claim if attempts remain).",
+
+class _DecisionNote(StrictSerializer):
+    note = NoteField(
+        error_messages={"blank": "a resolution needs a note saying why"},
+        help_text="Why you decided so (required, not blank).",
     )
-    note = serializers.CharField(
-        allow_blank=True, help_text="Why you decided so (required, not blank)."
-    )
-    result = JSONValueField(
-        required=False,
-        allow_null=True,
-        help_text="The step's result, for a succeeded outcome (a failed one has none).",
-    )
-    reference = serializers.CharField(
+    reference = ReferenceField(
         required=False,
         allow_blank=True,
         allow_null=True,
@@ -131,7 +169,68 @@ class Decision(StrictSerializer):
     )
 
 
-class RunQuery(serializers.Serializer):
+class Decision(_DecisionNote):
+    """What happened to an unresolved claim's effect, and why you say so. The schema
+    describes it as one of SucceededDecision and FailedDecision, by `outcome`; this is
+    their union, which the server reads, and its validate() keeps them apart."""
+
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.SUCCEEDED.value, ClaimStatus.FAILED.value],
+        help_text="succeeded: the effect happened; failed: it did NOT happen (the step is "
+        "retried under a new claim if attempts remain).",
+    )
+    result = JSONValueField(
+        required=False,
+        allow_null=True,
+        help_text="The step's result, for a succeeded outcome (a failed one has none).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Even `"result": null`: the failed body has no result field at all.
+        if attrs["outcome"] == ClaimStatus.FAILED and "result" in attrs:
+            raise serializers.ValidationError({"result": [FAILED_HAS_NO_RESULT]})
+        return attrs
+
+
+class SucceededDecision(_DecisionNote):
+    """The effect happened: with its result, if any."""
+
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.SUCCEEDED.value], help_text="The effect happened."
+    )
+    result = JSONValueField(
+        required=False, allow_null=True, help_text="The step's result (none: null)."
+    )
+
+
+class FailedDecision(_DecisionNote):
+    """The effect did NOT happen: the step is retried under a new claim if attempts
+    remain. No result."""
+
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.FAILED.value], help_text="The effect did not happen."
+    )
+
+
+class QueryParams(serializers.Serializer):
+    """Query parameters. An empty value (`?status=`) is refused unless the field allows
+    a blank string: it is not a status, a date or a number, and reading it as "any" would
+    make the schema, which lists what each may be, untrue. Leaving it out means any."""
+
+    EMPTY = "may not be empty: leave the parameter out instead"
+
+    def to_internal_value(self, data: Any) -> Any:
+        empty = {
+            name: [self.EMPTY]
+            for name, field in self.fields.items()
+            if data.get(name) == "" and not getattr(field, "allow_blank", False)
+        }
+        if empty:
+            raise serializers.ValidationError(empty)
+        return super().to_internal_value(data)
+
+
+class RunQuery(QueryParams):
     """GET /api/runs/ filters. created_after is inclusive, created_before exclusive."""
 
     ORDERINGS = [
@@ -153,7 +252,7 @@ class RunQuery(serializers.Serializer):
     )
 
 
-class ClaimQuery(serializers.Serializer):
+class ClaimQuery(QueryParams):
     status = serializers.ChoiceField(
         choices=ClaimStatus.choices,
         required=False,

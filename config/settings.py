@@ -305,7 +305,9 @@ SPECTACULAR_SETTINGS = {
         "`manage.py createoperator NAME --token`, is shown once, and expires after "
         "API_TOKEN_TTL_DAYS (90 days by default); `--rotate-token` replaces a user's tokens "
         "with a new one, `--revoke-tokens` revokes them all. An expired or revoked token is "
-        'refused with 401. Every 4xx answer is `{"error": {"code", "message", "fields"?}}`.'
+        'refused with 401. Every 4xx answer is `{"error": {"code", "message", "fields"?}}`. '
+        "No string in a request body or query may contain U+0000 (NUL), which PostgreSQL "
+        "cannot store: it is refused (400), in a JSON value's strings and keys too."
     ),
     "VERSION": "0.1.0",
     "SCHEMA_PATH_PREFIX": "/api/",
@@ -319,6 +321,13 @@ SPECTACULAR_SETTINGS = {
     # Request and response bodies as separate components: read-only fields are not
     # asked for, required response fields are marked required.
     "COMPONENT_SPLIT_REQUEST": True,
+    # drf-spectacular's default hook, then the links between operations and the body of
+    # each workflow's submission (api/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_links",
+        "api.schema.describe_submissions",
+    ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

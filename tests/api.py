@@ -12,13 +12,19 @@ from reconciliation.models import ClaimTake
 from runs.models import Attempt, Claim, Event, Run, Step, SubmissionKey
 
 
+def api_token(user: Any) -> str:
+    """A new key `user` sends as `Authorization: Token <key>` (as `createoperator NAME
+    --token` makes one). The one place tests make API tokens."""
+    _, key = AuthToken.objects.create(user=user)
+    return str(key)
+
+
 def token_client(user: Any | None) -> APIClient:
     """A client sending `Authorization: Token …` for `user` (anonymous for None), with a
     new token of the user's (as `createoperator NAME --token` makes one)."""
     client = APIClient()
     if user is not None:
-        _, key = AuthToken.objects.create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {api_token(user)}")
     return client
 
 
