@@ -165,6 +165,15 @@ def test_without_https_the_deploy_check_fails():
     assert done.returncode != 0 and "SECURE_SSL_REDIRECT" in done.stderr + done.stdout
 
 
+def test_deploy_check_flags_a_proxy_whose_clients_all_share_its_address():
+    behind = {**PRODUCTION, "SECURE_PROXY_SSL_HEADER": "1"}
+    done = run_django(behind, "check", "--deploy", "--fail-level", "WARNING")
+    assert done.returncode != 0 and "durable_runs.W001" in done.stderr + done.stdout
+    configured = {**behind, "TRUSTED_PROXY_COUNT": "1", "METRICS_TOKEN": "m" * 32}
+    done = run_django(configured, "check", "--deploy", "--fail-level", "WARNING")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_a_wrong_log_format_is_one_clear_line():
     done = run_django({"LOG_FORMAT": "xml"}, "check")
     assert done.returncode != 0 and "LOG_FORMAT must be json or plain, not 'xml'" in done.stderr

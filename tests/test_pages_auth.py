@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import logging
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from runs import engine
@@ -119,3 +123,91 @@ def test_run_page_escapes_a_hostile_step_result(operator_client, a_run):
     assert "<script>alert(1)</script>" not in html
     assert "<img src=x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+# --- failed logins behind a proxy: the pair and the address, never the username alone ---
+PROXY = "10.0.0.2"  # the TLS proxy in front: REMOTE_ADDR of every request
+
+
+def login_via_proxy(client: Client, username: str, password: str, address: str, spoofed: str = ""):
+    """A login the proxy forwards: it appends the address it saw to X-Forwarded-For (after
+    whatever the client itself sent)."""
+    forwarded = f"{spoofed}, {address}" if spoofed else address
+    return client.post(
+        "/login/",
+        {"username": username, "password": password},
+        REMOTE_ADDR=PROXY,
+        HTTP_X_FORWARDED_FOR=forwarded,
+    )
+
+
+@pytest.fixture
+def oscar(db):
+    return make_user("oscar", "operators")
+
+
+@pytest.fixture
+def behind_one_proxy(settings):
+    settings.TRUSTED_PROXY_COUNT = 1
+
+
+def test_login_lockout_of_one_address_leaves_the_operator_in_from_another(
+    oscar, behind_one_proxy, settings
+):
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        login_via_proxy(Client(), "oscar", "nope", "203.0.113.66")
+
+    # The attacker's address is locked out for oscar, whatever it puts in front.
+    locked = login_via_proxy(Client(), "oscar", PASSWORD, "203.0.113.66", spoofed="192.0.2.9")
+    assert locked.status_code == 429
+    # Oscar himself, from his own address through the same proxy, logs in.
+    response = login_via_proxy(Client(), "oscar", PASSWORD, "198.51.100.23")
+    assert (response.status_code, response.get("Location")) == (302, "/")
+
+
+def test_login_guesses_across_many_usernames_from_one_address_are_limited(
+    oscar, behind_one_proxy, settings
+):
+    settings.AXES_ADDRESS_FAILURE_LIMIT = 8
+    make_user("mallory", "viewers")  # the attacker has an account of her own
+    attacker = "203.0.113.66"
+    for n in range(settings.AXES_ADDRESS_FAILURE_LIMIT - 1):
+        assert login_via_proxy(Client(), f"user{n}", "guess", attacker).status_code == 200
+    # Her own successful login resets her own pair, not the address's count.
+    assert login_via_proxy(Client(), "mallory", PASSWORD, attacker).status_code == 302
+    assert login_via_proxy(Client(), "another", "guess", attacker).status_code == 429
+
+    locked = login_via_proxy(Client(), "oscar", PASSWORD, attacker)
+    assert locked.status_code == 429
+    assert b"from your address" in locked.content
+    # Everyone else is unaffected.
+    assert login_via_proxy(Client(), "oscar", PASSWORD, "198.51.100.23").status_code == 302
+
+
+def test_failed_login_log_names_the_address_and_a_hash_of_the_username(
+    oscar, behind_one_proxy, caplog
+):
+    import json
+
+    from config.logs import ContextFilter, JsonFormatter
+
+    caplog.set_level(logging.INFO)
+    login_via_proxy(Client(), "oscar", "nope", "203.0.113.66", spoofed="192.0.2.9")
+    login_via_proxy(Client(), "oscar", "nope again", "203.0.113.66")
+    login_via_proxy(Client(), "olga", "nope", "203.0.113.66")
+
+    failed = [r for r in caplog.records if hasattr(r, "username_hash")]
+    assert [r.client_ip for r in failed] == ["203.0.113.66"] * 3
+    first, second, other = (r.username_hash for r in failed)
+    assert first == second != other and len(first) >= 12
+    ContextFilter().filter(failed[0])
+    entry = json.loads(JsonFormatter().format(failed[0]))
+    assert (entry["client_ip"], entry["username_hash"]) == ("203.0.113.66", first)
+    assert "203.0.113.66" in entry["message"] and first in entry["message"]
+    # No line anywhere names the username or hides the address behind a mask.
+    assert "oscar" not in caplog.text and "olga" not in caplog.text
+    assert "****" not in caplog.text
+    # An administrator finds the lines of a suspect name by its hash.
+    out = io.StringIO()
+    call_command("username_hash", "oscar", stdout=out)
+    assert out.getvalue() == f"{first}  oscar\n"

@@ -127,3 +127,47 @@ def test_settings_api_cache_reaches_the_embedded_redis_socket(tmp_path):
         assert cache.get("k") == 1
     finally:
         server.shutdown()
+
+
+def load_settings(tmp_path: Path, expression: str, **env: str) -> subprocess.CompletedProcess[str]:
+    code = f"import django; django.setup(); from django.conf import settings; print({expression})"
+    return run(["-c", code], clean_env(tmp_path, SECRET_KEY="k" * 50, **env))
+
+
+@pytest.mark.parametrize(
+    ("env", "count"),
+    [
+        ({}, 0),
+        ({"TRUSTED_PROXY_COUNT": "2"}, 2),
+        ({"API_NUM_PROXIES": "1"}, 1),  # its former name still works
+        ({"TRUSTED_PROXY_COUNT": "1", "API_NUM_PROXIES": "1"}, 1),
+    ],
+)
+def test_settings_trusted_proxy_count_is_shared_by_login_and_api(tmp_path, env, count):
+    result = load_settings(
+        tmp_path, "settings.TRUSTED_PROXY_COUNT, settings.REST_FRAMEWORK['NUM_PROXIES']", **env
+    )
+    assert (result.returncode, result.stdout) == (0, f"{count} {count}\n"), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"TRUSTED_PROXY_COUNT": "one"},
+            "TRUSTED_PROXY_COUNT must be a whole number of at least 0, not 'one'",
+        ),
+        (
+            {"TRUSTED_PROXY_COUNT": "2", "API_NUM_PROXIES": "1"},
+            "TRUSTED_PROXY_COUNT=2 and API_NUM_PROXIES=1 disagree: set only "
+            "TRUSTED_PROXY_COUNT (API_NUM_PROXIES is its former name)",
+        ),
+        (
+            {"AXES_ADDRESS_FAILURE_LIMIT": "0"},
+            "AXES_ADDRESS_FAILURE_LIMIT must be a whole number of at least 1, not '0'",
+        ),
+    ],
+)
+def test_settings_refuse_a_bad_count_in_one_line(tmp_path, env, message):
+    result = run(["manage.py", "check"], clean_env(tmp_path, SECRET_KEY="k" * 50, **env))
+    assert (result.returncode, result.stderr) == (1, message + "\n")
