@@ -63,6 +63,20 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return number
 
 
+def env_positive(name: str, default: float) -> float:
+    """A number above 0, or one clear line naming the variable."""
+    value = (os.environ.get(name) or "").strip()
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise ImproperlyConfigured(f"{name} must be a number above 0, not {value!r}")
+    return number
+
+
 def _trusted_proxy_count() -> int:
     """TRUSTED_PROXY_COUNT, or API_NUM_PROXIES (its former name, still read)."""
     count = env_int("TRUSTED_PROXY_COUNT", -1)
@@ -126,6 +140,10 @@ MIDDLEWARE = [
     # After authentication: log lines of a request carry its id and its user.
     "config.requestlog.RequestContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Ends an idle login (and says so on the login page: after the messages).
+    "runs.sessions.SessionLifetimeMiddleware",
+    # Nothing shown to a signed-in user is kept by a browser or proxy cache.
+    "config.security.PrivateResponsesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
@@ -259,6 +277,12 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 SESSION_COOKIE_HTTPONLY = True
+# A login ends SESSION_ABSOLUTE_HOURS after it began, and after SESSION_IDLE_MINUTES
+# without a request from the person (the pages' own polling does not count):
+# runs/sessions.py.
+SESSION_ABSOLUTE_HOURS = env_positive("SESSION_ABSOLUTE_HOURS", 12.0)
+SESSION_IDLE_MINUTES = env_positive("SESSION_IDLE_MINUTES", 30.0)
+SESSION_COOKIE_AGE = max(1, int(SESSION_ABSOLUTE_HOURS * 3600))
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from <body hx-headers>, not the cookie
 
 # Failed logins are throttled per client address (config/clientip.py), never per

@@ -166,8 +166,16 @@ def test_settings_trusted_proxy_count_is_shared_by_login_and_api(tmp_path, env, 
             {"AXES_ADDRESS_FAILURE_LIMIT": "0"},
             "AXES_ADDRESS_FAILURE_LIMIT must be a whole number of at least 1, not '0'",
         ),
+        (
+            {"SESSION_IDLE_MINUTES": "0"},
+            "SESSION_IDLE_MINUTES must be a number above 0, not '0'",
+        ),
+        (
+            {"SESSION_ABSOLUTE_HOURS": "half a day"},
+            "SESSION_ABSOLUTE_HOURS must be a number above 0, not 'half a day'",
+        ),
     ],
 )
-def test_settings_refuse_a_bad_count_in_one_line(tmp_path, env, message):
+def test_settings_refuse_a_bad_number_in_one_line(tmp_path, env, message):
     result = run(["manage.py", "check"], clean_env(tmp_path, SECRET_KEY="k" * 50, **env))
     assert (result.returncode, result.stderr) == (1, message + "\n")
