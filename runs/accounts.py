@@ -54,14 +54,14 @@ class LoginAttemptHandler(AxesDatabaseHandler):
     """
 
     def get_failures(self, request: Any, credentials: dict[str, Any] | None = None) -> int:
-        pair = super().get_failures(request, credentials)
+        pair = int(super().get_failures(request, credentials))
         recent = AccessAttempt.objects.filter(
             ip_address=request.axes_ip_address,
             attempt_time__gte=get_cool_off_threshold(request),
         ).aggregate(n=Sum("failures_since_start"))["n"]
         request.axes_address_locked = (recent or 0) >= settings.AXES_ADDRESS_FAILURE_LIMIT
         if request.axes_address_locked:
-            return max(pair, settings.AXES_FAILURE_LIMIT)
+            return max(pair, int(settings.AXES_FAILURE_LIMIT))
         return pair
 
     def user_login_failed(
