@@ -261,8 +261,9 @@ TRUSTED_PROXY_COUNT = _trusted_proxy_count()
 # /readyz and `manage.py check_health` give each dependency this long to answer.
 RUNS_HEALTH_TIMEOUT_SECONDS = env_float("RUNS_HEALTH_TIMEOUT_SECONDS", 3.0)
 # /metrics answers a request that carries `Authorization: Bearer <METRICS_TOKEN>` (when
-# set), or comes from one of METRICS_ALLOWED_NETWORKS (comma-separated CIDRs; default
-# this host only). Everyone else gets 403.
+# set), or, with no proxy in front (TRUSTED_PROXY_COUNT 0, no forwarding headers), comes
+# from one of METRICS_ALLOWED_NETWORKS (comma-separated CIDRs; default this host only).
+# Everyone else gets 403. The token also shows /readyz's error details.
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = [
     n.strip()

@@ -33,13 +33,62 @@ def test_readyz_checks_database_migrations_and_broker(client):
     assert body["checks"]["database"]["ok"] and body["checks"]["broker"]["ok"]
 
 
-@override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0")
-def test_readyz_names_an_unreachable_broker(client):
-    response = client.get("/readyz")
+@override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0", METRICS_TOKEN="s3cret-token")
+def test_readyz_names_an_unreachable_broker_to_whoever_may_know(client):
+    response = client.get("/readyz", HTTP_AUTHORIZATION="Bearer s3cret-token")
     body = response.json()
     assert response.status_code == 503 and body["status"] == "not ready"
     assert body["checks"]["database"]["ok"]
     assert not body["checks"]["broker"]["ok"] and "Error" in body["checks"]["broker"]["error"]
+
+
+DATABASE_ERROR = (
+    'connection to server at "db.internal" (10.0.0.5), port 5432 failed: '
+    'FATAL:  password authentication failed for user "durable_owner"'
+)
+
+
+@pytest.fixture
+def database_down(monkeypatch):
+    """The database check fails as psycopg does, naming host, address, port and role."""
+    from django.db import OperationalError
+
+    from config import health
+
+    def refused() -> dict:
+        raise OperationalError(DATABASE_ERROR)
+
+    monkeypatch.setitem(health.CHECKS, "database", refused)
+    # After a real failure the check drops its connection; here that is the test's own.
+    monkeypatch.setattr(health.connection, "close_if_unusable_or_obsolete", lambda: None)
+
+
+def test_readyz_tells_an_anonymous_caller_only_what_is_down(client, database_down, caplog):
+    caplog.set_level(logging.WARNING)
+
+    response = client.get("/readyz")
+
+    assert response.status_code == 503
+    assert response.json() == {
+        "status": "not ready",
+        "checks": {"database": {"ok": False}, "broker": {"ok": True}},
+    }
+    # The details are in the log, for whoever runs the service.
+    assert "db.internal" in caplog.text and "durable_owner" in caplog.text
+
+
+@override_settings(METRICS_TOKEN="s3cret-token")
+def test_readyz_details_for_an_operator_or_the_metrics_token(
+    client, database_down, operator, viewer
+):
+    token = client.get("/readyz", HTTP_AUTHORIZATION="Bearer s3cret-token").json()
+    assert token["checks"]["database"]["error"] == f"OperationalError: {DATABASE_ERROR}"
+    wrong = client.get("/readyz", HTTP_AUTHORIZATION="Bearer nope").json()
+    assert "error" not in wrong["checks"]["database"]
+    client.force_login(viewer)
+    assert "error" not in client.get("/readyz").json()["checks"]["database"]
+    client.force_login(operator)
+    assert "db.internal" in client.get("/readyz").json()["checks"]["database"]["error"]
 
 
 def test_metrics_refused_to_an_address_outside_the_allowed_networks(client):
@@ -55,6 +104,24 @@ def test_metrics_with_the_token_from_anywhere(client):
     assert wrong.status_code == 403
     ok = client.get("/metrics", REMOTE_ADDR="10.1.2.3", HTTP_AUTHORIZATION="Bearer s3cret-token")
     assert ok.status_code == 200
+
+
+@override_settings(TRUSTED_PROXY_COUNT=1)
+def test_metrics_behind_a_proxy_need_the_token_even_from_this_host(client):
+    """The proxy is on this host: every request it forwards comes from 127.0.0.1."""
+    for forwarded in ({}, {"HTTP_X_FORWARDED_FOR": "203.0.113.5"}):
+        response = client.get("/metrics", REMOTE_ADDR="127.0.0.1", **forwarded)
+        assert response.status_code == 403, forwarded
+        assert b"TRUSTED_PROXY_COUNT" in response.content
+    with override_settings(METRICS_TOKEN="s3cret-token"):
+        ok = client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token")
+        assert ok.status_code == 200
+
+
+def test_metrics_refuse_a_request_a_proxy_forwarded_though_none_is_configured(client):
+    forwarded = client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="1.2.3.4")
+    assert forwarded.status_code == 403
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
 
 
 def metric_value(text: str, name: str, **labels: str) -> float | None:
