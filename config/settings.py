@@ -318,7 +318,7 @@ API_THROTTLE_USER = os.environ.get("API_THROTTLE_USER") or "1000/min"
 API_THROTTLE_ANON = os.environ.get("API_THROTTLE_ANON") or "60/min"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -196,6 +196,31 @@ def test_a_request_gets_an_id_and_its_log_lines_the_user(operator_client, caplog
     assert odd["X-Request-ID"] != "<script>" and len(odd["X-Request-ID"]) == 32
 
 
+def test_a_token_request_log_lines_name_its_user(operator, monkeypatch, caplog):
+    """DRF authenticates a token inside the view, after the request's context was bound:
+    the lines written from then on, and the access line, still name the user."""
+    from redis.exceptions import RedisError
+
+    from api.throttling import UserThrottle
+    from tests.api import token_client
+
+    class Unreachable:
+        def get(self, key: str, default: object = None) -> object:
+            raise RedisError("connection refused")
+
+    # The throttle logs a warning from inside the view when its cache is down.
+    monkeypatch.setattr(UserThrottle, "cache", Unreachable())
+    caplog.set_level(logging.INFO)
+
+    response = token_client(operator).get("/api/runs/", HTTP_X_REQUEST_ID="tok-1")
+
+    assert response.status_code == 200
+    lines = [r for r in caplog.records if getattr(r, "context", {}).get("request_id") == "tok-1"]
+    warning = next(r for r in lines if "throttle skipped" in r.getMessage())
+    access = next(r for r in lines if r.name == "durable_runs.request")
+    assert (warning.context.get("user"), access.context.get("user")) == ("olivia", "olivia")
+
+
 def run_django(env_extra: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     # The test session's own switches (the browser tests' DJANGO_ALLOW_ASYNC_UNSAFE, say)
     # are not a deployment's.
