@@ -33,6 +33,25 @@ def test_pages_admin_login_is_the_product_login(client, db):
     assert (response.status_code, response["Location"]) == (302, "/login/?next=/admin/")
 
 
+def test_admin_sends_an_anonymous_visitor_to_the_login_page_once(client, db):
+    response = client.get("/admin/", follow=True)
+    assert response.status_code == 200
+    assert response.redirect_chain == [("/login/?next=/admin/", 302)]
+    assert b'name="password"' in response.content
+
+
+@pytest.mark.parametrize("path", ["/admin/", "/admin/runs/schedule/", "/admin/login/?next=/admin/"])
+def test_admin_tells_a_signed_in_non_staff_user_why_not_instead_of_looping(viewer_client, path):
+    response = viewer_client.get(path, follow=True)
+
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "You are signed in as <strong>victor</strong>" in html
+    assert "staff and operators" in html and "retention policies and schedules" in html
+    assert "ask an administrator" in html
+    assert '<a href="/">Back to the dashboard</a>' in html
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_pages_user_without_a_role_is_refused(client, nobody, path):
     client.force_login(nobody)
