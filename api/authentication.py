@@ -17,7 +17,7 @@ from runs.logcontext import bind
 
 class TokenAuthentication(authentication.TokenAuthentication):
     def authenticate(self, request: Any) -> tuple[Any, Any] | None:
-        result = super().authenticate(request)
+        result: tuple[Any, Any] | None = super().authenticate(request)
         if result is not None:
             bind(user=result[0].get_username())
         return result
