@@ -184,6 +184,25 @@ def test_login_lockout_of_one_address_leaves_the_operator_in_from_another(
     assert (response.status_code, response.get("Location")) == (302, "/")
 
 
+def test_login_without_a_proxy_configured_ignores_x_forwarded_for(oscar, settings):
+    """A client facing the service directly cannot pick a fresh address per guess."""
+    assert settings.TRUSTED_PROXY_COUNT == 0
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        Client().post(
+            "/login/",
+            {"username": "oscar", "password": "nope"},
+            REMOTE_ADDR="203.0.113.66",
+            HTTP_X_FORWARDED_FOR=f"192.0.2.{n}",
+        )
+    locked = Client().post(
+        "/login/",
+        {"username": "oscar", "password": PASSWORD},
+        REMOTE_ADDR="203.0.113.66",
+        HTTP_X_FORWARDED_FOR="192.0.2.200",
+    )
+    assert locked.status_code == 429
+
+
 def test_login_guesses_across_many_usernames_from_one_address_are_limited(
     oscar, behind_one_proxy, settings
 ):
@@ -198,7 +217,7 @@ def test_login_guesses_across_many_usernames_from_one_address_are_limited(
 
     locked = login_via_proxy(Client(), "oscar", PASSWORD, attacker)
     assert locked.status_code == 429
-    assert b"from your address" in locked.content
+    assert b"Logins from your address are paused after 8 failed attempts" in locked.content
     # Everyone else is unaffected.
     assert login_via_proxy(Client(), "oscar", PASSWORD, "198.51.100.23").status_code == 302
 
