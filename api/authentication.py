@@ -10,6 +10,10 @@ replaced, because:
 - it decodes the token as UTF-8 unguarded: a header byte outside UTF-8 was a 500.
 Looking the token up by its digest (knox's primary key) is also one query, where knox
 filters on the token's first characters and lists all of the user's tokens each time.
+
+The user is named in the request's log context as soon as the token is checked: the
+context (config/requestlog.py) is bound before any view runs, when only a session's user
+is known, and without this the lines the view writes would name nobody.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from knox.crypto import hash_token
 from knox.models import get_token_model
 from rest_framework.exceptions import AuthenticationFailed
 
+from runs.logcontext import bind
+
 # Knox's (and DRF's) words for a token that matches none: clients may already test them.
 INVALID = "Invalid token."
 
@@ -37,6 +43,12 @@ def expired_message(expiry: Any) -> str:
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
+        result: tuple[Any, Any] | None = super().authenticate(request)
+        if result is not None:
+            bind(user=result[0].get_username())
+        return result
+
     def authenticate_credentials(self, token: bytes) -> tuple[Any, Any]:
         try:
             key = token.decode("utf-8")

@@ -1,8 +1,10 @@
 """Throttles per user and per anonymous address, counted in the cache every process
 shares (settings.CACHES, the broker's Redis).
 
-The rates are read from settings.API_THROTTLE_USER / API_THROTTLE_ANON at each request
-(DRF binds its rates when the class is defined, so a changed setting would go unseen).
+Addresses are the client's, behind settings.TRUSTED_PROXY_COUNT proxies
+(config/clientip.py). The rates are read from settings.API_THROTTLE_USER /
+API_THROTTLE_ANON at each request (DRF binds its rates when the class is defined, so a
+changed setting would go unseen).
 A throttle protects the service; it is not a rule of the domain: if its cache cannot be
 reached the request goes through (logged), rather than every request failing.
 """
@@ -16,6 +18,8 @@ from django.conf import settings
 from redis.exceptions import RedisError
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
+from config.clientip import client_ip
+
 log = logging.getLogger(__name__)
 
 
@@ -24,6 +28,10 @@ class _FromSettings:
 
     def get_rate(self) -> str:
         return str(getattr(settings, self.setting))
+
+    def get_ident(self, request: Any) -> str:
+        # The address login throttling counts too (settings.TRUSTED_PROXY_COUNT).
+        return client_ip(request)
 
     def allow_request(self, request: Any, view: Any) -> bool:
         try:

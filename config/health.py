@@ -2,12 +2,22 @@
 
 /healthz: the process answers (nothing else is checked: a liveness probe must not
 restart the web tier because PostgreSQL is down). /readyz: PostgreSQL reachable and
-every migration applied, and the broker reachable; 503 naming what is not.
-`manage.py check_health` runs the same checks for containers that serve no HTTP
-(workers, beat)."""
+every migration applied, and the broker reachable; 503 naming what is not. Anyone gets
+whether each check passed; only an operator (or staff) or a caller with the metrics
+token gets why one failed, since the error names hosts, ports and database roles; the
+log always has it. `manage.py check_health` runs the same checks for containers that
+serve no HTTP (workers, beat).
+
+/metrics: for the metrics token, or for an address in METRICS_ALLOWED_NETWORKS when no
+proxy is in front. Behind a proxy (TRUSTED_PROXY_COUNT > 0, or a request that carries
+forwarding headers) every request comes from the proxy's address, often this host's, so
+only the token is accepted."""
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
+import logging
 import time
 from collections.abc import Callable
 from functools import cache
@@ -18,6 +28,19 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from runs.roles import can_operate
+
+log = logging.getLogger(__name__)
+# Headers a reverse proxy adds: a request carrying one came through a proxy, whatever
+# its REMOTE_ADDR.
+FORWARDING_HEADERS = (
+    "HTTP_X_FORWARDED_FOR",
+    "HTTP_FORWARDED",
+    "HTTP_X_REAL_IP",
+    "HTTP_X_FORWARDED_HOST",
+    "HTTP_X_FORWARDED_PROTO",
+)
 
 
 @cache
@@ -84,20 +107,35 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
     ready, checks = run_checks()
+    for name, result in checks.items():
+        if not result["ok"]:
+            log.warning("not ready: %s: %s", name, result.get("error", ""), extra={"check": name})
+    if not _may_see_details(request):
+        checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
     return JsonResponse(
         {"status": "ready" if ready else "not ready", "checks": checks},
         status=200 if ready else 503,
     )
 
 
-def _metrics_allowed(request: HttpRequest) -> bool:
-    import hmac
-    import ipaddress
-
+def _has_metrics_token(request: HttpRequest) -> bool:
     token = settings.METRICS_TOKEN
     given = request.headers.get("Authorization", "")
-    if token and hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+    return bool(token) and hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+
+def _may_see_details(request: HttpRequest) -> bool:
+    if _has_metrics_token(request):
         return True
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_authenticated and (user.is_staff or can_operate(user)))
+
+
+def _metrics_allowed(request: HttpRequest) -> bool:
+    if _has_metrics_token(request):
+        return True
+    if settings.TRUSTED_PROXY_COUNT > 0 or any(h in request.META for h in FORWARDING_HEADERS):
+        return False
     try:
         address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
     except ValueError:
@@ -120,7 +158,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if not _metrics_allowed(request):
         return HttpResponse(
             "metrics: send Authorization: Bearer <METRICS_TOKEN>, or scrape from "
-            "METRICS_ALLOWED_NETWORKS\n",
+            "METRICS_ALLOWED_NETWORKS without a proxy in between (behind a proxy, "
+            "TRUSTED_PROXY_COUNT > 0, only the token is accepted)\n",
             status=403,
             content_type="text/plain",
         )

@@ -34,6 +34,10 @@ class RequestContextMiddleware:
                 bind(user=user.get_username())
             response = self.get_response(request)
             response["X-Request-ID"] = request_id
+            # A user authenticated inside the view (an API token) is named too.
+            user = getattr(request, "user", None)
+            if user is not None and user.is_authenticated:
+                bind(user=user.get_username())
             if not request.path.startswith(QUIET) or response.status_code >= 500:
                 log.info(
                     "%s %s %s",

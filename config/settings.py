@@ -50,6 +50,48 @@ def env_float(name: str, default: float) -> float:
     return float(value) if value else default
 
 
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    """A whole number of at least `minimum`, or one clear line naming the variable."""
+    value = (os.environ.get(name) or "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ImproperlyConfigured(
+            f"{name} must be a whole number of at least {minimum}, not {value!r}"
+        )
+    return number
+
+
+def env_positive(name: str, default: float) -> float:
+    """A number above 0, or one clear line naming the variable."""
+    value = (os.environ.get(name) or "").strip()
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise ImproperlyConfigured(f"{name} must be a number above 0, not {value!r}")
+    return number
+
+
+def _trusted_proxy_count() -> int:
+    """TRUSTED_PROXY_COUNT, or API_NUM_PROXIES (its former name, still read)."""
+    count = env_int("TRUSTED_PROXY_COUNT", -1)
+    former = env_int("API_NUM_PROXIES", -1)
+    if count >= 0 and former >= 0 and count != former:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXY_COUNT={count} and API_NUM_PROXIES={former} disagree: set only "
+            "TRUSTED_PROXY_COUNT (API_NUM_PROXIES is its former name)"
+        )
+    return max(count, former, 0)
+
+
 DEBUG = env_bool("DEBUG", False)
 # No public fallback: sessions, CSRF tokens and password resets are signed with it.
 # `make up` generates one (var/secret_key), `make test` sets a test key, docker/ requires it.
@@ -68,7 +110,8 @@ ALLOWED_HOSTS = [
 ]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # Django's admin, answering a signed-in user who is not staff with why not.
+    "config.apps.AdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -101,6 +144,10 @@ MIDDLEWARE = [
     # After authentication: log lines of a request carry its id and its user.
     "config.requestlog.RequestContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Ends an idle login (and says so on the login page: after the messages).
+    "runs.sessions.SessionLifetimeMiddleware",
+    # Nothing shown to a signed-in user is kept by a browser or proxy cache.
+    "config.security.PrivateResponsesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
@@ -200,13 +247,19 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
+# Reverse proxies in front of the web process that append to X-Forwarded-For: the
+# client's address is read from that header (config/clientip.py) for login throttling
+# and the API's throttle, and never trusted when this is 0. Behind a proxy, 0 makes
+# every client one address.
+TRUSTED_PROXY_COUNT = _trusted_proxy_count()
 
 # --- Health and metrics ----------------------------------------------------------
 # /readyz and `manage.py check_health` give each dependency this long to answer.
 RUNS_HEALTH_TIMEOUT_SECONDS = env_float("RUNS_HEALTH_TIMEOUT_SECONDS", 3.0)
 # /metrics answers a request that carries `Authorization: Bearer <METRICS_TOKEN>` (when
-# set), or comes from one of METRICS_ALLOWED_NETWORKS (comma-separated CIDRs; default
-# this host only). Everyone else gets 403.
+# set), or, with no proxy in front (TRUSTED_PROXY_COUNT 0, no forwarding headers), comes
+# from one of METRICS_ALLOWED_NETWORKS (comma-separated CIDRs; default this host only).
+# Everyone else gets 403. The token also shows /readyz's error details.
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = [
     n.strip()
@@ -221,18 +274,31 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 SESSION_COOKIE_HTTPONLY = True
+# A login ends SESSION_ABSOLUTE_HOURS after it began, and after SESSION_IDLE_MINUTES
+# without a request from the person (the pages' own polling does not count):
+# runs/sessions.py.
+SESSION_ABSOLUTE_HOURS = env_positive("SESSION_ABSOLUTE_HOURS", 12.0)
+SESSION_IDLE_MINUTES = env_positive("SESSION_IDLE_MINUTES", 30.0)
+SESSION_COOKIE_AGE = max(1, int(SESSION_ABSOLUTE_HOURS * 3600))
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from <body hx-headers>, not the cookie
 
-# Failed logins are throttled per username and address (django-axes): after
-# AXES_FAILURE_LIMIT failures that pair is locked out for AXES_COOLOFF_TIME hours, and
-# the login page says so (templates/accounts/locked_out.html).
+# Failed logins are throttled per client address (config/clientip.py), never per
+# username alone, so nobody can lock an operator out from elsewhere (django-axes,
+# runs/accounts.py): after AXES_FAILURE_LIMIT failures for one username from one
+# address, or AXES_ADDRESS_FAILURE_LIMIT failures for any usernames from one address,
+# that address waits AXES_COOLOFF_HOURS, and the login page says so
+# (templates/accounts/locked_out.html). A success resets its own username's count only.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "runs.accounts.LoginAttemptHandler"
+AXES_CLIENT_IP_CALLABLE = "config.clientip.client_ip"
+AXES_CLIENT_STR_CALLABLE = "runs.accounts.client_str"
 AXES_LOCKOUT_CALLABLE = "runs.accounts.locked_out"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
@@ -290,9 +356,9 @@ REST_FRAMEWORK = {
     # The rates are read from API_THROTTLE_USER / API_THROTTLE_ANON at each request
     # (api/throttling.py); these are DRF's names for the same values.
     "DEFAULT_THROTTLE_RATES": {"user": API_THROTTLE_USER, "anon": API_THROTTLE_ANON},
-    # The anonymous throttle counts per REMOTE_ADDR; behind N trusted reverse proxies set
-    # API_NUM_PROXIES=N so X-Forwarded-For is read (and never trusted otherwise).
-    "NUM_PROXIES": int(os.environ.get("API_NUM_PROXIES") or 0),
+    # The anonymous throttle counts per client address (config/clientip.py, through
+    # api/throttling.py); DRF's name for the same count.
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
@@ -480,7 +546,12 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # A failed login is logged once, by runs/accounts.py (the client's address and a
+        # hash of the username); axes' own warnings would only repeat it.
+        "axes": {"level": "ERROR"},
+    },
 }
 
 # --- Retention (runs/engine/retention.py) ------------------------------------

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
 
+from config import admin as admin_site
 from config import health
 from runs.accounts import LoginView, LogoutView
 
@@ -11,7 +11,7 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),
     # One login page for the whole product: the admin's sends people to ours.
-    path("admin/login/", RedirectView.as_view(url="/login/", query_string=True)),
+    path("admin/login/", admin_site.login),
     path("admin/", admin.site.urls),
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", LogoutView.as_view(), name="logout"),

@@ -9,6 +9,9 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self) -> None:
+        import config.checks  # noqa: F401  (registers the deployment checks)
+        import runs.sessions  # noqa: F401  (gives every login its lifetime)
+
         # Workflows register themselves on import; a worker knows exactly the
         # workflows these modules declare (DESIGN.md §7).
         for module in settings.RUNS_WORKFLOW_MODULES:

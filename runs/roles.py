@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django_htmx.http import HttpResponseClientRedirect
 
 OPERATORS = "operators"
 VIEWERS = "viewers"
@@ -88,12 +90,23 @@ def role_of(user: Any) -> str | None:
 View = Callable[..., HttpResponse]
 
 
+def _to_login(request: HttpRequest) -> HttpResponse:
+    """To the login page, and back here after it. An htmx request (a poll whose login
+    ended) sends the whole page there: the login form is not swapped into a badge."""
+    if request.headers.get("HX-Request") == "true":
+        current = urlsplit(request.headers.get("HX-Current-URL", ""))
+        page = current.path + (f"?{current.query}" if current.query else "")
+        login = redirect_to_login(page or request.get_full_path())
+        return HttpResponseClientRedirect(login["Location"])
+    return redirect_to_login(request.get_full_path())
+
+
 def _requires(check: Callable[[Any], bool], what: str) -> Callable[[View], View]:
     def decorator(view: View) -> View:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
+                return _to_login(request)
             if not check(request.user):
                 raise PermissionDenied(f"this needs the {what} role")
             return view(request, *args, **kwargs)

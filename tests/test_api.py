@@ -335,6 +335,21 @@ def test_throttled_anonymous_address_answers_429_even_with_a_wrong_token(db, set
     error_of(token_client(None).get("/api/runs/"), 401, "not_authenticated")  # another address
 
 
+def test_anonymous_throttle_behind_a_proxy_counts_the_client_not_the_proxy(db, settings):
+    """The address login throttling counts (TRUSTED_PROXY_COUNT, tests/test_pages_auth.py)."""
+    settings.API_THROTTLE_ANON = "2/min"
+    settings.TRUSTED_PROXY_COUNT = 1
+
+    def via_proxy(address: str, spoofed: str = "") -> APIClient:
+        forwarded = f"{spoofed}, {address}" if spoofed else address
+        return APIClient(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=forwarded)
+
+    guesser = via_proxy("203.0.113.9")
+    assert [guesser.get("/api/runs/").status_code for _ in range(2)] == [401, 401]
+    error_of(via_proxy("203.0.113.9", spoofed="192.0.2.1").get("/api/runs/"), 429, "throttled")
+    error_of(via_proxy("198.51.100.7").get("/api/runs/"), 401, "not_authenticated")
+
+
 def test_throttle_counts_are_per_user(operator, viewer, settings):
     settings.API_THROTTLE_USER = "1/min"
     alice, bob = token_client(operator), token_client(viewer)

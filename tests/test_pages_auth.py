@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import logging
+
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from runs import engine
@@ -27,6 +31,25 @@ def test_pages_anonymous_is_sent_to_the_product_login(client, db, path):
 def test_pages_admin_login_is_the_product_login(client, db):
     response = client.get("/admin/login/?next=/admin/")
     assert (response.status_code, response["Location"]) == (302, "/login/?next=/admin/")
+
+
+def test_admin_sends_an_anonymous_visitor_to_the_login_page_once(client, db):
+    response = client.get("/admin/", follow=True)
+    assert response.status_code == 200
+    assert response.redirect_chain == [("/login/?next=/admin/", 302)]
+    assert b'name="password"' in response.content
+
+
+@pytest.mark.parametrize("path", ["/admin/", "/admin/runs/schedule/", "/admin/login/?next=/admin/"])
+def test_admin_tells_a_signed_in_non_staff_user_why_not_instead_of_looping(viewer_client, path):
+    response = viewer_client.get(path, follow=True)
+
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "You are signed in as <strong>victor</strong>" in html
+    assert "staff and operators" in html and "retention policies and schedules" in html
+    assert "ask an administrator" in html
+    assert '<a href="/">Back to the dashboard</a>' in html
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -152,3 +175,110 @@ def test_password_change_accepts_12_characters(client, operator):
     assert response.status_code == 302
     operator.refresh_from_db()
     assert operator.check_password(twelve)
+
+
+# --- failed logins behind a proxy: the pair and the address, never the username alone ---
+PROXY = "10.0.0.2"  # the TLS proxy in front: REMOTE_ADDR of every request
+
+
+def login_via_proxy(client: Client, username: str, password: str, address: str, spoofed: str = ""):
+    """A login the proxy forwards: it appends the address it saw to X-Forwarded-For (after
+    whatever the client itself sent)."""
+    forwarded = f"{spoofed}, {address}" if spoofed else address
+    return client.post(
+        "/login/",
+        {"username": username, "password": password},
+        REMOTE_ADDR=PROXY,
+        HTTP_X_FORWARDED_FOR=forwarded,
+    )
+
+
+@pytest.fixture
+def oscar(db):
+    return make_user("oscar", "operators")
+
+
+@pytest.fixture
+def behind_one_proxy(settings):
+    settings.TRUSTED_PROXY_COUNT = 1
+
+
+def test_login_lockout_of_one_address_leaves_the_operator_in_from_another(
+    oscar, behind_one_proxy, settings
+):
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        login_via_proxy(Client(), "oscar", "nope", "203.0.113.66")
+
+    # The attacker's address is locked out for oscar, whatever it puts in front.
+    locked = login_via_proxy(Client(), "oscar", PASSWORD, "203.0.113.66", spoofed="192.0.2.9")
+    assert locked.status_code == 429
+    # Oscar himself, from his own address through the same proxy, logs in.
+    response = login_via_proxy(Client(), "oscar", PASSWORD, "198.51.100.23")
+    assert (response.status_code, response.get("Location")) == (302, "/")
+
+
+def test_login_without_a_proxy_configured_ignores_x_forwarded_for(oscar, settings):
+    """A client facing the service directly cannot pick a fresh address per guess."""
+    assert settings.TRUSTED_PROXY_COUNT == 0
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        Client().post(
+            "/login/",
+            {"username": "oscar", "password": "nope"},
+            REMOTE_ADDR="203.0.113.66",
+            HTTP_X_FORWARDED_FOR=f"192.0.2.{n}",
+        )
+    locked = Client().post(
+        "/login/",
+        {"username": "oscar", "password": PASSWORD},
+        REMOTE_ADDR="203.0.113.66",
+        HTTP_X_FORWARDED_FOR="192.0.2.200",
+    )
+    assert locked.status_code == 429
+
+
+def test_login_guesses_across_many_usernames_from_one_address_are_limited(
+    oscar, behind_one_proxy, settings
+):
+    settings.AXES_ADDRESS_FAILURE_LIMIT = 8
+    make_user("mallory", "viewers")  # the attacker has an account of her own
+    attacker = "203.0.113.66"
+    for n in range(settings.AXES_ADDRESS_FAILURE_LIMIT - 1):
+        assert login_via_proxy(Client(), f"user{n}", "guess", attacker).status_code == 200
+    # Her own successful login resets her own pair, not the address's count.
+    assert login_via_proxy(Client(), "mallory", PASSWORD, attacker).status_code == 302
+    assert login_via_proxy(Client(), "another", "guess", attacker).status_code == 429
+
+    locked = login_via_proxy(Client(), "oscar", PASSWORD, attacker)
+    assert locked.status_code == 429
+    assert b"Logins from your address are paused after 8 failed attempts" in locked.content
+    # Everyone else is unaffected.
+    assert login_via_proxy(Client(), "oscar", PASSWORD, "198.51.100.23").status_code == 302
+
+
+def test_failed_login_log_names_the_address_and_a_hash_of_the_username(
+    oscar, behind_one_proxy, caplog
+):
+    import json
+
+    from config.logs import ContextFilter, JsonFormatter
+
+    caplog.set_level(logging.INFO)
+    login_via_proxy(Client(), "oscar", "nope", "203.0.113.66", spoofed="192.0.2.9")
+    login_via_proxy(Client(), "oscar", "nope again", "203.0.113.66")
+    login_via_proxy(Client(), "olga", "nope", "203.0.113.66")
+
+    failed = [r for r in caplog.records if hasattr(r, "username_hash")]
+    assert [r.client_ip for r in failed] == ["203.0.113.66"] * 3
+    first, second, other = (r.username_hash for r in failed)
+    assert first == second != other and len(first) >= 12
+    ContextFilter().filter(failed[0])
+    entry = json.loads(JsonFormatter().format(failed[0]))
+    assert (entry["client_ip"], entry["username_hash"]) == ("203.0.113.66", first)
+    assert "203.0.113.66" in entry["message"] and first in entry["message"]
+    # No line anywhere names the username or hides the address behind a mask.
+    assert "oscar" not in caplog.text and "olga" not in caplog.text
+    assert "****" not in caplog.text
+    # An administrator finds the lines of a suspect name by its hash.
+    out = io.StringIO()
+    call_command("username_hash", "oscar", stdout=out)
+    assert out.getvalue() == f"{first}  oscar\n"

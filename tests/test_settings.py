@@ -228,3 +228,55 @@ def test_database_url_for_a_child_keeps_the_pooler():
 
     assert dj_database_url.parse(url)["OPTIONS"]["pooler"] == "pgbouncer"
     assert database(url)["POOLER"] == "pgbouncer"
+
+
+def load_settings(tmp_path: Path, expression: str, **env: str) -> subprocess.CompletedProcess[str]:
+    code = f"import django; django.setup(); from django.conf import settings; print({expression})"
+    return run(["-c", code], clean_env(tmp_path, SECRET_KEY="k" * 50, **env))
+
+
+@pytest.mark.parametrize(
+    ("env", "count"),
+    [
+        ({}, 0),
+        ({"TRUSTED_PROXY_COUNT": "2"}, 2),
+        ({"API_NUM_PROXIES": "1"}, 1),  # its former name still works
+        ({"TRUSTED_PROXY_COUNT": "1", "API_NUM_PROXIES": "1"}, 1),
+    ],
+)
+def test_settings_trusted_proxy_count_is_shared_by_login_and_api(tmp_path, env, count):
+    result = load_settings(
+        tmp_path, "settings.TRUSTED_PROXY_COUNT, settings.REST_FRAMEWORK['NUM_PROXIES']", **env
+    )
+    assert (result.returncode, result.stdout) == (0, f"{count} {count}\n"), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"TRUSTED_PROXY_COUNT": "one"},
+            "TRUSTED_PROXY_COUNT must be a whole number of at least 0, not 'one'",
+        ),
+        (
+            {"TRUSTED_PROXY_COUNT": "2", "API_NUM_PROXIES": "1"},
+            "TRUSTED_PROXY_COUNT=2 and API_NUM_PROXIES=1 disagree: set only "
+            "TRUSTED_PROXY_COUNT (API_NUM_PROXIES is its former name)",
+        ),
+        (
+            {"AXES_ADDRESS_FAILURE_LIMIT": "0"},
+            "AXES_ADDRESS_FAILURE_LIMIT must be a whole number of at least 1, not '0'",
+        ),
+        (
+            {"SESSION_IDLE_MINUTES": "0"},
+            "SESSION_IDLE_MINUTES must be a number above 0, not '0'",
+        ),
+        (
+            {"SESSION_ABSOLUTE_HOURS": "half a day"},
+            "SESSION_ABSOLUTE_HOURS must be a number above 0, not 'half a day'",
+        ),
+    ],
+)
+def test_settings_refuse_a_bad_number_in_one_line(tmp_path, env, message):
+    result = run(["manage.py", "check"], clean_env(tmp_path, SECRET_KEY="k" * 50, **env))
+    assert (result.returncode, result.stderr) == (1, message + "\n")

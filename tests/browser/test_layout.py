@@ -62,3 +62,26 @@ def test_badge_polls_only_while_the_tab_is_visible(browser, transactional_db):
     page.evaluate(SET_VISIBILITY, "visible")
     page.wait_for_timeout(500)
     assert len(polls) == 1
+
+
+def test_a_poll_after_the_login_went_idle_takes_the_tab_to_the_login_page(
+    browser, transactional_db
+):
+    from django.contrib.sessions.backends.db import SessionStore
+
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/runs/?status=failed")
+    # 31 minutes without a request from her: the login time moves back, and the cookie
+    # with her last request's time is gone (runs/sessions.py).
+    key = next(c["value"] for c in browser.context.cookies() if c["name"] == "sessionid")
+    session = SessionStore(session_key=key)
+    session["login_at"] = session.get("login_at", 0) - 31 * 60
+    session.save()
+    browser.context.clear_cookies(name="last_activity")
+
+    page.evaluate("() => window.htmx.trigger('#queue-badge', 'poll-now')")
+
+    page.wait_for_url(f"{browser.base_url}/login/?next=/runs/%3Fstatus%3Dfailed")
+    assert "signed out after 30 minutes without activity" in page.locator("main").inner_text()
+    assert page.locator("#queue-badge").count() == 0

@@ -25,9 +25,12 @@ from .servers import PrivatePostgres, free_port, manage
 pytestmark = pytest.mark.workers
 
 
-def get_json(url: str) -> tuple[int, dict]:
+def get_json(url: str, token: str = "") -> tuple[int, dict]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=10
+        ) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -41,6 +44,7 @@ def test_readyz_follows_postgres_down_and_back(private_postgres: PrivatePostgres
         "DATABASE_URL": private_postgres.url,
         "RUNS_DB_CONNECT_TIMEOUT_SECONDS": "2",
         "DEBUG": "0",
+        "METRICS_TOKEN": "readyz-details",
     }
     port = free_port()
     log = (tmp_path / "web.log").open("wb")
@@ -54,8 +58,10 @@ def test_readyz_follows_postgres_down_and_back(private_postgres: PrivatePostgres
     )
     url = f"http://127.0.0.1:{port}/readyz"
     try:
-        # A fresh database: reachable, but not migrated yet.
+        # A fresh database: reachable, but not migrated yet. Why, only with the token.
         status, body = wait_for(lambda: (r := get_json(url))[0] and r, what="web to answer")
+        assert status == 503 and body["checks"]["database"] == {"ok": False}
+        status, body = get_json(url, token="readyz-details")
         assert status == 503 and "manage.py migrate" in body["checks"]["database"]["error"]
         manage(env, "migrate", "--noinput", timeout=300)
         status, body = get_json(url)
