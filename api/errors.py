@@ -119,6 +119,8 @@ def from_domain(exc: Exception) -> ApiError | None:
         return ApiError(409, RUN_NOT_ACTIVE, message)
     if isinstance(exc, engine.DuplicateSignal):
         return ApiError(409, DUPLICATE_SIGNAL, message)
+    if isinstance(exc, engine.SignalNotAllowed):
+        return ApiError(403, PERMISSION_DENIED, message)
     if isinstance(exc, engine.WaitFinished):
         return ApiError(409, WAIT_FINISHED, message)
     if isinstance(exc, engine.StepNotRetryable):

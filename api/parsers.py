@@ -5,11 +5,12 @@ finite float (1e400 parses as infinity, which JSON cannot carry)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
+
+from runs.inputs import json_problem
 
 
 class JSONParser(parsers.JSONParser):
@@ -25,30 +26,7 @@ class JSONParser(parsers.JSONParser):
 
 
 def unrepresentable(data: Any) -> str | None:
-    """Why `data` (parsed JSON) cannot be stored or rendered again, or None. Iterative:
-    the parser's own nesting limit is the only one."""
-    stack = [data]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            if not _is_unicode(value):
-                return "a string holds a lone surrogate (not valid Unicode)"
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                return "a number is too large to represent"
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if not _is_unicode(key):
-                    return "a key holds a lone surrogate (not valid Unicode)"
-                stack.append(item)
-        elif isinstance(value, list):
-            stack.extend(value)
-    return None
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Why `data` (parsed JSON) cannot be stored or rendered again, or None (the pages'
+    rule, runs/inputs.py; a NUL character is refused by the serializers instead, beside
+    its field, and the parser's own nesting limit is the only one)."""
+    return json_problem(data, nul=False, max_depth=None)

@@ -3,13 +3,17 @@ not list is refused, and so is a user with no role.
 
 | endpoint                         | viewer | submitter | operator |
 |----------------------------------|--------|-----------|----------|
-| runs: list, detail, steps, events| yes    | yes       | yes      |
+| runs: list, detail, steps, events| yes    | own runs  | yes      |
 | runs: submit                     | -      | yes       | yes      |
 | runs: cancel, retry a step       | -      | -         | yes      |
-| runs: send a signal              | -      | yes       | yes      |
+| runs: send a signal              | -      | if its wait allows submitters, own runs | yes (1) |
 | claims: list                     | yes    | -         | yes      |
 | claims: take, release, resolve   | -      | -         | yes      |
 | workflows, schema, docs          | yes    | yes       | yes      |
+
+(1) A wait declares who may send its signal (operators by default); an approval
+(`four_eyes`) must come from someone other than the run's submitter. The engine decides
+(runs/engine/waits.py), so the pages and the API agree.
 
 Anonymous callers get 401 (with WWW-Authenticate: Token), users without the role 403.
 """

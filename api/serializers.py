@@ -278,12 +278,18 @@ class Error(serializers.Serializer):
 
 
 # --- runs ------------------------------------------------------------------------------
+SUBMITTED_BY_HELP = (
+    "Who submitted it: user:<username>, cli, schedule:<name>, or empty (not recorded)."
+)
+
+
 class RunSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     workflow = serializers.CharField()
     version = serializers.IntegerField()
     status = serializers.ChoiceField(choices=RunStatus.choices)
     error = serializers.SerializerMethodField(help_text="Why it failed or was cancelled.")
+    submitted_by = serializers.CharField(help_text=SUBMITTED_BY_HELP)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -328,6 +334,10 @@ class RunDetailSerializer(serializers.Serializer):
     result = serializers.JSONField(allow_null=True)
     error = serializers.CharField(allow_null=True)
     plan_revision = serializers.IntegerField()
+    submitted_by = serializers.CharField(help_text=SUBMITTED_BY_HELP)
+    submitted_via = serializers.CharField(
+        help_text="How: page, api-token, api-session, cli, schedule (empty: not recorded)."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
@@ -473,6 +483,18 @@ class WorkflowStep(serializers.Serializer):
     kind = serializers.ChoiceField(choices=EffectKind.choices)
     after = serializers.ListField(child=serializers.CharField(), help_text="Its dependencies.")
     map = serializers.BooleanField(help_text="A map step (one claim per item, in batches).")
+    wait = serializers.CharField(
+        required=False, help_text="A wait step: the signal it waits for ('sleep': a timer)."
+    )
+    signalled_by = serializers.ListField(
+        child=serializers.ChoiceField(choices=["operators", "submitters"]),
+        required=False,
+        help_text="A wait step: the roles that may send its signal.",
+    )
+    four_eyes = serializers.BooleanField(
+        required=False,
+        help_text="A wait step: an approval, sent by someone other than the run's submitter.",
+    )
 
 
 class WorkflowVersion(serializers.Serializer):

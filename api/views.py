@@ -10,7 +10,7 @@ import json
 import uuid
 from typing import Any
 
-from django.db.models import F, Prefetch
+from django.db.models import F, Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from rest_framework import exceptions, status
@@ -20,7 +20,8 @@ from rest_framework.viewsets import GenericViewSet
 
 from reconciliation import queries as claim_queries
 from reconciliation import services
-from runs import engine
+from runs import engine, roles
+from runs.engine.principals import user_principal
 from runs.models import Attempt, Event, Run, Step
 from runs.queries import run_detail
 from runs.workflows import registry
@@ -38,6 +39,12 @@ def validated(serializer_class: type[s.serializers.Serializer], data: Any) -> di
     return dict(serializer.validated_data)
 
 
+def principal_of(request: Request) -> engine.Principal:
+    """Who submits: the user, by token or by their session."""
+    via = "api-token" if request.auth is not None else "api-session"
+    return engine.Principal.of_user(request.user, via)
+
+
 class ApiViewSet(GenericViewSet):
     """Throttles count every caller before the permission check, so anonymous callers
     and failed token authentications are throttled per address too (DRF would answer
@@ -47,6 +54,15 @@ class ApiViewSet(GenericViewSet):
     roles: dict[str, tuple[Any, str]] = {}
     # No OPTIONS self-description: the OpenAPI schema is the description (405).
     metadata_class = None
+
+    def readable_runs(self) -> QuerySet[Run]:
+        """The runs the caller may read: every run for viewers and operators, its own
+        for a submitter (docs/api.md, "Roles"). Another's run answers 404, as an unknown
+        one does."""
+        user = self.request.user
+        if roles.reads_own_runs_only(user):
+            return Run.objects.filter(submitted_by=user_principal(user.get_username()))
+        return Run.objects.all()
 
     def perform_authentication(self, request: Request) -> None:
         try:
@@ -81,7 +97,7 @@ class RunViewSet(ApiViewSet):
     @schema.runs_list
     def list(self, request: Request) -> Response:
         query = validated(s.RunQuery, request.query_params)
-        runs = Run.objects.defer("input", "result")
+        runs = self.readable_runs().defer("input", "result")
         if "status" in query:
             runs = runs.filter(status=query["status"])
         if query.get("workflow"):
@@ -104,6 +120,7 @@ class RunViewSet(ApiViewSet):
             version=body.get("version"),
             input=body["input"],
             key=request.headers.get(IDEMPOTENCY_KEY_HEADER),
+            by=principal_of(request),
         )
         run = submission.run
         data = s.RunDetailSerializer(run_detail(run)).data
@@ -114,7 +131,8 @@ class RunViewSet(ApiViewSet):
 
     @schema.runs_retrieve
     def retrieve(self, request: Request, run_id: uuid.UUID) -> Response:
-        return Response(s.RunDetailSerializer(run_detail(get_object_or_404(Run, pk=run_id))).data)
+        run = get_object_or_404(self.readable_runs(), pk=run_id)
+        return Response(s.RunDetailSerializer(run_detail(run)).data)
 
     @schema.runs_cancel
     def cancel(self, request: Request, run_id: uuid.UUID) -> Response:
@@ -125,6 +143,7 @@ class RunViewSet(ApiViewSet):
     @schema.runs_signal
     def signal(self, request: Request, run_id: uuid.UUID, name: str) -> Response:
         body = validated(s.SignalBody, request.data)
+        get_object_or_404(self.readable_runs().only("id"), pk=run_id)
         signal = engine.send_signal(
             run_id=run_id, name=name, payload=body.get("payload"), actor=request.user
         )
@@ -143,7 +162,7 @@ class StepViewSet(ApiViewSet):
 
     @schema.steps_list
     def list(self, request: Request, run_id: uuid.UUID) -> Response:
-        run = get_object_or_404(Run, pk=run_id)
+        run = get_object_or_404(self.readable_runs(), pk=run_id)
         steps = (
             Step.objects.filter(run=run)
             .defer("items")
@@ -163,7 +182,7 @@ class EventViewSet(ApiViewSet):
 
     @schema.events_list
     def list(self, request: Request, run_id: uuid.UUID) -> Response:
-        run = get_object_or_404(Run, pk=run_id)
+        run = get_object_or_404(self.readable_runs(), pk=run_id)
         events = Event.objects.filter(run=run).annotate(step_key=F("step__key"))
         page = self.paginate_queryset(events)
         return self.get_paginated_response(s.EventSerializer(page, many=True).data)

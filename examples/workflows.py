@@ -162,7 +162,7 @@ def hold_funds(ctx: Context) -> dict[str, Any]:
     return Bank().hold(run_id=ctx.run_id, ticket=ctx.input["ticket"], amount=ctx.input["amount"])
 
 
-@agent_refund.wait(signal="approval", timeout=timedelta(days=3), on_timeout="fail")
+@agent_refund.wait(signal="approval", timeout=timedelta(days=3), on_timeout="fail", four_eyes=True)
 def approval(ctx: Context) -> None:
     """A person approves (`{"approved": true}`) or rejects the proposal."""
 

@@ -19,7 +19,6 @@ transaction (ATOMIC_REQUESTS included).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 
+from runs import inputs
 from runs.engine.probe import (
     NoProbe,
     ProbeError,
@@ -188,26 +188,19 @@ def _taken_by_other(claim: Claim) -> ClaimTakenByOther | None:
 # --- resolving as an operator ----------------------------------------------------------
 def parse_result(text: str | None) -> Any:
     """A result typed as JSON text: empty means no result; invalid JSON is refused with
-    where the error is. NaN and Infinity are not JSON (PostgreSQL refuses them too)."""
-    if text is None or not text.strip():
-        return None
-
-    def not_json(constant: str) -> Any:
-        raise ValueError(f"{constant} is not a JSON value")
-
+    where the error is, and so is what cannot be stored (runs/inputs.py: NaN, Infinity,
+    a number too large, a NUL character, nesting too deep)."""
     try:
-        return json.loads(text, parse_constant=not_json)
-    except json.JSONDecodeError as exc:
-        raise InvalidResolution(
-            f"result is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
-            field="result",
-        ) from exc
-    except ValueError as exc:
-        raise InvalidResolution(f"result is not valid JSON: {exc}", field="result") from exc
+        return inputs.parse_json(text, "result")
+    except inputs.BadInput as exc:
+        raise InvalidResolution(str(exc), field="result") from exc
 
 
 def clean_reference(reference: str | None) -> str | None:
-    reference = (reference or "").strip()
+    try:
+        reference = inputs.clean_text(reference, "reference")
+    except inputs.BadInput as exc:
+        raise InvalidResolution(str(exc), field="reference") from exc
     if not reference:
         return None
     if len(reference) > REFERENCE_MAX:

@@ -21,6 +21,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
+from runs import inputs
 from runs.roles import operator_required, viewer_required
 from runs.states import ClaimStatus
 
@@ -56,8 +57,11 @@ def badge(request: HttpRequest) -> HttpResponse:
 
 @viewer_required
 def queue(request: HttpRequest) -> HttpResponse:
-    workflow = request.GET.get("workflow", "")
-    age = request.GET.get("age", "")
+    errors: dict[str, str] = {}
+    workflow = _text(request.GET.get("workflow"), "workflow", "the workflow", errors)
+    age = _text(request.GET.get("age"), "age", "the age", errors)
+    if age and age not in AGES:
+        errors["age"] = f"unknown age {age!r}: choose one of the list"
     rows = queries.unresolved_queue(
         workflow=workflow or None, older_than=AGES[age][1] if age in AGES else None
     )
@@ -74,11 +78,12 @@ def queue(request: HttpRequest) -> HttpResponse:
         "expand": queries.claim_detail(expand) if expand else None,
         "stale_minutes": settings.RECONCILIATION_STALE_MINUTES,
         "bulk_max": settings.RECONCILIATION_BULK_MAX,
+        "filter_errors": errors,
     }
     template = "reconciliation/queue.html"
     if request.htmx and request.htmx.target == "queue":
         template += "#queue-table"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if errors else 200)
 
 
 @viewer_required
@@ -114,14 +119,19 @@ def _claim_body(
 
 @viewer_required
 def history(request: HttpRequest) -> HttpResponse:
-    outcome = request.GET.get("outcome", "")
     errors: dict[str, str] = {}
+    outcome = _text(request.GET.get("outcome"), "outcome", "the outcome", errors)
+    if outcome and outcome not in ClaimStatus.values:
+        errors["outcome"] = f"unknown outcome {outcome!r}"
+        outcome = ""
+    operator = _text(request.GET.get("operator"), "operator", "the operator", errors)
+    workflow = _text(request.GET.get("workflow"), "workflow", "the workflow", errors)
     since = _date(request.GET.get("since"), "since", errors)
     until = _date(request.GET.get("until"), "until", errors)
     rows = queries.resolution_history(
-        operator=request.GET.get("operator") or None,
-        outcome=outcome if outcome in ClaimStatus.values else None,
-        workflow=request.GET.get("workflow") or None,
+        operator=operator or None,
+        outcome=outcome or None,
+        workflow=workflow or None,
         since=since,
         until=until + timedelta(days=1) if until else None,  # "until" is a whole day
     )
@@ -137,7 +147,7 @@ def history(request: HttpRequest) -> HttpResponse:
     template = "reconciliation/history.html"
     if request.htmx and request.htmx.target == "history":
         template += "#history-table"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if errors else 200)
 
 
 # --- deciding ------------------------------------------------------------------------
@@ -344,17 +354,24 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _text(value: str | None, field: str, what: str, errors: dict[str, str]) -> str:
+    """A filter's text; a bad one is reported next to its field (and ignored)."""
+    try:
+        return inputs.clean_text(value, what)
+    except inputs.BadInput as exc:
+        errors[field] = str(exc)
+        return ""
+
+
 def _date(value: str | None, field: str, errors: dict[str, str]) -> datetime | None:
     """A YYYY-MM-DD filter as the start of that day; a bad one is reported next to its
     field (and ignored)."""
-    if not value:
-        return None
     try:
-        day = datetime.strptime(value, "%Y-%m-%d").date()
-    except ValueError:
-        errors[field] = f"{value!r} is not a date (YYYY-MM-DD)"
+        day = inputs.parse_day(value, f"the day {field!r}")
+    except inputs.BadInput as exc:
+        errors[field] = str(exc)
         return None
-    return timezone.make_aware(datetime.combine(day, time.min))
+    return None if day is None else timezone.make_aware(datetime.combine(day, time.min))
 
 
 __all__ = [

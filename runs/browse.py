@@ -15,12 +15,11 @@ from typing import Any
 from django.conf import settings
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.http import QueryDict
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.functional import cached_property
 
+from .inputs import BadInput, clean_text, parse_moment
 from .models import Claim, Run, SubmissionKey
 from .states import ClaimStatus, RunStatus
 from .workflows import registry
@@ -42,6 +41,8 @@ class RunFilters:
     created_before: datetime | None = None
     q: str = ""
     errors: dict[str, str] = field(default_factory=dict)
+    # What the search found, best first: run id -> what matched (the page says it).
+    matched: dict[uuid.UUID, str] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -50,61 +51,83 @@ class RunFilters:
         )
 
 
-def _when(value: str, name: str, errors: dict[str, str], *, end: bool) -> datetime | None:
-    """A date (the whole day) or a date and time, in the site's time zone."""
-    value = value.strip()
-    if not value:
-        return None
-    moment = parse_datetime(value)
-    if moment is None:
-        day = parse_date(value)
-        if day is None:
-            errors[name] = f"{value!r} is not a date or a date and time (YYYY-MM-DD[THH:MM])"
-            return None
-        moment = datetime.combine(day, datetime.min.time())
-        if end:
-            moment += timedelta(days=1)
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return moment
-
-
 def parse_filters(params: QueryDict) -> RunFilters:
+    """The list's filters, each checked on its own: a bad one is reported beside its
+    field (runs/inputs.py) and left out of the query."""
     errors: dict[str, str] = {}
-    status = params.get("status", "")
+
+    def text(name: str, what: str) -> str:
+        try:
+            return clean_text(params.get(name, ""), what)
+        except BadInput as exc:
+            errors[name] = str(exc)
+            return ""
+
+    def moment(name: str, what: str, *, end: bool) -> datetime | None:
+        try:
+            return parse_moment(params.get(name, ""), what, end=end)
+        except BadInput as exc:
+            errors[name] = str(exc)
+            return None
+
+    status = text("status", "the status")
     if status and status not in RunStatus.values:
         errors["status"] = f"unknown status {status!r}"
         status = ""
     return RunFilters(
         status=status,
-        workflow=params.get("workflow", "").strip(),
-        created_after=_when(params.get("created_after", ""), "created_after", errors, end=False),
-        created_before=_when(params.get("created_before", ""), "created_before", errors, end=True),
-        q=params.get("q", "").strip(),
+        workflow=text("workflow", "the workflow"),
+        created_after=moment("created_after", "created from", end=False),
+        created_before=moment("created_before", "created until", end=True),
+        q=text("q", "the search"),
         errors=errors,
     )
 
 
-def search(q: str) -> Q:
-    """What the search box finds: a run id, the start of one (8 hex digits are enough
-    in practice), a claim key (it starts with its run's id) or a submission key."""
+# How many runs one search term may find per way of matching (a short id prefix, a
+# key many runs share): the list shows them, best matches first.
+SEARCH_CAP = 200
+
+
+def search(q: str) -> dict[uuid.UUID, str]:
+    """What the search box finds, best match first: the run whose id it is, runs whose
+    id starts with it (8 hex digits are enough in practice), the run of a claim key, runs
+    submitted with it as their idempotency key (by anyone). Each with what matched, so
+    a key chosen to look like a run id cannot pass for the run it imitates."""
+    found: dict[uuid.UUID, str] = {}
     try:
-        return Q(pk=uuid.UUID(q))
+        # A whole run id names one run: nothing else is looked up (no claim key is a bare
+        # id, and a submission key that copies one does not pass for that run).
+        found[uuid.UUID(q)] = "matched the run id"
+        return found
     except ValueError:
         pass
-    claim_run = Claim.objects.filter(key=q).values_list("run_id", flat=True).first()
-    if claim_run is not None:
-        return Q(pk=claim_run)
-    submitted = SubmissionKey.objects.filter(key=q).values_list("run_id", flat=True).first()
-    if submitted is not None:
-        return Q(pk=submitted)
     digits = q.lower().replace("-", "")
     if HEX.fullmatch(digits):
         # A prefix of the id is a range of ids: the primary key's index serves it.
         low = uuid.UUID(digits.ljust(32, "0"))
         high = uuid.UUID(digits.ljust(32, "f"))
-        return Q(pk__gte=low, pk__lte=high)
-    return Q(pk__in=[])
+        for run_id in Run.objects.filter(pk__gte=low, pk__lte=high).values_list("id", flat=True)[
+            :SEARCH_CAP
+        ]:
+            found.setdefault(run_id, "matched the run id (its start)")
+    # The claim keys and the submission keys, in one query (each by its key's index).
+    keys = (
+        Claim.objects.filter(key=q)
+        .annotate(found_by=Value(1))
+        .values_list("run_id", "found_by")[:SEARCH_CAP]
+        .union(
+            SubmissionKey.objects.filter(key=q)
+            .annotate(found_by=Value(2))
+            .values_list("run_id", "found_by")[:SEARCH_CAP],
+            all=True,
+        )
+    )
+    for run_id, kind in sorted(keys, key=lambda row: row[1]):
+        found.setdefault(
+            run_id, "matched a claim key" if kind == 1 else "matched its submission key"
+        )
+    return found
 
 
 def runs_matching(filters: RunFilters) -> QuerySet[Run]:
@@ -118,7 +141,14 @@ def runs_matching(filters: RunFilters) -> QuerySet[Run]:
     if filters.created_before:
         runs = runs.filter(created_at__lt=filters.created_before)
     if filters.q:
-        runs = runs.filter(search(filters.q))
+        filters.matched = search(filters.q)
+        rank = Case(
+            *(When(pk=run_id, then=n) for n, run_id in enumerate(filters.matched)),
+            output_field=IntegerField(),
+        )
+        runs = runs.filter(pk__in=list(filters.matched)).order_by(
+            rank if filters.matched else "-created_at", "-created_at", "-id"
+        )
     return runs
 
 

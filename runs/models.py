@@ -45,6 +45,13 @@ class Run(models.Model):
     # While compensating: how the run ends once its compensations are done (cancelled
     # or failed, as it was ending when they started).
     ends_as = models.CharField(max_length=16, blank=True, default="")
+    # Who submitted it (runs/engine/submit.py, Principal): "user:<username>", "cli",
+    # "schedule:<name>", or "" (a direct call into the engine). Submission keys are
+    # scoped to it, a submitter reads only its own runs, and a four-eyes wait refuses
+    # its signal from the same person. `submitted_via`: page, api-token, api-session,
+    # cli, schedule.
+    submitted_by = models.CharField(max_length=160, blank=True, default="")
+    submitted_via = models.CharField(max_length=24, blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -73,6 +80,10 @@ class Run(models.Model):
             models.Index(fields=["status", "-created_at", "-id"], name="run_status_newest_idx"),
             # by workflow (with or without a time range)
             models.Index(fields=["workflow", "-created_at", "-id"], name="run_workflow_newest_idx"),
+            # a submitter's own runs (the API's list for a service account)
+            models.Index(
+                fields=["submitted_by", "-created_at", "-id"], name="run_submitter_newest_idx"
+            ),
             # Retention's candidates per stage: finished runs not yet done, oldest first.
             # Small (a run leaves each index once its stage is done) and never touched by
             # the engine's hot updates (last_seq, steps_remaining).
@@ -116,16 +127,26 @@ class Run(models.Model):
 class SubmissionKey(models.Model):
     """A client's idempotency key for submitting a run (`Idempotency-Key`,
     `submit_run --key`): the same key and the same request give back the same run,
-    however often the client retries, decided by this table's primary key. The request
+    however often the client retries, decided by its unique (scope, key). The request
     is kept as a digest, so a different request under the same key is refused."""
 
-    key = models.CharField(max_length=200, primary_key=True)
+    # Whose key it is (Run.submitted_by of the submission): one namespace per
+    # principal, so a client can neither take another's keys nor learn its runs.
+    scope = models.CharField(max_length=160, blank=True, default="")
+    key = models.CharField(max_length=200)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="submission_keys")
     request_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
-        indexes = [models.Index(fields=["run"], name="submissionkey_run_idx")]
+        indexes = [
+            models.Index(fields=["run"], name="submissionkey_run_idx"),
+            # the runs search finds a run by its key, whoever submitted it
+            models.Index(fields=["key"], name="submissionkey_key_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "key"], name="submissionkey_scope_key_unique")
+        ]
 
     def __str__(self) -> str:
         return f"submission key {self.key} -> run {self.run_id}"

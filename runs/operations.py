@@ -5,20 +5,19 @@ with a message saying what happened."""
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from . import engine
+from . import engine, inputs
 from .queries import parse_run_id
 from .roles import operator_required
 
 
 def _done(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Back to the run page, where the message says what happened."""
     if request.htmx:
         return HttpResponseClientRefresh()
     return redirect("runs:detail", run_id=run_id)
@@ -28,10 +27,17 @@ def _done(request: HttpRequest, run_id: str) -> HttpResponse:
 @operator_required
 def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
-        run = engine.cancel_run(
-            run_id=parse_run_id(run_id), actor=request.user, reason=request.POST.get("reason", "")
-        )
-    except (ValueError, engine.RunNotFound) as exc:
+        run_uuid = parse_run_id(run_id)
+    except ValueError as exc:
+        raise Http404(str(exc)) from exc
+    try:
+        reason = inputs.clean_text(request.POST.get("reason"), "the reason")
+    except inputs.BadInput as exc:
+        messages.warning(request, f"{exc}; the run was not cancelled.")
+        return _done(request, run_id)
+    try:
+        run = engine.cancel_run(run_id=run_uuid, actor=request.user, reason=reason)
+    except engine.RunNotFound as exc:
         raise Http404(str(exc)) from exc
     except engine.RunNotActive as exc:
         messages.warning(request, str(exc))
@@ -48,16 +54,15 @@ def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
 @operator_required
 def signal(request: HttpRequest, run_id: str) -> HttpResponse:
     """Send a signal (a person's decision) to a run that waits for it."""
-    name = request.POST.get("name", "")
-    raw = request.POST.get("payload", "").strip()
     try:
         run_uuid = parse_run_id(run_id)
     except ValueError as exc:
         raise Http404(str(exc)) from exc
     try:
-        payload = json.loads(raw) if raw else None
-    except ValueError as exc:
-        messages.warning(request, f"The payload is not JSON ({exc}); nothing was sent.")
+        name = inputs.clean_text(request.POST.get("name"), "the signal's name")
+        payload = inputs.parse_json(request.POST.get("payload"), "the payload")
+    except inputs.BadInput as exc:
+        messages.warning(request, f"{exc}; nothing was sent.")
         return _done(request, run_id)
     try:
         engine.send_signal(run_id=run_uuid, name=name, payload=payload, actor=request.user)

@@ -17,8 +17,9 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from . import timeline
+from .engine.principals import shown as shown_principal
 from .engine.start import lease_for
-from .models import Attempt, Claim, Event, Run, Step
+from .models import Attempt, Claim, Event, Run, Signal, Step
 from .states import RUN_FINISHED, AttemptStatus, ClaimStatus
 from .workflows import registry
 
@@ -88,6 +89,12 @@ class RunPage:
     event_types: list[tuple[str, int]]
     timeline: timeline.Timeline | None
     now: datetime
+    # The signals it received, oldest first, with who sent each (who may: its wait).
+    signals: list[Signal] = field(default_factory=list)
+
+    @property
+    def submitter(self) -> str:
+        return shown_principal(self.run.submitted_by, self.run.submitted_via)
 
     @property
     def unresolved(self) -> list[Claim]:
@@ -205,7 +212,8 @@ def run_page(
     types: list[tuple[str, int]] = []
     if events or (events is None and run.status in RUN_FINISHED):
         page, types = _event_log(run, by_id, events_page, event_type)
-    return RunPage(run, list(top.values()), claims, counts, page, types, drawn, now)
+    signals = list(Signal.objects.filter(run=run).order_by("id"))
+    return RunPage(run, list(top.values()), claims, counts, page, types, drawn, now, signals)
 
 
 def _leases(run: Run) -> dict[str, float]:
@@ -228,7 +236,9 @@ def _event_log(
     counts = dict(types)
     log = Event.objects.filter(run=run).order_by("seq")
     if event_type:
-        log = log.filter(type=event_type)
+        # Only a type the run has is asked for: anything else (a typo, a NUL character
+        # PostgreSQL cannot compare) is simply no event.
+        log = log.filter(type=event_type) if event_type in counts else log.none()
     paginator = Paginator(log, EVENTS_PER_PAGE)
     paginator.count = counts.get(event_type, 0) if event_type else sum(counts.values())  # type: ignore[misc]
     page = paginator.get_page(number)

@@ -57,6 +57,8 @@ def run_summary(run: Run) -> dict[str, Any]:
         "result": run.result,
         "error": run.error or None,
         "plan_revision": run.plan_revision,
+        "submitted_by": run.submitted_by,
+        "submitted_via": run.submitted_via,
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "steps": [step_dict(s) for s in steps],

@@ -2,8 +2,9 @@
 
 - operators: view everything, take and resolve claims, cancel and retry runs;
 - viewers: read only;
-- submitters: service accounts that submit runs and read runs and workflows through the
-  API (no pages, no claims queue, no decisions).
+- submitters: service accounts that submit runs and read their own runs and the
+  workflows through the API (no pages, no claims queue, no decisions); a signal only
+  where the wait allows submitters.
 
 Deny by default: a page needs a login AND a role; every POST checks the role on the
 server, whatever the page showed. Superusers count as operators.
@@ -75,6 +76,13 @@ def can_submit(user: Any) -> bool:
 def can_read_runs(user: Any) -> bool:
     """Runs and workflows: every role reads them (a submitter follows its own runs)."""
     return can_view(user) or can_submit(user)
+
+
+def reads_own_runs_only(user: Any) -> bool:
+    """A submitter (a service account) reads the runs it submitted, not other
+    principals' (their inputs, operators' notes and names); viewers and operators read
+    every run."""
+    return can_submit(user) and not can_view(user)
 
 
 def role_of(user: Any) -> str | None:

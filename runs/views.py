@@ -31,6 +31,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     page = browse.CappedPaginator(browse.runs_matching(filters), browse.RUNS_PER_PAGE).get_page(
         request.GET.get("page")
     )
+    for run in page.object_list:
+        run.matched = filters.matched.get(run.id, "")  # type: ignore[attr-defined]
     context = {
         "page": page,
         "runs": page.object_list,
@@ -42,7 +44,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     template = "runs/list.html"
     if request.htmx and request.htmx.target == "runs":
         template += "#runs-results"
-    return render(request, template, context)
+    return render(request, template, context, status=400 if filters.errors else 200)
 
 
 @viewer_required
@@ -158,7 +160,12 @@ def new_run(request: HttpRequest) -> HttpResponse:
         run_input = submitform.parse(fields, request.POST)
         if not any(f.errors for f in fields):
             try:
-                run = engine.submit(workflow=wf.name, version=wf.version, input=run_input).run
+                run = engine.submit(
+                    workflow=wf.name,
+                    version=wf.version,
+                    input=run_input,
+                    by=engine.Principal.of_user(request.user, "page"),
+                ).run
             except engine.InvalidInput as exc:
                 context["errors"] = submitform.attach_problems(fields, exc.by_field, exc.problems)
             else:

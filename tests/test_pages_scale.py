@@ -44,14 +44,14 @@ PAGES: dict[str, tuple[Callable[[dict[str, Any]], str], int]] = {
         ),
         2,
     ),
-    # search: a run id needs no lookup; a claim key one (claims by key); anything
-    # else looks for a claim key, then a submission key, then reads it as an id prefix
+    # search: a run id needs no lookup; anything else looks for claim and submission
+    # keys in one query (and, if it is hex, for runs whose id starts with it)
     "search, run id": (lambda d: f"/runs/?q={d['run_id']}", 2),
     "search, claim key": (lambda d: f"/runs/?q={d['claim_key']}", 3),
-    "search, submission key": (lambda d: f"/runs/?q={d['submission_key']}", 4),
+    "search, submission key": (lambda d: f"/runs/?q={d['submission_key']}", 3),
     "search, run id prefix": (lambda d: f"/runs/?q={d['run_id'][:8]}", 4),
     # (nothing found: the list is known to be empty without asking)
-    "search, no such thing": (lambda d: "/runs/?q=no-such-key", 2),
+    "search, no such thing": (lambda d: "/runs/?q=no-such-key", 1),
     # counts per status, queue summary, recent failures, now + steps per minute, and
     # the recent runs
     "overview": (lambda d: "/", 6),
@@ -131,8 +131,9 @@ def test_pages_show_what_they_found(operator_client):
 
 # The run page (runs/pages.py): the run, its steps, their attempts, its step claims,
 # its map items counted, its event types, and the event log's count and page (or, on
-# the page with the timeline, its marks and a page, the count taken from the types).
-RUN_PAGE = 8
+# the page with the timeline, its marks and a page, the count taken from the types),
+# and the signals it received.
+RUN_PAGE = 9
 
 
 @pytest.mark.parametrize("items", [4, 60])

@@ -205,8 +205,8 @@ def test_a_resubmission_racing_the_dedup_purge_of_its_key_gets_a_run_not_an_erro
     age(first, 300)
     pause, real = PausePoint(), submit_module._claim_key
 
-    def claim_key(key: str, run_id: Any, digest: str) -> bool:
-        claimed = real(key, run_id, digest)
+    def claim_key(scope: str, key: str, run_id: Any, digest: str) -> bool:
+        claimed = real(scope, key, run_id, digest)
         if not claimed and not pause.reached.is_set():
             pause.hold()
         return claimed

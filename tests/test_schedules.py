@@ -86,7 +86,12 @@ def test_a_tick_submitted_before_the_beat_died_is_not_submitted_again():
     beat finds the tick's key taken and moves on."""
     schedule = make_schedule(minutes_missed=0)
     key = tick_key("nightly", schedule.next_tick_at)
-    earlier = engine.submit(workflow="charge-payment", input={"amount": 5}, key=key).run
+    earlier = engine.submit(
+        workflow="charge-payment",
+        input={"amount": 5},
+        key=key,
+        by=engine.Principal.schedule("nightly"),  # as the beat that died submitted it
+    ).run
     report = engine.fire_due_schedules()
     assert report.submitted == [] and report.existing == 1
     assert list(Run.objects.values_list("id", flat=True)) == [earlier.id]

@@ -1,5 +1,6 @@
-"""Sending signals from the run page (operators) and the API (submitters, operators):
-thin edges over engine.send_signal, refusals in the API's error shape."""
+"""Sending signals from the run page (operators) and the API (operators, and submitters
+where a wait allows them: tests/test_signal_permissions.py): thin edges over
+engine.send_signal, refusals in the API's error shape."""
 
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ def test_api_signal_for_submitters_and_operators_refusals_in_error_shape(
 ):
     url = f"/api/runs/{waiting.id}/signals/tick/"
     assert token_client(viewer).post(url, {}, format="json").status_code == 403
-    response = token_client(submitter).post(url, {"payload": [1, 2]}, format="json")
+    # Not its run (a submitter reads only its own runs): as if there were none.
+    assert token_client(submitter).post(url, {}, format="json").status_code == 404
+    response = token_client(operator).post(url, {"payload": [1, 2]}, format="json")
     assert response.status_code == 201, response.content
-    assert response.json()["payload"] == [1, 2] and response.json()["actor"] == "sam"
+    assert response.json()["payload"] == [1, 2] and response.json()["actor"] == "olivia"
     response = token_client(operator).post(
         f"/api/runs/{waiting.id}/signals/nope/", {"payload": 1}, format="json"
     )

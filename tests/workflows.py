@@ -812,3 +812,17 @@ def fail_first(ctx: Context) -> str:
     if ctx.attempt == 1:
         raise RuntimeError("fails on its first attempt")
     return "ok"
+
+
+# --- a wait that a run's submitter (a service account) may signal ----------------------
+submitter_nudge = workflow("submitter-nudge", version=1)
+
+
+@submitter_nudge.wait(signal="nudge", signalled_by=("operators", "submitters"))
+def nudged(ctx: Context) -> None:
+    """The service that submitted the run says when to go on."""
+
+
+@submitter_nudge.step(kind=PURE)
+def went_on(ctx: Context) -> str:
+    return "went on"

@@ -16,6 +16,7 @@ from .errors import (
     InvalidSubmissionKey,
     RunNotActive,
     RunNotFound,
+    SignalNotAllowed,
     StepNotRetryable,
     SubmissionKeyConflict,
     UnknownSignal,
@@ -25,6 +26,7 @@ from .errors import (
 )
 from .execute import execute_step
 from .operate import RetryPlan, cancel_run, preview_retry, retry_steps
+from .principals import Principal
 from .probe import probe_claim
 from .recover import recover_attempt, sweep
 from .schedules import fire_due_schedules
@@ -37,9 +39,11 @@ __all__ = [
     "EngineError",
     "InvalidInput",
     "InvalidSubmissionKey",
+    "Principal",
     "RetryPlan",
     "RunNotActive",
     "RunNotFound",
+    "SignalNotAllowed",
     "StepNotRetryable",
     "Submission",
     "SubmissionKeyConflict",

@@ -85,6 +85,12 @@ class UnknownSignal(EngineError):
         self.name = name
 
 
+class SignalNotAllowed(EngineError):
+    """The actor may not send this signal: its wait names who may (operators only, by
+    default), or it is an approval that must come from someone other than the run's
+    submitter."""
+
+
 class WaitFinished(EngineError):
     """Every wait of the run for this signal has ended (timed out, was skipped by its
     condition, or took its signal): a new one would be kept forever and never read."""

@@ -128,6 +128,10 @@ def validate_resolution(outcome: str, note: str, result: Any) -> str:
     note = (note or "").strip()
     if not note:
         raise InvalidResolution("a resolution needs a note saying why", field="note")
+    if "\x00" in note:
+        raise InvalidResolution(
+            "the note contains a NUL character, which cannot be stored", field="note"
+        )
     if outcome == ClaimStatus.FAILED and result is not None:
         raise InvalidResolution(
             "a failed outcome has no result (the effect did not happen)", field="result"

@@ -49,6 +49,7 @@ from runs.workflows import registry
 from runs.workflows.definition import MISSED_POLICIES, ScheduleDef
 
 from .errors import EngineError, SubmissionKeyConflict
+from .principals import Principal
 from .submit import submit
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,100}")
@@ -335,6 +336,7 @@ def _fire(schedule: Schedule, declared: dict[str, ScheduleDef], report: FireRepo
                     version=schedule.version,
                     input=run_input,
                     key=tick_key(schedule.name, tick),
+                    by=Principal.schedule(schedule.name),
                 )
         except SubmissionKeyConflict:
             report.existing += 1  # fired before with another input: the tick is done

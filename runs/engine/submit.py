@@ -2,8 +2,11 @@
 transaction, and queue the first steps after commit.
 
 A submission may carry the client's idempotency key. The key belongs to the engine,
-whatever the way in (API header, `submit_run --key`): the same key and the same request
-give back the run the first one created; the same key with another request is refused.
+whatever the way in (API header, `submit_run --key`, a schedule's tick), scoped to the
+principal that submits (principals.py), as payment APIs scope keys per account: the
+same key and the same request from the same principal give back the run the first one
+created; the same key with another request is refused; another principal's key is
+another key.
 The database decides, not a Python check: the key is inserted first, in the run's own
 transaction (`INSERT … ON CONFLICT DO NOTHING`), so of any number of concurrent
 submissions with one key exactly one creates a run, and the others, having waited for
@@ -32,6 +35,7 @@ from .complete import make_ready
 from .dispatch import publish_on_commit
 from .errors import InvalidSubmissionKey, SubmissionKeyConflict, UnknownVersion, UnknownWorkflow
 from .keys import canonical_json
+from .principals import NOBODY, Principal
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9._~:/+=@-]{1,200}")
 
@@ -74,16 +78,25 @@ def request_digest(workflow: str, version: int | None, input: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def submit_run(*, workflow: str, version: int | None = None, input: Any) -> Run:
-    return submit(workflow=workflow, version=version, input=input).run
+def submit_run(
+    *, workflow: str, version: int | None = None, input: Any, by: Principal = NOBODY
+) -> Run:
+    return submit(workflow=workflow, version=version, input=input, by=by).run
 
 
 def submit(
-    *, workflow: str, version: int | None = None, input: Any, key: str | None = None
+    *,
+    workflow: str,
+    version: int | None = None,
+    input: Any,
+    key: str | None = None,
+    by: Principal = NOBODY,
 ) -> Submission:
-    """Submit a run; with `key`, at most one run per key (see the module's docstring).
-    Refusals write nothing: UnknownWorkflow, UnknownVersion, InvalidInput,
-    InvalidSubmissionKey, SubmissionKeyConflict."""
+    """Submit a run for the principal `by` (recorded on the run); with `key`, at most one
+    run per key of that principal (see the module's docstring): two principals' keys
+    never meet, and a refusal names only the principal's own run. Refusals write
+    nothing: UnknownWorkflow, UnknownVersion, InvalidInput, InvalidSubmissionKey,
+    SubmissionKeyConflict."""
     if key is not None:
         check_key(key)
     wf = resolve_workflow(workflow, version)
@@ -92,7 +105,7 @@ def submit(
         run_id = uuid.uuid4()
         if key is not None:
             digest = request_digest(workflow, version, input)
-            existing = _existing_key(key, run_id, digest)
+            existing = _existing_key(by.name, key, run_id, digest)
             if existing is not None:
                 if existing.request_digest != digest:
                     raise SubmissionKeyConflict(key, existing.run_id)
@@ -103,6 +116,8 @@ def submit(
             version=wf.version,
             input=clean,
             steps_remaining=len(wf.steps),
+            submitted_by=by.name,
+            submitted_via=by.via,
         )
         Step.objects.bulk_create(
             Step(
@@ -146,29 +161,29 @@ def submit(
 KEY_CLAIM_TRIES = 3
 
 
-def _existing_key(key: str, run_id: uuid.UUID, digest: str) -> SubmissionKey | None:
+def _existing_key(scope: str, key: str, run_id: uuid.UUID, digest: str) -> SubmissionKey | None:
     """None once the key is inserted for the run about to be created; else the key as an
     earlier submission left it. The INSERT … DO NOTHING that finds the key locks
     nothing, so retention's dedup purge may delete the key (its run's dedup window is
     over) before it is read: then the key is free, and inserted again."""
     for _ in range(KEY_CLAIM_TRIES):
-        if _claim_key(key, run_id, digest):
+        if _claim_key(scope, key, run_id, digest):
             return None
-        existing = SubmissionKey.objects.select_related("run").filter(key=key).first()
+        existing = SubmissionKey.objects.select_related("run").filter(scope=scope, key=key).first()
         if existing is not None:
             return existing
     raise RuntimeError(f"submission key {key!r} vanished {KEY_CLAIM_TRIES} times in a row")
 
 
-def _claim_key(key: str, run_id: uuid.UUID, digest: str) -> bool:
+def _claim_key(scope: str, key: str, run_id: uuid.UUID, digest: str) -> bool:
     """Insert the key for the run about to be created (the foreign key is checked at
     commit); False if the key exists. A concurrent insert of the same key makes this
     statement wait for that transaction: then it sees the committed key, or inserts
     its own if the other rolled back."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO runs_submissionkey (key, run_id, request_digest, created_at) "
-            "VALUES (%s, %s, %s, now()) ON CONFLICT (key) DO NOTHING RETURNING key",
-            [key, run_id, digest],
+            "INSERT INTO runs_submissionkey (scope, key, run_id, request_digest, created_at) "
+            "VALUES (%s, %s, %s, %s, now()) ON CONFLICT (scope, key) DO NOTHING RETURNING key",
+            [scope, key, run_id, digest],
         )
         return cursor.fetchone() is not None

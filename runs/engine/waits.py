@@ -33,14 +33,23 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Run, Signal, Step
+from runs.roles import can_operate, can_submit
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from runs.workflows import registry
-from runs.workflows.definition import Context, StepDef, Workflow
+from runs.workflows.definition import SIGNALLING_ROLES, Context, StepDef, WaitSpec, Workflow
 
 from .complete import ensure_json, fail_run, step_succeeded
 from .dispatch import publish_on_commit
-from .errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal, WaitFinished
+from .errors import (
+    DuplicateSignal,
+    RunNotActive,
+    RunNotFound,
+    SignalNotAllowed,
+    UnknownSignal,
+    WaitFinished,
+)
 from .locks import lock_run
+from .principals import user_principal
 from .resolve import actor_name
 from .results import RunResults
 from .start import active_run
@@ -277,13 +286,17 @@ def send_signal(
     who = actor_name(actor)
     payload = ensure_json(payload, "signal payload")
     with transaction.atomic():
-        run = Run.objects.filter(pk=run_id).only("id", "workflow", "version").first()
+        run = (
+            Run.objects.filter(pk=run_id).only("id", "workflow", "version", "submitted_by").first()
+        )
         if run is None:
             raise RunNotFound(run_id)
         workflow = registry.get(run.workflow, run.version)
         waits = workflow.waits_for(name) if workflow else []
         if not waits:
             raise UnknownSignal(run.id, name, workflow.signals() if workflow else [])
+        assert waits[0].wait is not None  # waits_for() returns wait steps
+        _check_signaller(run, name, waits[0].wait, actor)
         # Lock order (locks.py): the run, then its wait steps in id order.
         run = Run.objects.select_for_update(of=("self",)).get(pk=run.id)
         if run.status not in RUN_ACTIVE:
@@ -315,6 +328,31 @@ def send_signal(
                 _wake(step.id, run.id, step.key, f"signal {name!r} from {who}")
                 break  # one signal wakes one wait; the woken step consumes it
     return Signal.objects.get(pk=signal_id)
+
+
+def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUser | str) -> None:
+    """Refuse (SignalNotAllowed) an actor the wait does not accept: its roles are not
+    among `signalled_by`, or the wait is an approval (`four_eyes`) and the actor
+    submitted the run. An actor given by name is the engine's own caller (the command
+    line, a script, a test): it may send any signal, four eyes still apply."""
+    if isinstance(actor, str):
+        roles = set(SIGNALLING_ROLES)
+        who = actor.strip()
+    else:
+        roles = {"operators"} if can_operate(actor) else set()
+        if can_submit(actor):
+            roles.add("submitters")
+        who = actor.get_username()
+    if not roles & set(spec.signalled_by):
+        raise SignalNotAllowed(
+            f"signal {name!r} of run {run.id} is sent by {' or '.join(spec.signalled_by)} "
+            f"only; {who} may not send it"
+        )
+    if spec.four_eyes and run.submitted_by == user_principal(who):
+        raise SignalNotAllowed(
+            f"signal {name!r} is an approval: it needs someone other than {who}, who "
+            f"submitted run {run.id}"
+        )
 
 
 # A wait step in one of these can no longer consume a signal.

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from runs.inputs import json_problem
 from runs.states import EffectKind
 
 from . import types
@@ -139,6 +140,8 @@ class Field:
 
 ON_TIMEOUT = ("fail", "continue")
 ON_DUPLICATE = ("refuse", "queue")
+# The roles that may be allowed to send a signal (viewers only read).
+SIGNALLING_ROLES = ("operators", "submitters")
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,10 @@ class WaitSpec:
     on_timeout: str = "fail"
     on_duplicate: str = "refuse"
     deadline: Callable[..., datetime | timedelta] | None = None
+    # Who may send the signal (roles: runs/roles.py), and whether it must come from
+    # someone other than the run's submitter (an approval: four eyes).
+    signalled_by: tuple[str, ...] = ("operators",)
+    four_eyes: bool = False
 
 
 @dataclass
@@ -395,6 +402,8 @@ class Workflow:
         after: list[str] | tuple[str, ...] | None = None,
         name: str | None = None,
         when: Callable[..., bool] | None = None,
+        signalled_by: tuple[str, ...] | list[str] = ("operators",),
+        four_eyes: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Declare a step that waits for the signal `signal` (engine.send_signal). Its
         result is `{"payload": …, "actor": …, "timed_out": False}`, or
@@ -402,6 +411,10 @@ class Workflow:
         (`"fail"`: the step and the run fail). A signal sent before the run reaches
         the wait is kept for it; a second signal of the same name is refused
         (`on_duplicate="refuse"`) or kept in order for a later wait (`"queue"`).
+        `signalled_by`: the roles that may send it, operators only by default; a
+        wait that a service account may signal says `("operators", "submitters")`.
+        `four_eyes=True`: an approval, which must come from someone other than the
+        principal that submitted the run.
         The decorated function only names the step: it is not called."""
         if not isinstance(signal, str) or not signal or len(signal) > STEP_NAME_MAX:
             raise WorkflowDefinitionError(f"{self.name}: wait needs a signal name (a string)")
@@ -417,14 +430,34 @@ class Workflow:
             )
         if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
             raise WorkflowDefinitionError(f"{self.name}: timeout must be a positive timedelta")
+        roles = tuple(signalled_by)
+        unknown = [r for r in roles if r not in SIGNALLING_ROLES]
+        if not roles or unknown:
+            raise WorkflowDefinitionError(
+                f"{self.name}: signalled_by takes roles among {', '.join(SIGNALLING_ROLES)}, "
+                f"not {list(roles)!r}"
+            )
         for other in self.steps.values():
             same = other.wait is not None and other.wait.signal == signal
             if same and other.wait is not None and other.wait.on_duplicate != on_duplicate:
                 raise WorkflowDefinitionError(
                     f"{self.name}: waits for signal {signal!r} disagree on on_duplicate"
                 )
+            if (
+                same
+                and other.wait is not None
+                and (other.wait.signalled_by != roles or other.wait.four_eyes != four_eyes)
+            ):
+                raise WorkflowDefinitionError(
+                    f"{self.name}: waits for signal {signal!r} disagree on who may send it"
+                )
         spec = WaitSpec(
-            signal=signal, timeout=timeout, on_timeout=on_timeout, on_duplicate=on_duplicate
+            signal=signal,
+            timeout=timeout,
+            on_timeout=on_timeout,
+            on_duplicate=on_duplicate,
+            signalled_by=roles,
+            four_eyes=bool(four_eyes),
         )
         return self._wait_step(spec, after=after, name=name, when=when)
 
@@ -647,8 +680,15 @@ class Workflow:
 
         if not isinstance(data, dict):
             raise InvalidInput(["input must be a JSON object"])
-        if self.model is not None:
-            return self._validate_model(data)
+        clean = self._validate_model(data) if self.model is not None else self._validate(data)
+        unusable = json_problem(clean)
+        if unusable:  # whatever the way in (a form, a script): PostgreSQL could not store it
+            raise InvalidInput([f"input is not usable: {unusable}"])
+        return clean
+
+    def _validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        from runs.engine.errors import InvalidInput
+
         problems: list[str] = []
         # The problems of each top-level field, for a form to show next to it.
         by_field: dict[str, list[str]] = {}
@@ -752,6 +792,11 @@ class Workflow:
             "steps": [
                 {"name": s.name, "kind": str(s.kind), "after": list(s.after), "map": s.is_map}
                 | ({"wait": s.wait.signal or "sleep"} if s.wait else {})
+                | (
+                    {"signalled_by": list(s.wait.signalled_by), "four_eyes": s.wait.four_eyes}
+                    if s.wait and s.wait.signal
+                    else {}
+                )
                 | ({"conditional": True} if s.when else {})
                 | ({"compensate": s.compensate} if s.compensate else {})
                 for s in self.steps.values()

@@ -20,7 +20,13 @@ class Command(WorkflowCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         workflow, version, data = self.workflow_arguments(options)
         try:
-            sub = engine.submit(workflow=workflow, version=version, input=data, key=options["key"])
+            sub = engine.submit(
+                workflow=workflow,
+                version=version,
+                input=data,
+                key=options["key"],
+                by=engine.Principal.cli(),
+            )
         except engine.EngineError as exc:
             raise CommandError(str(exc)) from exc
         run = sub.run

@@ -1,0 +1,153 @@
+"""Whatever a person (or a script) types into a page's filters and forms gets an answer
+that says what is wrong, beside the field, never a server error: a NUL character, a
+date that does not exist or is past the calendar's end, a number JSON cannot carry, a
+document nested too deeply. The API refuses the same input with 400; the pages agree.
+The property test throws arbitrary text at every page's query parameters and form
+fields."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runs import engine
+from runs.models import Claim, Signal
+from runs.submitform import PREFIX
+from runs.testing import run_inline
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+DEEP = "[" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("url", "params", "field"),
+    [
+        ("/runs/", {"q": "a\x00b"}, "q"),
+        ("/runs/", {"workflow": "\x00"}, "workflow"),
+        ("/runs/", {"created_after": "2024-13-45"}, "created_after"),
+        ("/runs/", {"created_before": "9999-12-31"}, "created_before"),
+        ("/reconciliation/", {"workflow": "\x00"}, "workflow"),
+        ("/reconciliation/history/", {"operator": "\x00"}, "operator"),
+        ("/reconciliation/history/", {"until": "9999-12-31"}, "until"),
+        ("/reconciliation/history/", {"since": "2024-02-30"}, "since"),
+    ],
+)
+def test_a_filter_that_cannot_be_used_is_refused_beside_its_field(
+    viewer_client, url, params, field
+):
+    response = viewer_client.get(url, params)
+    assert response.status_code == 400, response.status_code
+    page = response.content.decode()
+    assert f'id="{field}-error"' in page
+    assert 'class="error"' in page
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("result", "1e999", "too large"),
+        ("result", DEEP, "nested too deeply"),
+        ("result", '{"a": "x\\u0000y"}', "NUL"),
+        ("note", "it \x00 merged", "NUL"),
+        ("reference", "PR-\x00", "NUL"),
+    ],
+)
+def test_a_decision_that_cannot_be_stored_is_refused_beside_its_field(
+    operator_client, field, value, says
+):
+    claim = factories.crashed_merge()
+    form = {"outcome": "succeeded", "note": "merged, see the log", "result": "", "reference": ""}
+    form[field] = value
+    response = operator_client.post(
+        f"/reconciliation/claims/{claim.id}/resolve/", form, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 422, response.status_code
+    assert says in response.content.decode()
+    assert Claim.objects.get(pk=claim.id).status == "unresolved"
+
+
+@pytest.mark.parametrize("payload", ["1e999", DEEP, '{"x": "\\u0000"}'])
+def test_a_signal_payload_that_cannot_be_stored_is_refused(operator_client, payload):
+    run = run_inline("wait-approval", input={"order": 1}, max_deliveries=3)
+    response = operator_client.post(
+        f"/runs/{run.id}/signal/", {"name": "approval", "payload": payload}
+    )
+    assert response.status_code < 500
+    assert not Signal.objects.filter(run=run).exists()
+
+
+# --- the property: no input makes a page answer 5xx ------------------------------------
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40) | st.sampled_from(
+    ["\x00", "9999-12-31", "2024-13-45", "1e999", "-1", "0", "99999999999"]
+)
+PAGES = {
+    "/runs/": ["q", "workflow", "status", "created_after", "created_before", "page"],
+    "/reconciliation/": ["workflow", "age", "page", "claim"],
+    "/reconciliation/history/": ["operator", "outcome", "workflow", "since", "until", "page"],
+    "/runs/new/": ["workflow", "version"],
+}
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.mark.parametrize("url", list(PAGES))
+@SETTINGS
+@given(data=st.data())
+def test_no_query_makes_a_page_fail(viewer_client, url, data):
+    params = {name: data.draw(TEXT, label=name) for name in PAGES[url] if data.draw(st.booleans())}
+    response = viewer_client.get(url, params)
+    assert response.status_code < 500, (url, params, response.status_code)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_run_page_query_makes_it_fail(viewer_client, data):
+    run = engine.submit_run(workflow="pure-chain", input={})
+    params = {
+        name: data.draw(TEXT, label=name)
+        for name in ("page", "type", "expand", "collapse")
+        if data.draw(st.booleans())
+    }
+    response = viewer_client.get(f"/runs/{run.id}/", params)
+    assert response.status_code < 500, (params, response.status_code)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_decision_form_makes_it_fail(operator_client, data):
+    claim = factories.crashed_merge(change_id=data.draw(st.integers(1, 10**6)))
+    form = {
+        name: data.draw(TEXT, label=name) for name in ("outcome", "note", "result", "reference")
+    }
+    response = operator_client.post(f"/reconciliation/claims/{claim.id}/resolve/", form)
+    assert response.status_code < 500, (form, response.status_code)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_signal_or_cancel_form_makes_it_fail(operator_client, data):
+    run = run_inline("wait-approval", input={"order": 1}, max_deliveries=3)
+    signal = {"name": data.draw(TEXT, label="name"), "payload": data.draw(TEXT, label="payload")}
+    assert operator_client.post(f"/runs/{run.id}/signal/", signal).status_code < 500
+    reason = {"reason": data.draw(TEXT, label="reason")}
+    assert operator_client.post(f"/runs/{run.id}/cancel/", reason).status_code < 500
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_new_run_form_makes_it_fail(operator_client, data):
+    form = {
+        "workflow": "typed-order",
+        f"{PREFIX}customer": data.draw(TEXT, label="customer"),
+        f"{PREFIX}amount": data.draw(TEXT, label="amount"),
+        f"{PREFIX}note": data.draw(TEXT, label="note"),
+    }
+    response = operator_client.post("/runs/new/", form)
+    assert response.status_code < 500, (form, response.status_code)
