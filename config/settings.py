@@ -134,6 +134,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Refuses an API request whose body is over API_MAX_BODY_BYTES before anything reads it.
+    "api.middleware.QueryLengthLimitMiddleware",
     "api.middleware.BodySizeLimitMiddleware",
     # Static files (htmx included) are served by the app itself: no CDN, no extra server.
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -25,13 +25,11 @@ class BadInput(ValueError):
 
 
 def clean_text(value: str | None, what: str) -> str:
-    """`value` stripped; refused if it holds a NUL character (PostgreSQL cannot store
-    it) or another control character other than tab and line breaks."""
+    """`value` stripped; refused if it holds a NUL character, which PostgreSQL cannot
+    store (the API refuses it too, and its schema says so)."""
     text = (value or "").strip()
-    bad = next((c for c in text if ord(c) < 32 and c not in "\t\n\r"), None)
-    if bad is not None:
-        name = "a NUL character" if bad == "\x00" else f"a control character (U+{ord(bad):04X})"
-        raise BadInput(f"{what} contains {name}, which cannot be used")
+    if "\x00" in text:
+        raise BadInput(f"{what} contains a NUL character, which cannot be stored")
     return text
 
 

@@ -741,3 +741,12 @@ def test_take_of_a_resolved_claim_answers_409(api):
     api.post(f"/api/claims/{claim.pk}/resolve/", {"outcome": "failed", "note": "n"}, format="json")
     error = error_of(api.post(f"/api/claims/{claim.pk}/take/"), 409, "claim_not_unresolved")
     assert "only unresolved claims can be taken" in error["message"]
+
+
+def test_an_overlong_query_string_is_refused_in_the_error_shape(db, operator):
+    from api.middleware import MAX_QUERY_BYTES
+
+    api = token_client(operator)
+    error = error_of(api.get("/api/runs/", {"workflow": "x" * MAX_QUERY_BYTES}), 400, "invalid")
+    assert "query string" in error["message"]
+    assert api.get("/api/runs/", {"workflow": "x" * 100}).status_code == 200

@@ -104,9 +104,8 @@ def live_api(transactional_db, tmp_path) -> Iterator[str]:
         "PYTHONUNBUFFERED": "1",
     }
     args = [
-        sys.executable, "-m", "gunicorn", "config.wsgi:application",
+        sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
         "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "4",
-        "--access-logfile", "-",
     ]  # fmt: skip
     web = ChildProcess("gunicorn", args, env, tmp_path / "gunicorn.log")
     base = f"http://127.0.0.1:{port}"
