@@ -14,7 +14,16 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-install: $(VENV)/.installed
+# The browser tests' accessibility checker (axe-core, package.json), when npm is here; a
+# newcomer without npm still gets every other test.
+node_modules/.installed: package.json package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --no-audit --no-fund --silent && touch $@; \
+	else \
+		echo "npm not found: the browser tests' accessibility checks need it (apt-get install npm)"; \
+	fi
+
+install: $(VENV)/.installed node_modules/.installed
 
 ## up: embedded PostgreSQL + Redis (unless DATABASE_URL / CELERY_BROKER_URL are set),
 ##     migrations, an operator login, then web + worker + beat; a worker or beat that
