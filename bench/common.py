@@ -299,3 +299,11 @@ def redis_pids() -> list[int]:
     return [
         p.pid for p in psutil.process_iter(["name"]) if (p.info["name"] or "").startswith("redis")
     ]
+
+
+def redis_url(broker_url: str) -> str:
+    """The broker's URL as redis-py reads it: Celery's `redis+socket://PATH` (the embedded
+    Redis of `make bench`) is redis-py's `unix://PATH`."""
+    if broker_url.startswith("redis+socket://"):
+        return "unix://" + broker_url[len("redis+socket://") :]
+    return broker_url

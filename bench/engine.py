@@ -130,7 +130,7 @@ def plain_celery(n: int) -> float:
 
     queue = f"{common.QUEUE}-noop"
     counter = f"bench-noop-{uuid.uuid4().hex[:8]}"
-    r = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    r = redis.Redis.from_url(common.redis_url(settings.CELERY_BROKER_URL))
     for _ in range(n):
         noop.noop.apply_async((counter,), queue=queue, routing_key=queue)
     with common.Workers(groups=(2,), app="bench.noop", queues=queue):

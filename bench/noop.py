@@ -22,7 +22,9 @@ _redis: redis.Redis | None = None
 def noop(counter: str) -> None:
     global _redis
     if _redis is None:
-        _redis = redis.Redis.from_url(app.conf.broker_url)
+        # Celery's redis+socket:// (the embedded Redis) is redis-py's unix://.
+        url = str(app.conf.broker_url).replace("redis+socket://", "unix://", 1)
+        _redis = redis.Redis.from_url(url)
     pipe = _redis.pipeline(transaction=False)
     pipe.incr(counter)
     pipe.set(f"{counter}:last", repr(time.time()))
