@@ -236,6 +236,17 @@ def claim_list(*, status: str | None = None, workflow: str | None = None) -> Row
     return Rows(_with_row(claims).order_by(*order), _queue_row, counted=claims)
 
 
+def unresolved_among(claim_ids: list[int]) -> set[int]:
+    """Which of these claims are still unresolved (one query; none for no ids)."""
+    if not claim_ids:
+        return set()
+    return set(
+        Claim.objects.filter(pk__in=claim_ids, status=ClaimStatus.UNRESOLVED).values_list(
+            "pk", flat=True
+        )
+    )
+
+
 def queue_size() -> int:
     return Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count()
 
@@ -476,6 +487,7 @@ __all__ = [
     "queue_size",
     "queue_summary",
     "resolution_history",
+    "unresolved_among",
     "unresolved_queue",
     "workflows_in_queue",
 ]

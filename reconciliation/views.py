@@ -340,8 +340,16 @@ def bulk_resolve(request: HttpRequest) -> HttpResponse:
             status=422,
         )
     messages.success(request, result.summary[0].upper() + result.summary[1:] + ".")
+    # The resolved claims leave the table, and so do refused ones that someone else
+    # decided meanwhile: none of them is unresolved any more.
+    refused = [r.claim_id for r in result.refusals]
+    unresolved = queries.unresolved_among(refused)
+    left_queue = [s.claim_id for s in result.successes]
+    left_queue += [claim_id for claim_id in refused if claim_id not in unresolved]
     response = render(
-        request, "reconciliation/queue.html#bulk-result", {"form": form, "result": result}
+        request,
+        "reconciliation/queue.html#bulk-result",
+        {"form": form, "result": result, "left_queue": left_queue},
     )
     return _oob(request, response)
 

@@ -121,3 +121,31 @@ def test_ticking_claims_enables_preview_and_editing_the_form_keeps_the_selection
     select_all.uncheck()
     expect(bulk).to_contain_text("0 selected")
     expect(preview).to_be_disabled()
+
+
+# --- 2. a bulk confirm takes the resolved claims off the table -----------------------------
+def test_confirmed_claims_leave_the_table_and_the_selection(browser, transactional_db):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    bulk = bulk_form(page)
+    for claim in claims[:2]:
+        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
+    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
+    bulk.get_by_label("Note (why)").press_sequentially("none merged on the host")
+    bulk.get_by_role("button", name="Preview…").click()
+    expect(page.get_by_role("form", name="confirm bulk decision")).to_contain_text(
+        "Preview: resolve 2 claims as failed"
+    )
+    page.get_by_role("button", name="Confirm: resolve 2 claims").click()
+
+    expect(page.get_by_role("region", name="bulk result")).to_contain_text(
+        "2 claim(s) resolved as failed"
+    )
+    for claim in claims[:2]:
+        expect(claim_row(page, claim)).to_have_count(0)
+    expect(claim_row(page, claims[2])).to_have_count(1)
+    expect(queue_rows(page)).to_have_count(1)
+    expect(bulk).to_contain_text("0 selected")
+    expect(bulk.get_by_role("button", name="Preview…")).to_be_disabled()
+    expect(page.locator("#queue-badge")).to_have_text("1")
+    browser.screenshot("queue-after-bulk")
