@@ -67,9 +67,14 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     expand = _int(request.GET.get("claim"))
+    shown = list(page.object_list)
+    if expand and not request.htmx and all(row.claim_id != expand for row in shown):
+        # A link to a claim that is not on this page (or no longer unresolved) opens
+        # the claim's own page rather than a page with nothing expanded.
+        return redirect("reconciliation:claim", claim_id=expand)
     context = {
         "page": page,
-        "rows": list(page.object_list),
+        "rows": shown,
         "workflows": queries.workflows_in_queue(),
         "workflow": workflow,
         "age": age,

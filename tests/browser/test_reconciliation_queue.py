@@ -10,6 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from reconciliation import views
 from tests import factories
 from tests.conftest import PASSWORD, make_user
 
@@ -149,3 +150,18 @@ def test_confirmed_claims_leave_the_table_and_the_selection(browser, transaction
     expect(bulk.get_by_role("button", name="Preview…")).to_be_disabled()
     expect(page.locator("#queue-badge")).to_have_text("1")
     browser.screenshot("queue-after-bulk")
+
+
+# --- 3. the run page's "decide" link reaches a claim beyond the queue's first page --------
+def test_the_run_pages_decide_link_opens_a_claim_beyond_the_first_page(
+    browser, transactional_db, monkeypatch
+):
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)  # the claim is on the queue's page 2
+    claims = factories.crashed(count=3)
+    last = claims[-1]
+    page = signed_in(browser, path=f"/runs/{last.run_id}/")
+    page.get_by_role("region", name="Claims").get_by_role("link", name="decide").click()
+    expect(decide_form(page, last)).to_be_visible()
+    expect(heading(page)).to_contain_text("unresolved")
+    browser.screenshot("claim-page")
+    browser.screenshot("claim-page", width=390)
