@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime, time, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -41,11 +42,45 @@ OUTCOMES = [
 ]
 
 
-def _oob(request: HttpRequest, response: HttpResponse) -> HttpResponse:
-    """Append the messages and the badge, out of band, to an htmx answer."""
-    extra = render(request, "reconciliation/oob.html").content
+def _oob(request: HttpRequest, response: HttpResponse, **context: Any) -> HttpResponse:
+    """Append, out of band, the messages, the badge and, on the queue, the heading's
+    count for the filters the page shows."""
+    if "count" not in context:
+        context["count"] = _count_on_current_queue(request)
+    extra = render(request, "reconciliation/oob.html", context).content
     response.content = response.content + extra
     return response
+
+
+def _filters(params: QueryDict, errors: dict[str, str]) -> tuple[str, str]:
+    """The queue's filters (workflow, age); a bad one is reported in `errors`."""
+    workflow = _text(params.get("workflow"), "workflow", "the workflow", errors)
+    age = _text(params.get("age"), "age", "the age", errors)
+    if age and age not in AGES:
+        errors["age"] = f"unknown age {age!r}: choose one of the list"
+    return workflow, age
+
+
+def _unresolved(workflow: str, age: str) -> queries.Rows[queries.QueueRow]:
+    return queries.unresolved_queue(
+        workflow=workflow or None, older_than=AGES[age][1] if age in AGES else None
+    )
+
+
+def _count(shown: int, workflow: str, age: str) -> dict[str, Any]:
+    """The heading's count: the claims the table lists, and whether filters narrow it
+    (then it says "N of M", M being the badge's count)."""
+    return {"shown": shown, "filtered": bool(workflow or age in AGES)}
+
+
+def _count_on_current_queue(request: HttpRequest) -> dict[str, Any] | None:
+    """The heading's count again, when an htmx request comes from the queue page (its
+    address, in HX-Current-URL, carries the filters it shows); None elsewhere."""
+    current = urlsplit(request.htmx.current_url_abs_path or "") if request.htmx else None
+    if current is None or current.path != reverse("reconciliation:queue"):
+        return None
+    workflow, age = _filters(QueryDict(current.query), {})
+    return _count(_unresolved(workflow, age).count(), workflow, age)
 
 
 # --- reading -------------------------------------------------------------------------
@@ -58,23 +93,19 @@ def badge(request: HttpRequest) -> HttpResponse:
 @viewer_required
 def queue(request: HttpRequest) -> HttpResponse:
     errors: dict[str, str] = {}
-    workflow = _text(request.GET.get("workflow"), "workflow", "the workflow", errors)
-    age = _text(request.GET.get("age"), "age", "the age", errors)
-    if age and age not in AGES:
-        errors["age"] = f"unknown age {age!r}: choose one of the list"
-    rows = queries.unresolved_queue(
-        workflow=workflow or None, older_than=AGES[age][1] if age in AGES else None
-    )
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    workflow, age = _filters(request.GET, errors)
+    page = Paginator(_unresolved(workflow, age), PAGE_SIZE).get_page(request.GET.get("page"))
     expand = _int(request.GET.get("claim"))
     shown = list(page.object_list)
     if expand and not request.htmx and all(row.claim_id != expand for row in shown):
         # A link to a claim that is not on this page (or no longer unresolved) opens
         # the claim's own page rather than a page with nothing expanded.
         return redirect("reconciliation:claim", claim_id=expand)
+    count = _count(page.paginator.count, workflow, age)
     context = {
         "page": page,
         "rows": shown,
+        "count": count,
         "workflows": queries.workflows_in_queue(),
         "workflow": workflow,
         "age": age,
@@ -85,10 +116,12 @@ def queue(request: HttpRequest) -> HttpResponse:
         "bulk_max": settings.RECONCILIATION_BULK_MAX,
         "filter_errors": errors,
     }
-    template = "reconciliation/queue.html"
+    status = 400 if errors else 200
     if request.htmx and request.htmx.target == "queue":
-        template += "#queue-table"
-    return render(request, template, context, status=400 if errors else 200)
+        # A filter: the table, and the heading's count for what it now lists.
+        response = render(request, "reconciliation/queue.html#queue-table", context, status=status)
+        return _oob(request, response, count=count)
+    return render(request, "reconciliation/queue.html", context, status=status)
 
 
 @viewer_required

@@ -165,3 +165,33 @@ def test_the_run_pages_decide_link_opens_a_claim_beyond_the_first_page(
     expect(heading(page)).to_contain_text("unresolved")
     browser.screenshot("claim-page")
     browser.screenshot("claim-page", width=390)
+
+
+# --- 6. the heading's count agrees with the table and the badge ----------------------------
+def test_the_heading_counts_what_the_table_shows(browser, transactional_db):
+    merges = factories.crashed(count=2)
+    factories.crashed("merge-change-probed", count=1)
+    page = signed_in(browser)
+    expect(heading(page)).to_contain_text("3 unresolved claims")
+
+    page.get_by_label("Workflow").select_option(label="merge-change (2)")
+    expect(queue_rows(page)).to_have_count(2)
+    expect(heading(page)).to_contain_text("2 of 3 unresolved claims")
+    filtered = heading(page).inner_text()
+    page.reload()  # the same address loaded directly says the same
+    expect(queue_rows(page)).to_have_count(2)
+    expect(heading(page)).to_have_text(filtered)
+
+    claim_row(page, merges[0]).get_by_role("link", name="Details").click()
+    form = decide_form(page, merges[0])
+    form.get_by_label("failed: the effect did NOT happen").check()
+    form.get_by_label("Note: how do you know?").press_sequentially("nothing on the host")
+    form.get_by_role("button", name="Resolve claim").click()
+    expect(queue_rows(page)).to_have_count(1)
+    expect(heading(page)).to_contain_text("1 of 2 unresolved claims")
+    expect(page.locator("#queue-badge")).to_have_text("2")
+
+    page.get_by_label("Workflow").select_option(label="all")
+    expect(queue_rows(page)).to_have_count(2)
+    expect(heading(page)).to_contain_text("2 unresolved claims")
+    expect(heading(page)).not_to_contain_text(" of ")
