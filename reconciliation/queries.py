@@ -236,15 +236,11 @@ def claim_list(*, status: str | None = None, workflow: str | None = None) -> Row
     return Rows(_with_row(claims).order_by(*order), _queue_row, counted=claims)
 
 
-def unresolved_among(claim_ids: list[int]) -> set[int]:
-    """Which of these claims are still unresolved (one query; none for no ids)."""
+def claims_by_id(claim_ids: list[int]) -> dict[int, Claim]:
+    """These claims as they are now, with their steps (one query; none for no ids)."""
     if not claim_ids:
-        return set()
-    return set(
-        Claim.objects.filter(pk__in=claim_ids, status=ClaimStatus.UNRESOLVED).values_list(
-            "pk", flat=True
-        )
-    )
+        return {}
+    return {c.pk: c for c in Claim.objects.select_related("step").filter(pk__in=claim_ids)}
 
 
 def queue_size() -> int:
@@ -480,6 +476,7 @@ __all__ = [
     "Rows",
     "claim_detail",
     "claim_list",
+    "claims_by_id",
     "classify",
     "history_operators",
     "history_workflows",
@@ -487,7 +484,6 @@ __all__ = [
     "queue_size",
     "queue_summary",
     "resolution_history",
-    "unresolved_among",
     "unresolved_queue",
     "workflows_in_queue",
 ]

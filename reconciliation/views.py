@@ -2,7 +2,10 @@
 
 Every claim in the queue is its own `<tbody id="claim-N">`: the row, and its detail row
 once expanded. Actions answer with the new state of that tbody (or with nothing, when
-the claim left the queue), plus out-of-band updates of the messages and the badge.
+the claim left the queue), plus out-of-band updates of the messages (into the live
+region), the badge and the heading's count. On a claim's own page the same actions
+answer with that page's content, whose heading says the claim's status. Each answer
+says where the keyboard focus goes next (see FOCUS_*).
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
-from django_htmx.http import reswap, retarget
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import inputs
+from runs.engine.resolve import NOT_UNRESOLVED, REFUSED
 from runs.roles import operator_required, viewer_required
 from runs.states import ClaimStatus
 
@@ -42,9 +46,21 @@ OUTCOMES = [
 ]
 
 
+# Where the keyboard focus goes after an htmx answer (the element rendered with
+# `autofocus`, which htmx focuses once the swap settles): the region that opened, the
+# field in error, the claim as decided, the control that replaced the one used, or the
+# message that says what happened.
+FOCUS_DETAIL = "detail"
+FOCUS_DETAILS_LINK = "details-link"
+FOCUS_ERROR = "error"
+FOCUS_DECIDED = "decided"
+FOCUS_TAKE = "take"
+FOCUS_MESSAGE = "message"
+
+
 def _oob(request: HttpRequest, response: HttpResponse, **context: Any) -> HttpResponse:
-    """Append, out of band, the messages, the badge and, on the queue, the heading's
-    count for the filters the page shows."""
+    """Append, out of band, the messages (into the live region, which stays), the badge
+    and, on the queue, the heading's count for the filters the page shows."""
     if "count" not in context:
         context["count"] = _count_on_current_queue(request)
     extra = render(request, "reconciliation/oob.html", context).content
@@ -81,6 +97,15 @@ def _count_on_current_queue(request: HttpRequest) -> dict[str, Any] | None:
         return None
     workflow, age = _filters(QueryDict(current.query), {})
     return _count(_unresolved(workflow, age).count(), workflow, age)
+
+
+def _on_claim_page(request: HttpRequest, claim_id: int) -> bool:
+    """Whether an htmx request comes from the claim's own page (claim.html), which then
+    answers with that page's content (its heading says the claim's status)."""
+    if not request.htmx:
+        return False
+    current = urlsplit(request.htmx.current_url_abs_path or "")
+    return current.path == reverse("reconciliation:claim", args=[claim_id])
 
 
 # --- reading -------------------------------------------------------------------------
@@ -131,28 +156,55 @@ def claim(request: HttpRequest, claim_id: int) -> HttpResponse:
     detail = queries.claim_detail(claim_id)
     if detail is None:
         raise Http404(f"no claim {claim_id}")
-    if request.htmx:
+    if request.htmx and not _on_claim_page(request, claim_id):
         if request.GET.get("collapse"):
-            context = _detail_context(detail, expanded=False)
+            context = _detail_context(detail, expanded=False, focus=FOCUS_DETAILS_LINK)
             return render(request, "reconciliation/queue.html#claim-body", context)
-        return _claim_body(request, detail)
-    return render(request, "reconciliation/claim.html", _detail_context(detail))
+        return render(
+            request,
+            "reconciliation/queue.html#claim-body",
+            _detail_context(detail, expanded=True, focus=FOCUS_DETAIL),
+        )
+    return render(request, "reconciliation/claim.html", _detail_context(detail, own_page=True))
 
 
 def _detail_context(detail: queries.ClaimDetail, **extra: Any) -> dict[str, Any]:
     return {"detail": detail, "row": detail.row, "outcomes": OUTCOMES, **extra}
 
 
-def _claim_body(
+def _show(
     request: HttpRequest,
-    detail: queries.ClaimDetail,
+    claim_id: int,
     *,
     status: int = 200,
-    **extra: Any,
+    focus: str | None = None,
 ) -> HttpResponse:
-    """The claim's tbody: its row and its expanded detail."""
-    context = _detail_context(detail, expanded=True, **extra)
-    return render(request, "reconciliation/queue.html#claim-body", context, status=status)
+    """The claim as it is now, where the request came from, with the messages, the badge
+    and the queue's count out of band:
+
+    - on the queue, its tbody (row and detail), or nothing if it was resolved by this
+      request's own decision (then its tbody is removed and focus goes to the message);
+    - on its own page, that page's content: the heading says its status.
+    Without htmx, back to the queue."""
+    if not request.htmx:
+        return redirect("reconciliation:queue")
+    detail = queries.claim_detail(claim_id)
+    if _on_claim_page(request, claim_id):
+        if detail is None:
+            return HttpResponseClientRedirect(reverse("reconciliation:queue"))
+        if focus == FOCUS_MESSAGE and detail.row.status != ClaimStatus.UNRESOLVED:
+            focus = FOCUS_DECIDED  # the notice under the heading says what happened
+        context = _detail_context(detail, own_page=True, focus=focus)
+        response = render(request, "reconciliation/claim.html#claim-page", context, status=status)
+        response = reswap(retarget(response, "#claim-page"), "outerHTML")
+        return _oob(request, response, focus=focus)
+    if detail is None or (focus == FOCUS_MESSAGE and detail.row.status != ClaimStatus.UNRESOLVED):
+        response = reswap(retarget(HttpResponse("", status=status), f"#claim-{claim_id}"), "delete")
+        return _oob(request, response, focus=FOCUS_MESSAGE)
+    context = _detail_context(detail, expanded=True, focus=focus)
+    response = render(request, "reconciliation/queue.html#claim-body", context, status=status)
+    response = reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML")
+    return _oob(request, response, focus=focus)
 
 
 @viewer_required
@@ -208,21 +260,16 @@ def resolve(request: HttpRequest, claim_id: int) -> HttpResponse:
             reference=form["reference"],
         )
     except services.InvalidResolution as exc:
+        # The form again, with what was typed, the message by its field, focus there.
         detail = _detail_or_404(claim_id)
         errors = {exc.field or "general": str(exc)}
-        response = render(
-            request,
-            "reconciliation/queue.html#resolve-form",
-            _detail_context(detail, form=form, errors=errors),
-            status=422,
-        )
-        return response
-    except services.ClaimAlreadyResolved as exc:
-        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
+        context = _detail_context(detail, form=form, errors=errors, focus=FOCUS_ERROR)
+        return render(request, "reconciliation/queue.html#resolve-form", context, status=422)
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
-    except services.ResolutionError as exc:  # not unresolved any more, workflow unknown…
-        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
+    except services.ResolutionError as exc:  # decided first by someone else, or the probe
+        messages.warning(request, str(exc))
+        return _show(request, claim_id, status=409, focus=FOCUS_DECIDED)
     claim = resolution.claim
     messages.success(
         request,
@@ -237,32 +284,7 @@ def resolve(request: HttpRequest, claim_id: int) -> HttpResponse:
             resolution.run_status.replace("_", " "),
         ),
     )
-    return _gone(request, claim_id)
-
-
-def _gone(request: HttpRequest, claim_id: int) -> HttpResponse:
-    """The claim left the queue: its tbody is removed, messages and badge refreshed."""
-    if not request.htmx:
-        return _back_to_queue(request)
-    response = retarget(HttpResponse(""), f"#claim-{claim_id}")
-    return _oob(request, reswap(response, "delete"))
-
-
-def _left_queue(
-    request: HttpRequest, claim_id: int, message: str, *, status: int, level: int
-) -> HttpResponse:
-    """Someone (or the probe) decided first: say who, when and what, and show the claim
-    as it is now."""
-    messages.add_message(request, level, message)
-    detail = queries.claim_detail(claim_id)
-    if detail is None or not request.htmx:
-        return _gone(request, claim_id) if request.htmx else _back_to_queue(request)
-    response = _claim_body(request, detail, status=status)
-    return _oob(request, reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML"))
-
-
-def _back_to_queue(request: HttpRequest) -> HttpResponse:
-    return redirect("reconciliation:queue")
+    return _show(request, claim_id, focus=FOCUS_MESSAGE)
 
 
 def _detail_or_404(claim_id: int) -> queries.ClaimDetail:
@@ -287,8 +309,9 @@ def take(request: HttpRequest, claim_id: int) -> HttpResponse:
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
     except services.ResolutionError as exc:
-        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
-    return _refreshed(request, claim_id)
+        messages.warning(request, str(exc))
+        return _show(request, claim_id, status=409, focus=FOCUS_DECIDED)
+    return _show(request, claim_id, focus=FOCUS_TAKE)
 
 
 @require_POST
@@ -301,7 +324,7 @@ def release(request: HttpRequest, claim_id: int) -> HttpResponse:
         messages.warning(request, str(exc))
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
-    return _refreshed(request, claim_id)
+    return _show(request, claim_id, focus=FOCUS_TAKE)
 
 
 @require_POST
@@ -313,23 +336,13 @@ def check_again(request: HttpRequest, claim_id: int) -> HttpResponse:
         raise Http404(str(exc)) from exc
     except (services.ProbeError, services.ResolutionError) as exc:
         messages.warning(request, str(exc))
-        return _refreshed(request, claim_id)
+        return _show(request, claim_id, focus=FOCUS_MESSAGE)
     summary = outcome.summary[0].upper() + outcome.summary[1:]
     if outcome.resolution is not None:
         messages.success(request, f"{summary}.")
-        return _gone(request, claim_id)
-    messages.info(request, f"{summary}.")
-    return _refreshed(request, claim_id)
-
-
-def _refreshed(request: HttpRequest, claim_id: int) -> HttpResponse:
-    if not request.htmx:
-        return _back_to_queue(request)
-    detail = _detail_or_404(claim_id)
-    if detail.claim.status != ClaimStatus.UNRESOLVED:
-        return _gone(request, claim_id)
-    response = _claim_body(request, detail)
-    return _oob(request, reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML"))
+    else:
+        messages.info(request, f"{summary}.")
+    return _show(request, claim_id, focus=FOCUS_MESSAGE)
 
 
 # --- bulk decisions ------------------------------------------------------------------
@@ -355,11 +368,14 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
             {"form": form, "errors": {exc.field or "general": str(exc)}},
             status=422,
         )
-    return render(
-        request,
-        "reconciliation/queue.html#bulk-result",
-        {"form": form, "previews": previews},
-    )
+    # Claims decided meanwhile are listed, and left out of the decision.
+    decided = {p.claim_id for p in previews if p.action in (NOT_UNRESOLVED, REFUSED)}
+    lines = [
+        {"key": p.claim_key or p.claim_id, "step": p.step, "summary": p.summary} for p in previews
+    ]
+    resolvable = [p.claim_id for p in previews if p.claim_id not in decided]
+    context = {"form": form, "previews": lines, "resolvable": resolvable, "left_out": decided}
+    return render(request, "reconciliation/queue.html#bulk-result", context)
 
 
 @require_POST
@@ -380,15 +396,16 @@ def bulk_resolve(request: HttpRequest) -> HttpResponse:
     messages.success(request, result.summary[0].upper() + result.summary[1:] + ".")
     # The resolved claims leave the table, and so do refused ones that someone else
     # decided meanwhile: none of them is unresolved any more.
-    refused = [r.claim_id for r in result.refusals]
-    unresolved = queries.unresolved_among(refused)
+    refused = queries.claims_by_id([r.claim_id for r in result.refusals])
     left_queue = [s.claim_id for s in result.successes]
-    left_queue += [claim_id for claim_id in refused if claim_id not in unresolved]
-    response = render(
-        request,
-        "reconciliation/queue.html#bulk-result",
-        {"form": form, "result": result, "left_queue": left_queue},
-    )
+    left_queue += [
+        r.claim_id
+        for r in result.refusals
+        if r.claim_id not in refused or refused[r.claim_id].status != ClaimStatus.UNRESOLVED
+    ]
+    refusals = [f"claim {r.claim_id}: {r.message}" for r in result.refusals]
+    context = {"form": form, "result": result, "refusals": refusals, "left_queue": left_queue}
+    response = render(request, "reconciliation/queue.html#bulk-result", context)
     return _oob(request, response)
 
 

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from reconciliation import views
+from runs.states import ClaimStatus
 from tests import factories
 from tests.conftest import PASSWORD, make_user
 
@@ -167,6 +168,88 @@ def test_the_run_pages_decide_link_opens_a_claim_beyond_the_first_page(
     browser.screenshot("claim-page", width=390)
 
 
+# --- 4. focus follows what opens and changes; results are announced -------------------------
+def test_focus_moves_to_what_opened_or_changed_and_results_are_announced(browser, transactional_db):
+    claims = factories.crashed(count=2)
+    first, second = claims
+    browser.allow_status(422)  # the refused form
+    page = signed_in(browser)
+    keep_live_region(page)
+
+    details = claim_row(page, first).get_by_role("link", name="Details")
+    details.focus()
+    page.keyboard.press("Enter")
+    expect(decide_form(page, first)).to_be_visible()
+    assert focused(page)["within"] == f"claim {first.key}", focused(page)
+    page.keyboard.press("Tab")  # the next Tab continues inside what just opened
+    assert focused(page)["within"] == f"claim {first.key}", focused(page)
+
+    form = decide_form(page, first)
+    form.get_by_label("succeeded: the effect happened").check()
+    form.get_by_label("Result, as JSON").press_sequentially('{"merge_id": 7')
+    form.get_by_label("Note: how do you know?").press_sequentially("merge 7 on the host")
+    form.get_by_role("button", name="Resolve claim").click()
+    result = decide_form(page, first).get_by_label("Result, as JSON")
+    expect(decide_form(page, first)).to_contain_text("not valid JSON")
+    expect(result).to_be_focused()
+    expect(result).to_have_value('{"merge_id": 7')
+
+    result.press("End")
+    result.press_sequentially("}")
+    decide_form(page, first).get_by_role("button", name="Resolve claim").click()
+    expect(claim_row(page, first)).to_have_count(0)
+    message = page.locator("#messages li")
+    expect(message).to_contain_text("resolved as succeeded")
+    expect(message).to_be_focused()
+    assert live_region_kept(page)
+
+    claim_row(page, second).get_by_role("link", name="Details").click()
+    decide_form(page, second).wait_for()
+    page.get_by_role("button", name="I'm on it").click()
+    expect(page.get_by_role("button", name="Release")).to_be_focused()
+    expect(page.locator("#messages")).to_contain_text("You are on claim")
+    assert live_region_kept(page)
+
+
+# --- 5. someone else decided first --------------------------------------------------------
+def test_a_claim_decided_meanwhile_by_someone_else_is_shown_decided(
+    browser, second_browser, transactional_db
+):
+    claims = factories.crashed(count=2)
+    claim = claims[0]
+    browser.allow_status(409)  # her decision comes second
+    page = signed_in(browser)
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    form = decide_form(page, claim)
+    form.get_by_label("succeeded: the effect happened").check()
+    form.get_by_label("Note: how do you know?").press_sequentially("I saw it merged")
+
+    # Meanwhile bob decides the same claim on its own page.
+    bobs = signed_in(second_browser, "bob", path=f"/reconciliation/claims/{claim.pk}/")
+    bobs_form = decide_form(bobs, claim)
+    bobs_form.get_by_label("failed: the effect did NOT happen").check()
+    bobs_form.get_by_label("Note: how do you know?").press_sequentially("bob checked the host")
+    bobs_form.get_by_role("button", name="Resolve claim").click()
+    expect(heading(bobs)).to_contain_text("failed")
+    expect(heading(bobs)).not_to_contain_text("unresolved")
+    expect(decide_form(bobs, claim)).to_have_count(0)
+    expect(bobs.get_by_role("main")).to_contain_text("Resolved as failed by bob")
+    second_browser.screenshot("claim-page-resolved")
+
+    form.get_by_role("button", name="Resolve claim").click()
+    expect(page.locator("#messages")).to_contain_text("already resolved as failed by bob")
+    expect(decide_form(page, claim)).to_have_count(0)
+    decided = page.get_by_role("region", name=f"claim {claim.key}")
+    expect(decided).to_contain_text("Decided by bob")
+    expect(decided).to_contain_text("bob checked the host")
+    expect(page.get_by_role("checkbox", name=f"select claim {claim.key}")).to_have_count(0)
+    expect(page.get_by_role("button", name="I'm on it")).to_have_count(0)
+    expect(heading(page)).to_contain_text("1 unresolved claim")
+    browser.screenshot("queue-decided-meanwhile")
+    claim.refresh_from_db()
+    assert (claim.status, claim.resolved_by) == (ClaimStatus.FAILED, "bob")
+
+
 # --- 6. the heading's count agrees with the table and the badge ----------------------------
 def test_the_heading_counts_what_the_table_shows(browser, transactional_db):
     merges = factories.crashed(count=2)
@@ -195,3 +278,69 @@ def test_the_heading_counts_what_the_table_shows(browser, transactional_db):
     expect(queue_rows(page)).to_have_count(2)
     expect(heading(page)).to_contain_text("2 unresolved claims")
     expect(heading(page)).not_to_contain_text(" of ")
+
+
+# --- 10. the keyboard path through the decide form ------------------------------------------
+def test_a_claim_decided_with_the_keyboard_alone(browser, transactional_db):
+    claim = factories.crashed(count=1)[0]
+    browser.allow_status(422)  # the refused form
+    page = signed_in(browser)
+    keep_live_region(page)
+    region = f"claim {claim.key}"
+
+    tab_to(page, claim_row(page, claim).get_by_role("link", name="Details"))
+    page.keyboard.press("Enter")
+    form = decide_form(page, claim)
+    expect(form).to_be_visible()
+    assert focused(page)["within"] == region, focused(page)
+
+    succeeded = form.get_by_label("succeeded: the effect happened")
+    failed = form.get_by_label("failed: the effect did NOT happen")
+    stops = tab_to(page, succeeded)
+    assert all(stop["within"] in (region, f"decide claim {claim.key}") for stop in stops), stops
+    page.keyboard.press("ArrowDown")  # arrows move within the outcome radios
+    expect(failed).to_be_focused()
+    expect(failed).to_be_checked()
+    page.keyboard.press("ArrowUp")
+    expect(succeeded).to_be_checked()
+
+    page.keyboard.press("Tab")
+    result = form.get_by_label("Result, as JSON")
+    expect(result).to_be_focused()
+    page.keyboard.type('{"merge_id": 5,}')
+    page.keyboard.press("Tab")
+    note = form.get_by_label("Note: how do you know?")
+    expect(note).to_be_focused()
+    page.keyboard.type("merge 5 seen on the host")
+    page.keyboard.press("Tab")
+    reference = form.get_by_label("Reference")
+    expect(reference).to_be_focused()
+    page.keyboard.type("https://code.example/merges/5")
+    page.keyboard.press("Tab")
+    expect(form.get_by_role("button", name="Resolve claim")).to_be_focused()
+    page.keyboard.press("Enter")
+
+    # The error: focus on the field at fault, described by the message; nothing typed lost.
+    form = decide_form(page, claim)
+    result = form.get_by_label("Result, as JSON")
+    expect(result).to_be_focused()
+    expect(result).to_have_accessible_description(re.compile("not valid JSON"))
+    expect(result).to_have_value('{"merge_id": 5,}')
+    expect(form.get_by_label("Note: how do you know?")).to_have_value("merge 5 seen on the host")
+    expect(form.get_by_label("Reference")).to_have_value("https://code.example/merges/5")
+    expect(form.get_by_label("succeeded: the effect happened")).to_be_checked()
+    browser.screenshot("claim-keyboard-error")
+
+    page.keyboard.press("End")
+    page.keyboard.press("Backspace")
+    page.keyboard.press("Backspace")
+    page.keyboard.type("}")
+    tab_to(page, form.get_by_role("button", name="Resolve claim"), limit=4)
+    page.keyboard.press("Enter")
+
+    message = page.locator("#messages li")
+    expect(message).to_contain_text("resolved as succeeded")
+    expect(message).to_be_focused()
+    assert live_region_kept(page)
+    claim.refresh_from_db()
+    assert (claim.status, claim.result) == (ClaimStatus.SUCCEEDED, {"merge_id": 5})
