@@ -30,7 +30,7 @@ from runs.engine.resolve import NOT_UNRESOLVED, REFUSED
 from runs.roles import operator_required, viewer_required
 from runs.states import ClaimStatus
 
-from . import queries, services
+from . import queries, services, wording
 
 PAGE_SIZE = 200
 HISTORY_PAGE_SIZE = 50
@@ -268,15 +268,14 @@ def resolve(request: HttpRequest, claim_id: int) -> HttpResponse:
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
     except services.ResolutionError as exc:  # decided first by someone else, or the probe
-        messages.warning(request, str(exc))
+        messages.warning(request, wording.refusal(exc))
         return _show(request, claim_id, status=409, focus=FOCUS_DECIDED)
     claim = resolution.claim
     messages.success(
         request,
         format_html(
-            'Claim <code>{}</code> resolved as <strong>{}</strong>{}. <a href="{}">Run {}</a> '
-            "is now {}.",
-            claim.key,
+            '{} resolved as <strong>{}</strong>{}. <a href="{}">Run {}</a> is now {}.',
+            wording.capfirst(wording.label_of(claim)),
             claim.status,
             " (your first submit had already counted)" if resolution.replayed else "",
             reverse("runs:detail", args=[claim.run_id]),
@@ -297,19 +296,20 @@ def _detail_or_404(claim_id: int) -> queries.ClaimDetail:
 @require_POST
 @operator_required
 def take(request: HttpRequest, claim_id: int) -> HttpResponse:
+    detail = _detail_or_404(claim_id)
+    label = wording.claim_label(detail.row.key, detail.row.step)
     try:
         taken = services.take_claim(claim_id=claim_id, user=request.user)
         messages.success(
             request,
-            f"You are on claim {claim_id} until "
-            f"{timezone.localtime(taken.expires_at):%H:%M}; others see it as taken.",
+            f"You are on {label} until {wording.clock(taken.expires_at)}; others see it as taken.",
         )
     except services.ClaimTakenByOther as exc:
-        messages.warning(request, str(exc))
+        messages.warning(request, wording.taken_by_other(exc, label))
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
     except services.ResolutionError as exc:
-        messages.warning(request, str(exc))
+        messages.warning(request, wording.refusal(exc))
         return _show(request, claim_id, status=409, focus=FOCUS_DECIDED)
     return _show(request, claim_id, focus=FOCUS_TAKE)
 
@@ -317,11 +317,13 @@ def take(request: HttpRequest, claim_id: int) -> HttpResponse:
 @require_POST
 @operator_required
 def release(request: HttpRequest, claim_id: int) -> HttpResponse:
+    detail = _detail_or_404(claim_id)
+    label = wording.claim_label(detail.row.key, detail.row.step)
     try:
         if services.release_claim(claim_id=claim_id, user=request.user):
-            messages.success(request, f"You released claim {claim_id}.")
+            messages.success(request, f"You released {label}.")
     except services.ClaimTakenByOther as exc:
-        messages.warning(request, str(exc))
+        messages.warning(request, wording.taken_by_other(exc, label))
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
     return _show(request, claim_id, focus=FOCUS_TAKE)
@@ -335,9 +337,9 @@ def check_again(request: HttpRequest, claim_id: int) -> HttpResponse:
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
     except (services.ProbeError, services.ResolutionError) as exc:
-        messages.warning(request, str(exc))
+        messages.warning(request, wording.refusal(exc))
         return _show(request, claim_id, focus=FOCUS_MESSAGE)
-    summary = outcome.summary[0].upper() + outcome.summary[1:]
+    summary = wording.capfirst(outcome.summary)
     if outcome.resolution is not None:
         messages.success(request, f"{summary}.")
     else:
@@ -368,11 +370,17 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
             {"form": form, "errors": {exc.field or "general": str(exc)}},
             status=422,
         )
-    # Claims decided meanwhile are listed, and left out of the decision.
+    # Claims decided meanwhile are listed, said in words, and left out of the decision.
     decided = {p.claim_id for p in previews if p.action in (NOT_UNRESOLVED, REFUSED)}
-    lines = [
-        {"key": p.claim_key or p.claim_id, "step": p.step, "summary": p.summary} for p in previews
-    ]
+    claims = queries.claims_by_id(sorted(decided))
+    lines = []
+    for preview in previews:
+        claim = claims.get(preview.claim_id)
+        summary = preview.summary
+        if claim is not None and claim.resolved_at and preview.action == NOT_UNRESOLVED:
+            summary = f"already {wording.resolved(claim)}; left out"
+        key = wording.short_key(preview.claim_key) if preview.claim_key else preview.claim_id
+        lines.append({"key": key, "step": preview.step, "summary": summary})
     resolvable = [p.claim_id for p in previews if p.claim_id not in decided]
     context = {"form": form, "previews": lines, "resolvable": resolvable, "left_out": decided}
     return render(request, "reconciliation/queue.html#bulk-result", context)
@@ -393,17 +401,25 @@ def bulk_resolve(request: HttpRequest) -> HttpResponse:
             {"form": form, "errors": {exc.field or "general": str(exc)}},
             status=422,
         )
-    messages.success(request, result.summary[0].upper() + result.summary[1:] + ".")
+    messages.success(request, wording.capfirst(result.summary) + ".")
     # The resolved claims leave the table, and so do refused ones that someone else
-    # decided meanwhile: none of them is unresolved any more.
+    # decided meanwhile: none of them is unresolved any more. Refusals are said in words.
     refused = queries.claims_by_id([r.claim_id for r in result.refusals])
     left_queue = [s.claim_id for s in result.successes]
-    left_queue += [
-        r.claim_id
-        for r in result.refusals
-        if r.claim_id not in refused or refused[r.claim_id].status != ClaimStatus.UNRESOLVED
-    ]
-    refusals = [f"claim {r.claim_id}: {r.message}" for r in result.refusals]
+    refusals = []
+    for refusal in result.refusals:
+        claim = refused.get(refusal.claim_id)
+        if claim is None or claim.status != ClaimStatus.UNRESOLVED:
+            left_queue.append(refusal.claim_id)
+        if claim is None:
+            refusals.append(f"Claim {refusal.claim_id}: {refusal.message}")
+        elif claim.resolved_at:
+            refusals.append(
+                f"{wording.capfirst(wording.label_of(claim))} was already "
+                f"{wording.resolved(claim)}."
+            )
+        else:
+            refusals.append(wording.refusal(Exception(refusal.message), claim))
     context = {"form": form, "result": result, "refusals": refusals, "left_queue": left_queue}
     response = render(request, "reconciliation/queue.html#bulk-result", context)
     return _oob(request, response)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
 from playwright.sync_api import expect
 
 from reconciliation import views
@@ -278,6 +279,46 @@ def test_the_heading_counts_what_the_table_shows(browser, transactional_db):
     expect(queue_rows(page)).to_have_count(2)
     expect(heading(page)).to_contain_text("2 unresolved claims")
     expect(heading(page)).not_to_contain_text(" of ")
+
+
+# --- 7. messages in words; a take over waits for the take to end ---------------------------
+def test_taking_a_claim_says_who_and_when_in_words(browser, second_browser, transactional_db):
+    claim = factories.crashed(count=1)[0]
+    page = signed_in(browser)
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    decide_form(page, claim).wait_for()
+
+    bobs = signed_in(second_browser, "bob")
+    claim_row(bobs, claim).get_by_role("link", name="Details").click()
+    bobs.get_by_role("button", name="I'm on it").click()
+    bobs_message = bobs.locator("#messages")
+    expect(bobs_message).to_contain_text("You are on claim")
+    expect(bobs_message).to_contain_text("merge")  # the step
+    assert f"claim {claim.pk} " not in bobs_message.inner_text()
+
+    page.get_by_role("button", name="I'm on it").click()  # her page still offered it
+    message = page.locator("#messages")
+    expect(message).to_contain_text("taken by bob")
+    expect(message).to_contain_text(re.compile(r"taken by bob (just now|\d+ s ago)"))
+    assert not ISO_TIME.search(message.inner_text()), message.inner_text()
+    assert str(claim.key)[:8] in message.inner_text()
+    take_over = page.get_by_role("button", name=re.compile("Take over"))
+    expect(take_over).to_be_disabled()
+    expect(take_over).to_contain_text(re.compile(r"at \d\d:\d\d"))
+    browser.screenshot("claim-taken-by-other")
+
+    with connection.cursor() as cursor:  # time passes: bob's take ended a second ago
+        cursor.execute(
+            "UPDATE reconciliation_claimtake SET taken_at = now() - interval '31 minutes', "
+            "expires_at = now() - interval '1 second'"
+        )
+    page.reload()
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    take = page.get_by_role("button", name="I'm on it")
+    expect(take).to_be_enabled()
+    take.click()
+    expect(message).to_contain_text("You are on claim")
+    assert not ISO_TIME.search(message.inner_text()), message.inner_text()
 
 
 # --- 10. the keyboard path through the decide form ------------------------------------------
