@@ -142,9 +142,13 @@ def queue(request: HttpRequest) -> HttpResponse:
         "filter_errors": errors,
     }
     status = 400 if errors else 200
-    if request.htmx and request.htmx.target == "queue":
-        # A filter: the table, and the heading's count for what it now lists.
-        response = render(request, "reconciliation/queue.html#queue-table", context, status=status)
+    if request.htmx and request.htmx.target in ("queue", "queue-rows"):
+        # A filter (the bulk form and the table), or a table whose rows were all decided
+        # fetching the next ones; with the heading's count for what it now lists.
+        template = "reconciliation/queue.html#" + (
+            "queue-table" if request.htmx.target == "queue" else "queue-rows"
+        )
+        response = render(request, template, context, status=status)
         return _oob(request, response, count=count)
     return render(request, "reconciliation/queue.html", context, status=status)
 

@@ -80,6 +80,18 @@
   document.addEventListener("htmx:afterSettle", countAll);
   window.addEventListener("pageshow", countAll);
 
+  // The reconciliation queue: when decisions have taken every row off the table while
+  // the page had claims (data-refill), the table fetches the rows now at the same address
+  // (its filters and page), so it never sits empty under a heading that counts claims.
+  // The answer carries data-refill only if it has rows: an empty queue asks once.
+  document.addEventListener("htmx:afterSettle", function () {
+    var rows = document.getElementById("queue-rows");
+    if (!rows || !rows.hasAttribute("data-refill") || !window.htmx) return;
+    if (rows.querySelector("tbody[id^='claim-']")) return;
+    rows.removeAttribute("data-refill");
+    window.htmx.ajax("GET", window.location.href, { target: "#queue-rows", swap: "outerHTML" });
+  });
+
   // A <dialog> opened by a button: <button data-open-dialog="id">
   document.addEventListener("click", function (evt) {
     var opener = evt.target.closest("[data-open-dialog]");

@@ -6,12 +6,14 @@ hundred claims. Claims are made by tests/factories.py (no workers needed)."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
 from reconciliation import views
+from runs.models import Claim
 from runs.states import ClaimStatus
 from tests import factories
 from tests.conftest import PASSWORD, make_user
@@ -50,7 +52,9 @@ def heading(page):
 
 def queue_rows(page):
     """The claims' rows in the queue table (its header row left out)."""
-    return page.get_by_role("region", name="Unresolved claims").locator("tbody > tr:not(.detail)")
+    return page.get_by_role("region", name="Unresolved claims").locator(
+        "tbody[id^=claim-] > tr:not(.detail)"
+    )
 
 
 def focused(page) -> dict:
@@ -319,6 +323,57 @@ def test_taking_a_claim_says_who_and_when_in_words(browser, second_browser, tran
     take.click()
     expect(message).to_contain_text("You are on claim")
     assert not ISO_TIME.search(message.inner_text()), message.inner_text()
+
+
+# --- 8. a queue of a few hundred claims -----------------------------------------------------
+def test_a_few_hundred_claims_decided_a_page_at_a_time(browser, second_browser, transactional_db):
+    started = time.monotonic()
+    factories.crashed(count=300)
+    made = time.monotonic() - started
+    assert made < 20, f"making 300 claims took {made:.1f} s"
+
+    # A viewer sees the claims, and no control to decide them.
+    victor = signed_in(second_browser, "victor", "viewers")
+    expect(heading(victor)).to_contain_text("300 unresolved claims")
+    expect(victor.get_by_role("checkbox")).to_have_count(0)
+    expect(victor.get_by_role("form", name="bulk decision")).to_have_count(0)
+    second_browser.screenshot("queue-300-viewer")
+    victor.set_viewport_size({"width": 390, "height": 900})
+    expect(victor.get_by_role("checkbox")).to_have_count(0)
+    expect(victor.get_by_role("button", name=re.compile("Preview|Confirm"))).to_have_count(0)
+
+    page = signed_in(browser)
+    for width, on_page, left in ((1280, 200, 100), (390, 100, 0)):
+        page.set_viewport_size({"width": width, "height": 900})
+        expect(queue_rows(page)).to_have_count(on_page)
+        bulk = bulk_form(page)
+        page.get_by_role("checkbox", name="select all claims").check()
+        expect(bulk).to_contain_text(f"{on_page} selected")
+        bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
+        note = bulk.get_by_label("Note (why)")
+        note.fill("")
+        note.press_sequentially("the code host shows none of them")
+        bulk.get_by_role("button", name="Preview…").click()
+        confirm = page.get_by_role("button", name=f"Confirm: resolve {on_page} claims")
+        expect(confirm).to_be_visible(timeout=15_000)
+        if width == 1280:
+            browser.screenshot("queue-300-preview")
+        confirm.click()
+        expect(page.get_by_role("region", name="bulk result")).to_contain_text(
+            f"{on_page} claim(s) resolved as failed", timeout=20_000
+        )
+        # The decided rows are gone; the claims left (the next page's) take their place.
+        expect(page.locator("#queue-badge")).to_have_text(str(left))
+        expect(heading(page)).to_contain_text(f"{left} unresolved claim")
+        expect(queue_rows(page)).to_have_count(left)
+        expect(bulk).to_contain_text("0 selected")
+        browser.screenshot("queue-300-after", width=width)
+    expect(page.get_by_role("region", name="Unresolved claims")).to_contain_text(
+        "Nothing to decide"
+    )
+    assert not Claim.objects.filter(status=ClaimStatus.UNRESOLVED).exists()
+    took = time.monotonic() - started
+    assert took < 40, f"the whole flow took {took:.1f} s"
 
 
 # --- 10. the keyboard path through the decide form ------------------------------------------
