@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from playwright.sync_api import expect
 
-from reconciliation import views
+from reconciliation import services, views
 from runs.models import Claim
 from runs.states import ClaimStatus
 from tests import factories
@@ -374,6 +374,68 @@ def test_a_few_hundred_claims_decided_a_page_at_a_time(browser, second_browser, 
     assert not Claim.objects.filter(status=ClaimStatus.UNRESOLVED).exists()
     took = time.monotonic() - started
     assert took < 40, f"the whole flow took {took:.1f} s"
+
+
+# --- 9. accessibility of every state of the queue and of a claim's page --------------------
+@pytest.mark.parametrize("role", ["operators", "viewers"])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_queue_and_a_claim_pass_axe_in_every_state(browser, transactional_db, role, width):
+    claims = factories.crashed(count=4)
+    services.take_claim(claim_id=claims[3].pk, user=make_user("bob", "operators"))
+    probed = factories.crashed("merge-change-probed")[0]  # "Check again at …", disabled
+    with connection.cursor() as cursor:  # waiting for 2 hours: highlighted as stale
+        cursor.execute(
+            "UPDATE runs_claim SET unresolved_at = now() - interval '2 hours' WHERE id = %s",
+            [probed.pk],
+        )
+    browser.allow_status(422)  # the refused form
+    page = signed_in(browser, "pat", role)
+    page.set_viewport_size({"width": width, "height": 900})
+    what = f"as {role} at {width} px"
+    browser.check_accessibility(f"the queue {what}")
+
+    claim_row(page, claims[0]).get_by_role("link", name="Details").click()
+    page.get_by_role("region", name=f"claim {claims[0].key}").wait_for()
+    browser.check_accessibility(f"the queue with a claim open {what}")
+    claim_row(page, claims[3]).get_by_role("link", name="Details").click()
+    page.get_by_role("region", name=f"claim {claims[3].key}").wait_for()
+    browser.check_accessibility(f"a claim someone else is on {what}")
+    claim_row(page, probed).get_by_role("link", name="Details").click()
+    page.get_by_role("region", name=f"claim {probed.key}").wait_for()
+    browser.check_accessibility(f"a stale claim with a probe {what}")
+    browser.screenshot(f"queue-open-claims-{role}", width=width)
+
+    if role == "operators":
+        form = decide_form(page, claims[0])
+        form.get_by_label("succeeded: the effect happened").check()
+        form.get_by_label("Result, as JSON").press_sequentially("{merge 5}")
+        form.get_by_label("Note: how do you know?").press_sequentially("seen")
+        form.get_by_role("button", name="Resolve claim").click()
+        expect(decide_form(page, claims[0])).to_contain_text("not valid JSON")
+        browser.check_accessibility(f"a refused decision {what}")
+        browser.screenshot(f"claim-refused-{role}", width=width)
+
+        page.get_by_role("checkbox", name=f"select claim {claims[1].key}").check()
+        page.get_by_role("checkbox", name=f"select claim {claims[2].key}").check()
+        bulk_form(page).get_by_label("Note (why)").press_sequentially("none merged")
+        bulk_form(page).get_by_role("button", name="Preview…").click()
+        page.get_by_role("form", name="confirm bulk decision").wait_for()
+        browser.check_accessibility(f"the queue with a bulk preview {what}")
+        browser.screenshot(f"queue-preview-{role}", width=width)
+        page.get_by_role("button", name="Confirm: resolve 2 claims").click()
+        page.get_by_role("region", name="bulk result").wait_for()
+        browser.check_accessibility(f"the queue with a bulk result {what}")
+
+    browser.goto(f"/reconciliation/claims/{claims[0].pk}/")
+    browser.check_accessibility(f"a claim's page {what}")
+    if role == "operators":
+        form = decide_form(page, claims[0])
+        form.get_by_label("failed: the effect did NOT happen").check()
+        form.get_by_label("Note: how do you know?").press_sequentially("nothing on the host")
+        form.get_by_role("button", name="Resolve claim").click()
+        expect(heading(page)).to_contain_text("failed")
+        browser.check_accessibility(f"a claim's page once decided {what}")
+        browser.screenshot(f"claim-page-decided-{role}", width=width)
 
 
 # --- 10. the keyboard path through the decide form ------------------------------------------
