@@ -2,30 +2,35 @@
 
 Every claim in the queue is its own `<tbody id="claim-N">`: the row, and its detail row
 once expanded. Actions answer with the new state of that tbody (or with nothing, when
-the claim left the queue), plus out-of-band updates of the messages and the badge.
+the claim left the queue), plus out-of-band updates of the messages (into the live
+region), the badge and the heading's count. On a claim's own page the same actions
+answer with that page's content, whose heading says the claim's status. Each answer
+says where the keyboard focus goes next (see FOCUS_*).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
-from django_htmx.http import reswap, retarget
+from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import inputs
+from runs.engine.resolve import NOT_UNRESOLVED, REFUSED
 from runs.roles import operator_required, viewer_required
 from runs.states import ClaimStatus
 
-from . import queries, services
+from . import queries, services, wording
 
 PAGE_SIZE = 200
 HISTORY_PAGE_SIZE = 50
@@ -41,11 +46,66 @@ OUTCOMES = [
 ]
 
 
-def _oob(request: HttpRequest, response: HttpResponse) -> HttpResponse:
-    """Append the messages and the badge, out of band, to an htmx answer."""
-    extra = render(request, "reconciliation/oob.html").content
+# Where the keyboard focus goes after an htmx answer (the element rendered with
+# `autofocus`, which htmx focuses once the swap settles): the region that opened, the
+# field in error, the claim as decided, the control that replaced the one used, or the
+# message that says what happened.
+FOCUS_DETAIL = "detail"
+FOCUS_DETAILS_LINK = "details-link"
+FOCUS_ERROR = "error"
+FOCUS_DECIDED = "decided"
+FOCUS_TAKE = "take"
+FOCUS_MESSAGE = "message"
+
+
+def _oob(request: HttpRequest, response: HttpResponse, **context: Any) -> HttpResponse:
+    """Append, out of band, the messages (into the live region, which stays), the badge
+    and, on the queue, the heading's count for the filters the page shows."""
+    if "count" not in context:
+        context["count"] = _count_on_current_queue(request)
+    extra = render(request, "reconciliation/oob.html", context).content
     response.content = response.content + extra
     return response
+
+
+def _filters(params: QueryDict, errors: dict[str, str]) -> tuple[str, str]:
+    """The queue's filters (workflow, age); a bad one is reported in `errors`."""
+    workflow = _text(params.get("workflow"), "workflow", "the workflow", errors)
+    age = _text(params.get("age"), "age", "the age", errors)
+    if age and age not in AGES:
+        errors["age"] = f"unknown age {age!r}: choose one of the list"
+    return workflow, age
+
+
+def _unresolved(workflow: str, age: str) -> queries.Rows[queries.QueueRow]:
+    return queries.unresolved_queue(
+        workflow=workflow or None, older_than=AGES[age][1] if age in AGES else None
+    )
+
+
+def _count(shown: int, workflow: str, age: str) -> dict[str, Any]:
+    """The heading's count: the claims the table lists, and whether filters narrow it
+    (then it says "N of M", M being the badge's count)."""
+    return {"shown": shown, "filtered": bool(workflow or age in AGES)}
+
+
+def _count_on_current_queue(request: HttpRequest) -> dict[str, Any] | None:
+    """The heading's count again, when an htmx request comes from the queue page (its
+    address, in HX-Current-URL, carries the filters it shows); None elsewhere."""
+    current = urlsplit(request.htmx.current_url_abs_path or "") if request.htmx else None
+    if current is None or current.path != reverse("reconciliation:queue"):
+        return None
+    workflow, age = _filters(QueryDict(current.query), {})
+    return _count(_unresolved(workflow, age).count(), workflow, age)
+
+
+def _on_claim_page(request: HttpRequest, claim_id: int) -> bool:
+    """Whether an htmx request comes from the claim's own page (claim.html), which then
+    answers with that page's content (its heading says the claim's status)."""
+    if not request.htmx:
+        return False
+    current = urlsplit(request.htmx.current_url_abs_path or "")
+    return current.path == reverse("reconciliation:claim", args=[claim_id])
 
 
 # --- reading -------------------------------------------------------------------------
@@ -58,18 +118,19 @@ def badge(request: HttpRequest) -> HttpResponse:
 @viewer_required
 def queue(request: HttpRequest) -> HttpResponse:
     errors: dict[str, str] = {}
-    workflow = _text(request.GET.get("workflow"), "workflow", "the workflow", errors)
-    age = _text(request.GET.get("age"), "age", "the age", errors)
-    if age and age not in AGES:
-        errors["age"] = f"unknown age {age!r}: choose one of the list"
-    rows = queries.unresolved_queue(
-        workflow=workflow or None, older_than=AGES[age][1] if age in AGES else None
-    )
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    workflow, age = _filters(request.GET, errors)
+    page = Paginator(_unresolved(workflow, age), PAGE_SIZE).get_page(request.GET.get("page"))
     expand = _int(request.GET.get("claim"))
+    shown = list(page.object_list)
+    if expand and not request.htmx and all(row.claim_id != expand for row in shown):
+        # A link to a claim that is not on this page (or no longer unresolved) opens
+        # the claim's own page rather than a page with nothing expanded.
+        return redirect("reconciliation:claim", claim_id=expand)
+    count = _count(page.paginator.count, workflow, age)
     context = {
         "page": page,
-        "rows": list(page.object_list),
+        "rows": shown,
+        "count": count,
         "workflows": queries.workflows_in_queue(),
         "workflow": workflow,
         "age": age,
@@ -80,10 +141,16 @@ def queue(request: HttpRequest) -> HttpResponse:
         "bulk_max": settings.RECONCILIATION_BULK_MAX,
         "filter_errors": errors,
     }
-    template = "reconciliation/queue.html"
-    if request.htmx and request.htmx.target == "queue":
-        template += "#queue-table"
-    return render(request, template, context, status=400 if errors else 200)
+    status = 400 if errors else 200
+    if request.htmx and request.htmx.target in ("queue", "queue-rows"):
+        # A filter (the bulk form and the table), or a table whose rows were all decided
+        # fetching the next ones; with the heading's count for what it now lists.
+        template = "reconciliation/queue.html#" + (
+            "queue-table" if request.htmx.target == "queue" else "queue-rows"
+        )
+        response = render(request, template, context, status=status)
+        return _oob(request, response, count=count)
+    return render(request, "reconciliation/queue.html", context, status=status)
 
 
 @viewer_required
@@ -93,28 +160,55 @@ def claim(request: HttpRequest, claim_id: int) -> HttpResponse:
     detail = queries.claim_detail(claim_id)
     if detail is None:
         raise Http404(f"no claim {claim_id}")
-    if request.htmx:
+    if request.htmx and not _on_claim_page(request, claim_id):
         if request.GET.get("collapse"):
-            context = _detail_context(detail, expanded=False)
+            context = _detail_context(detail, expanded=False, focus=FOCUS_DETAILS_LINK)
             return render(request, "reconciliation/queue.html#claim-body", context)
-        return _claim_body(request, detail)
-    return render(request, "reconciliation/claim.html", _detail_context(detail))
+        return render(
+            request,
+            "reconciliation/queue.html#claim-body",
+            _detail_context(detail, expanded=True, focus=FOCUS_DETAIL),
+        )
+    return render(request, "reconciliation/claim.html", _detail_context(detail, own_page=True))
 
 
 def _detail_context(detail: queries.ClaimDetail, **extra: Any) -> dict[str, Any]:
     return {"detail": detail, "row": detail.row, "outcomes": OUTCOMES, **extra}
 
 
-def _claim_body(
+def _show(
     request: HttpRequest,
-    detail: queries.ClaimDetail,
+    claim_id: int,
     *,
     status: int = 200,
-    **extra: Any,
+    focus: str | None = None,
 ) -> HttpResponse:
-    """The claim's tbody: its row and its expanded detail."""
-    context = _detail_context(detail, expanded=True, **extra)
-    return render(request, "reconciliation/queue.html#claim-body", context, status=status)
+    """The claim as it is now, where the request came from, with the messages, the badge
+    and the queue's count out of band:
+
+    - on the queue, its tbody (row and detail), or nothing if it was resolved by this
+      request's own decision (then its tbody is removed and focus goes to the message);
+    - on its own page, that page's content: the heading says its status.
+    Without htmx, back to the queue."""
+    if not request.htmx:
+        return redirect("reconciliation:queue")
+    detail = queries.claim_detail(claim_id)
+    if _on_claim_page(request, claim_id):
+        if detail is None:
+            return HttpResponseClientRedirect(reverse("reconciliation:queue"))
+        if focus == FOCUS_MESSAGE and detail.row.status != ClaimStatus.UNRESOLVED:
+            focus = FOCUS_DECIDED  # the notice under the heading says what happened
+        context = _detail_context(detail, own_page=True, focus=focus)
+        response = render(request, "reconciliation/claim.html#claim-page", context, status=status)
+        response = reswap(retarget(response, "#claim-page"), "outerHTML")
+        return _oob(request, response, focus=focus)
+    if detail is None or (focus == FOCUS_MESSAGE and detail.row.status != ClaimStatus.UNRESOLVED):
+        response = reswap(retarget(HttpResponse("", status=status), f"#claim-{claim_id}"), "delete")
+        return _oob(request, response, focus=FOCUS_MESSAGE)
+    context = _detail_context(detail, expanded=True, focus=focus)
+    response = render(request, "reconciliation/queue.html#claim-body", context, status=status)
+    response = reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML")
+    return _oob(request, response, focus=focus)
 
 
 @viewer_required
@@ -170,28 +264,22 @@ def resolve(request: HttpRequest, claim_id: int) -> HttpResponse:
             reference=form["reference"],
         )
     except services.InvalidResolution as exc:
+        # The form again, with what was typed, the message by its field, focus there.
         detail = _detail_or_404(claim_id)
         errors = {exc.field or "general": str(exc)}
-        response = render(
-            request,
-            "reconciliation/queue.html#resolve-form",
-            _detail_context(detail, form=form, errors=errors),
-            status=422,
-        )
-        return response
-    except services.ClaimAlreadyResolved as exc:
-        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
+        context = _detail_context(detail, form=form, errors=errors, focus=FOCUS_ERROR)
+        return render(request, "reconciliation/queue.html#resolve-form", context, status=422)
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
-    except services.ResolutionError as exc:  # not unresolved any more, workflow unknown…
-        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
+    except services.ResolutionError as exc:  # decided first by someone else, or the probe
+        messages.warning(request, wording.refusal(exc))
+        return _show(request, claim_id, status=409, focus=FOCUS_DECIDED)
     claim = resolution.claim
     messages.success(
         request,
         format_html(
-            'Claim <code>{}</code> resolved as <strong>{}</strong>{}. <a href="{}">Run {}</a> '
-            "is now {}.",
-            claim.key,
+            '{} resolved as <strong>{}</strong>{}. <a href="{}">Run {}</a> is now {}.',
+            wording.capfirst(wording.label_of(claim)),
             claim.status,
             " (your first submit had already counted)" if resolution.replayed else "",
             reverse("runs:detail", args=[claim.run_id]),
@@ -199,32 +287,7 @@ def resolve(request: HttpRequest, claim_id: int) -> HttpResponse:
             resolution.run_status.replace("_", " "),
         ),
     )
-    return _gone(request, claim_id)
-
-
-def _gone(request: HttpRequest, claim_id: int) -> HttpResponse:
-    """The claim left the queue: its tbody is removed, messages and badge refreshed."""
-    if not request.htmx:
-        return _back_to_queue(request)
-    response = retarget(HttpResponse(""), f"#claim-{claim_id}")
-    return _oob(request, reswap(response, "delete"))
-
-
-def _left_queue(
-    request: HttpRequest, claim_id: int, message: str, *, status: int, level: int
-) -> HttpResponse:
-    """Someone (or the probe) decided first: say who, when and what, and show the claim
-    as it is now."""
-    messages.add_message(request, level, message)
-    detail = queries.claim_detail(claim_id)
-    if detail is None or not request.htmx:
-        return _gone(request, claim_id) if request.htmx else _back_to_queue(request)
-    response = _claim_body(request, detail, status=status)
-    return _oob(request, reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML"))
-
-
-def _back_to_queue(request: HttpRequest) -> HttpResponse:
-    return redirect("reconciliation:queue")
+    return _show(request, claim_id, focus=FOCUS_MESSAGE)
 
 
 def _detail_or_404(claim_id: int) -> queries.ClaimDetail:
@@ -237,33 +300,37 @@ def _detail_or_404(claim_id: int) -> queries.ClaimDetail:
 @require_POST
 @operator_required
 def take(request: HttpRequest, claim_id: int) -> HttpResponse:
+    detail = _detail_or_404(claim_id)
+    label = wording.claim_label(detail.row.key, detail.row.step)
     try:
         taken = services.take_claim(claim_id=claim_id, user=request.user)
         messages.success(
             request,
-            f"You are on claim {claim_id} until "
-            f"{timezone.localtime(taken.expires_at):%H:%M}; others see it as taken.",
+            f"You are on {label} until {wording.clock(taken.expires_at)}; others see it as taken.",
         )
     except services.ClaimTakenByOther as exc:
-        messages.warning(request, str(exc))
+        messages.warning(request, wording.taken_by_other(exc, label))
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
     except services.ResolutionError as exc:
-        return _left_queue(request, claim_id, str(exc), status=409, level=messages.WARNING)
-    return _refreshed(request, claim_id)
+        messages.warning(request, wording.refusal(exc))
+        return _show(request, claim_id, status=409, focus=FOCUS_DECIDED)
+    return _show(request, claim_id, focus=FOCUS_TAKE)
 
 
 @require_POST
 @operator_required
 def release(request: HttpRequest, claim_id: int) -> HttpResponse:
+    detail = _detail_or_404(claim_id)
+    label = wording.claim_label(detail.row.key, detail.row.step)
     try:
         if services.release_claim(claim_id=claim_id, user=request.user):
-            messages.success(request, f"You released claim {claim_id}.")
+            messages.success(request, f"You released {label}.")
     except services.ClaimTakenByOther as exc:
-        messages.warning(request, str(exc))
+        messages.warning(request, wording.taken_by_other(exc, label))
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
-    return _refreshed(request, claim_id)
+    return _show(request, claim_id, focus=FOCUS_TAKE)
 
 
 @require_POST
@@ -274,24 +341,14 @@ def check_again(request: HttpRequest, claim_id: int) -> HttpResponse:
     except services.ClaimNotFound as exc:
         raise Http404(str(exc)) from exc
     except (services.ProbeError, services.ResolutionError) as exc:
-        messages.warning(request, str(exc))
-        return _refreshed(request, claim_id)
-    summary = outcome.summary[0].upper() + outcome.summary[1:]
+        messages.warning(request, wording.refusal(exc))
+        return _show(request, claim_id, focus=FOCUS_MESSAGE)
+    summary = wording.capfirst(outcome.summary)
     if outcome.resolution is not None:
         messages.success(request, f"{summary}.")
-        return _gone(request, claim_id)
-    messages.info(request, f"{summary}.")
-    return _refreshed(request, claim_id)
-
-
-def _refreshed(request: HttpRequest, claim_id: int) -> HttpResponse:
-    if not request.htmx:
-        return _back_to_queue(request)
-    detail = _detail_or_404(claim_id)
-    if detail.claim.status != ClaimStatus.UNRESOLVED:
-        return _gone(request, claim_id)
-    response = _claim_body(request, detail)
-    return _oob(request, reswap(retarget(response, f"#claim-{claim_id}"), "outerHTML"))
+    else:
+        messages.info(request, f"{summary}.")
+    return _show(request, claim_id, focus=FOCUS_MESSAGE)
 
 
 # --- bulk decisions ------------------------------------------------------------------
@@ -317,11 +374,20 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
             {"form": form, "errors": {exc.field or "general": str(exc)}},
             status=422,
         )
-    return render(
-        request,
-        "reconciliation/queue.html#bulk-result",
-        {"form": form, "previews": previews},
-    )
+    # Claims decided meanwhile are listed, said in words, and left out of the decision.
+    decided = {p.claim_id for p in previews if p.action in (NOT_UNRESOLVED, REFUSED)}
+    claims = queries.claims_by_id(sorted(decided))
+    lines = []
+    for preview in previews:
+        claim = claims.get(preview.claim_id)
+        summary = preview.summary
+        if claim is not None and claim.resolved_at and preview.action == NOT_UNRESOLVED:
+            summary = f"already {wording.resolved(claim)}; left out"
+        key = wording.short_key(preview.claim_key) if preview.claim_key else preview.claim_id
+        lines.append({"key": key, "step": preview.step, "summary": summary})
+    resolvable = [p.claim_id for p in previews if p.claim_id not in decided]
+    context = {"form": form, "previews": lines, "resolvable": resolvable, "left_out": decided}
+    return render(request, "reconciliation/queue.html#bulk-result", context)
 
 
 @require_POST
@@ -339,10 +405,27 @@ def bulk_resolve(request: HttpRequest) -> HttpResponse:
             {"form": form, "errors": {exc.field or "general": str(exc)}},
             status=422,
         )
-    messages.success(request, result.summary[0].upper() + result.summary[1:] + ".")
-    response = render(
-        request, "reconciliation/queue.html#bulk-result", {"form": form, "result": result}
-    )
+    messages.success(request, wording.capfirst(result.summary) + ".")
+    # The resolved claims leave the table, and so do refused ones that someone else
+    # decided meanwhile: none of them is unresolved any more. Refusals are said in words.
+    refused = queries.claims_by_id([r.claim_id for r in result.refusals])
+    left_queue = [s.claim_id for s in result.successes]
+    refusals = []
+    for refusal in result.refusals:
+        claim = refused.get(refusal.claim_id)
+        if claim is None or claim.status != ClaimStatus.UNRESOLVED:
+            left_queue.append(refusal.claim_id)
+        if claim is None:
+            refusals.append(f"Claim {refusal.claim_id}: {refusal.message}")
+        elif claim.resolved_at:
+            refusals.append(
+                f"{wording.capfirst(wording.label_of(claim))} was already "
+                f"{wording.resolved(claim)}."
+            )
+        else:
+            refusals.append(wording.refusal(Exception(refusal.message), claim))
+    context = {"form": form, "result": result, "refusals": refusals, "left_queue": left_queue}
+    response = render(request, "reconciliation/queue.html#bulk-result", context)
     return _oob(request, response)
 
 

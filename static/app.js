@@ -41,21 +41,55 @@
     }
   });
 
-  // "Select all" checkbox for bulk decisions: <input type="checkbox" data-select-all="name">
+  // Bulk decisions: <form data-count-selected="claims"> with a "select all" box
+  // (<input type="checkbox" data-select-all="claims">). The claims' checkboxes sit in the
+  // table, outside the form, and join it with form="…": only form.elements lists them
+  // (a querySelectorAll inside the form never sees them).
+  function selectable(form) {
+    var name = form.getAttribute("data-count-selected");
+    return Array.prototype.filter.call(form.elements, function (el) {
+      return el.type === "checkbox" && el.name === name;
+    });
+  }
+  function countSelected(form) {
+    var boxes = selectable(form);
+    var n = boxes.filter(function (box) { return box.checked; }).length;
+    form.querySelectorAll("[data-selected-count]").forEach(function (el) { el.textContent = n; });
+    form.querySelectorAll("[data-needs-selection]").forEach(function (el) { el.disabled = n === 0; });
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (el.hasAttribute("data-select-all")) {
+        el.checked = boxes.length > 0 && n === boxes.length;
+        el.indeterminate = n > 0 && n < boxes.length;
+      }
+    });
+  }
+  function countAll() {
+    document.querySelectorAll("form[data-count-selected]").forEach(countSelected);
+  }
   document.addEventListener("change", function (evt) {
-    var all = evt.target.closest("[data-select-all]");
-    if (all) {
-      var name = all.getAttribute("data-select-all");
-      document.querySelectorAll('input[type=checkbox][name="' + name + '"]').forEach(function (box) {
-        box.checked = all.checked;
-      });
-    }
     var form = evt.target.form;
-    if (form && form.hasAttribute("data-count-selected")) {
-      var n = form.querySelectorAll('input[type=checkbox][name="' + form.getAttribute("data-count-selected") + '"]:checked').length;
-      form.querySelectorAll("[data-selected-count]").forEach(function (el) { el.textContent = n; });
-      form.querySelectorAll("[data-needs-selection]").forEach(function (el) { el.disabled = n === 0; });
+    if (!form || !form.hasAttribute("data-count-selected")) return;
+    if (evt.target.hasAttribute("data-select-all")) {
+      var all = evt.target;
+      selectable(form).forEach(function (box) { box.checked = all.checked; });
     }
+    countSelected(form);
+  });
+  // Rows come and go (a bulk decision removes them, a filter replaces them), and a page
+  // restored from the back/forward cache keeps its ticks: count again each time.
+  document.addEventListener("htmx:afterSettle", countAll);
+  window.addEventListener("pageshow", countAll);
+
+  // The reconciliation queue: when decisions have taken every row off the table while
+  // the page had claims (data-refill), the table fetches the rows now at the same address
+  // (its filters and page), so it never sits empty under a heading that counts claims.
+  // The answer carries data-refill only if it has rows: an empty queue asks once.
+  document.addEventListener("htmx:afterSettle", function () {
+    var rows = document.getElementById("queue-rows");
+    if (!rows || !rows.hasAttribute("data-refill") || !window.htmx) return;
+    if (rows.querySelector("tbody[id^='claim-']")) return;
+    rows.removeAttribute("data-refill");
+    window.htmx.ajax("GET", window.location.href, { target: "#queue-rows", swap: "outerHTML" });
   });
 
   // A <dialog> opened by a button: <button data-open-dialog="id">

@@ -86,6 +86,22 @@ def test_operator_sees_the_controls(operator_client):
     assert "I&#x27;m on it" in page or "I'm on it" in page
 
 
+def test_a_queue_link_to_a_claim_beyond_its_page_opens_the_claims_own_page(
+    operator_client, monkeypatch
+):
+    from reconciliation import views
+
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)
+    claims = factories.crashed("merge-change", count=3)
+    on_page = operator_client.get(f"/reconciliation/?claim={claims[0].pk}")
+    assert on_page.status_code == 200 and "Resolve claim" in on_page.content.decode()
+    beyond = operator_client.get(f"/reconciliation/?claim={claims[2].pk}")
+    assert (beyond.status_code, beyond["Location"]) == (
+        302,
+        f"/reconciliation/claims/{claims[2].pk}/",
+    )
+
+
 # --- the queue ----------------------------------------------------------------------------
 def test_queue_lists_unresolved_claims_oldest_first_with_why(operator_client):
     died = factories.crashed_merge(change_id=1)
@@ -275,7 +291,7 @@ def test_take_is_shown_to_everyone_and_refused_to_a_second_operator(operator_cli
     bob = Client()
     bob.force_login(make_user("bob", "operators"))
     refused = bob.post(f"/reconciliation/claims/{claim.pk}/take/", **HTMX).content.decode()
-    assert "is taken by olivia" in refused
+    assert "was taken by olivia" in refused and "you can take it over at" in refused
     assert ClaimTake.objects.get().taken_by.username == "olivia"
 
 

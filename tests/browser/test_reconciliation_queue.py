@@ -1,0 +1,504 @@
+"""The reconciliation queue and a claim's own page in a real browser, used the way an
+operator uses them: ticking claims for a bulk decision, opening a claim, deciding it
+with the mouse or the keyboard, losing a race to a colleague, and a queue of a few
+hundred claims. Claims are made by tests/factories.py (no workers needed)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from django.db import connection
+from playwright.sync_api import expect
+
+from reconciliation import services, views
+from runs.models import Claim
+from runs.states import ClaimStatus
+from tests import factories
+from tests.conftest import PASSWORD, make_user
+
+pytestmark = pytest.mark.browser
+
+ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+# --- helpers -------------------------------------------------------------------------------
+def signed_in(
+    browser, name: str = "olivia", role: str = "operators", path: str = "/reconciliation/"
+):
+    make_user(name, role)
+    browser.login(name, PASSWORD)
+    return browser.goto(path)
+
+
+def claim_row(page, claim):
+    """The claim's row in the queue, found by the link to its run (shown at every width)."""
+    run_link = page.get_by_role("link", name=f"{str(claim.run_id)[:8]}…", exact=True)
+    return page.get_by_role("row").filter(has=run_link)
+
+
+def bulk_form(page):
+    return page.get_by_role("form", name="bulk decision")
+
+
+def decide_form(page, claim):
+    return page.get_by_role("form", name=f"decide claim {claim.key}")
+
+
+def heading(page):
+    return page.get_by_role("heading", level=1)
+
+
+def queue_rows(page):
+    """The claims' rows in the queue table (its header row left out)."""
+    return page.get_by_role("region", name="Unresolved claims").locator(
+        "tbody[id^=claim-] > tr:not(.detail)"
+    )
+
+
+def focused(page) -> dict:
+    """What has the keyboard focus: its tag, accessible-ish name, and the labelled region
+    (section or form) it sits in."""
+    return page.evaluate(
+        """() => {
+            const e = document.activeElement;
+            const name = e.getAttribute('aria-label')
+                || (e.labels && e.labels.length ? e.labels[0].textContent : e.textContent);
+            const within = e.closest('section[aria-label], form[aria-label]');
+            return {tag: e.tagName.toLowerCase(), name: (name || '').trim().replace(/\\s+/g, ' '),
+                    within: within ? within.getAttribute('aria-label') : null};
+        }"""
+    )
+
+
+def tab_to(page, target, *, limit: int = 40) -> list[dict]:
+    """Press Tab until `target` has the focus (failing after `limit` presses); returns
+    every stop on the way, the target's included."""
+    stops = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        stops.append(focused(page))
+        if target.evaluate("e => e === document.activeElement"):
+            return stops
+    raise AssertionError(f"Tab never reached {target}: {stops}")
+
+
+def keep_live_region(page) -> None:
+    """Remember the live region's node: an announcement is a change inside it (a screen
+    reader does not read a region that was replaced as a whole)."""
+    page.evaluate("window.liveRegion = document.getElementById('messages')")
+
+
+def live_region_kept(page) -> bool:
+    return page.evaluate("document.getElementById('messages') === window.liveRegion")
+
+
+# --- 1. selecting claims for a bulk decision ----------------------------------------------
+def test_ticking_claims_enables_preview_and_editing_the_form_keeps_the_selection(
+    browser, transactional_db
+):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    bulk = bulk_form(page)
+    preview = bulk.get_by_role("button", name="Preview…")
+    expect(preview).to_be_disabled()
+
+    page.get_by_role("checkbox", name=f"select claim {claims[0].key}").check()
+    page.get_by_role("checkbox", name=f"select claim {claims[2].key}").check()
+    expect(bulk).to_contain_text("2 selected")
+    expect(preview).to_be_enabled()
+
+    # Writing the note and choosing the outcome does not forget the ticks.
+    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
+    bulk.get_by_label("Note (why)").press_sequentially("none merged on the host")
+    page.keyboard.press("Tab")  # leaving the note fires its change event
+    expect(bulk).to_contain_text("2 selected")
+    expect(preview).to_be_enabled()
+
+    page.get_by_role("checkbox", name="select all claims").check()
+    expect(bulk).to_contain_text("3 selected")
+    select_all = page.get_by_role("checkbox", name="select all claims")
+    page.get_by_role("checkbox", name=f"select claim {claims[1].key}").uncheck()
+    expect(bulk).to_contain_text("2 selected")
+    expect(select_all).not_to_be_checked()  # some, not all: shown as mixed
+    assert select_all.evaluate("box => box.indeterminate")
+    select_all.check()
+    expect(bulk).to_contain_text("3 selected")
+    select_all.uncheck()
+    expect(bulk).to_contain_text("0 selected")
+    expect(preview).to_be_disabled()
+
+
+# --- 2. a bulk confirm takes the resolved claims off the table -----------------------------
+def test_confirmed_claims_leave_the_table_and_the_selection(browser, transactional_db):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    bulk = bulk_form(page)
+    for claim in claims[:2]:
+        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
+    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
+    bulk.get_by_label("Note (why)").press_sequentially("none merged on the host")
+    bulk.get_by_role("button", name="Preview…").click()
+    expect(page.get_by_role("form", name="confirm bulk decision")).to_contain_text(
+        "Preview: resolve 2 claims as failed"
+    )
+    page.get_by_role("button", name="Confirm: resolve 2 claims").click()
+
+    expect(page.get_by_role("region", name="bulk result")).to_contain_text(
+        "2 claim(s) resolved as failed"
+    )
+    for claim in claims[:2]:
+        expect(claim_row(page, claim)).to_have_count(0)
+    expect(claim_row(page, claims[2])).to_have_count(1)
+    expect(queue_rows(page)).to_have_count(1)
+    expect(bulk).to_contain_text("0 selected")
+    expect(bulk.get_by_role("button", name="Preview…")).to_be_disabled()
+    expect(page.locator("#queue-badge")).to_have_text("1")
+    browser.screenshot("queue-after-bulk")
+
+
+# --- 3. the run page's "decide" link reaches a claim beyond the queue's first page --------
+def test_the_run_pages_decide_link_opens_a_claim_beyond_the_first_page(
+    browser, transactional_db, monkeypatch
+):
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)  # the claim is on the queue's page 2
+    claims = factories.crashed(count=3)
+    last = claims[-1]
+    page = signed_in(browser, path=f"/runs/{last.run_id}/")
+    page.get_by_role("region", name="Claims").get_by_role("link", name="decide").click()
+    expect(decide_form(page, last)).to_be_visible()
+    expect(heading(page)).to_contain_text("unresolved")
+    browser.screenshot("claim-page")
+    browser.screenshot("claim-page", width=390)
+
+
+# --- 4. focus follows what opens and changes; results are announced -------------------------
+def test_focus_moves_to_what_opened_or_changed_and_results_are_announced(browser, transactional_db):
+    claims = factories.crashed(count=2)
+    first, second = claims
+    browser.allow_status(422)  # the refused form
+    page = signed_in(browser)
+    keep_live_region(page)
+
+    details = claim_row(page, first).get_by_role("link", name="Details")
+    details.focus()
+    page.keyboard.press("Enter")
+    expect(decide_form(page, first)).to_be_visible()
+    assert focused(page)["within"] == f"claim {first.key}", focused(page)
+    page.keyboard.press("Tab")  # the next Tab continues inside what just opened
+    assert focused(page)["within"] == f"claim {first.key}", focused(page)
+
+    form = decide_form(page, first)
+    form.get_by_label("succeeded: the effect happened").check()
+    form.get_by_label("Result, as JSON").press_sequentially('{"merge_id": 7')
+    form.get_by_label("Note: how do you know?").press_sequentially("merge 7 on the host")
+    form.get_by_role("button", name="Resolve claim").click()
+    result = decide_form(page, first).get_by_label("Result, as JSON")
+    expect(decide_form(page, first)).to_contain_text("not valid JSON")
+    expect(result).to_be_focused()
+    expect(result).to_have_value('{"merge_id": 7')
+
+    result.press("End")
+    result.press_sequentially("}")
+    decide_form(page, first).get_by_role("button", name="Resolve claim").click()
+    expect(claim_row(page, first)).to_have_count(0)
+    message = page.locator("#messages li")
+    expect(message).to_contain_text("resolved as succeeded")
+    expect(message).to_be_focused()
+    assert live_region_kept(page)
+
+    claim_row(page, second).get_by_role("link", name="Details").click()
+    decide_form(page, second).wait_for()
+    page.get_by_role("button", name="I'm on it").click()
+    expect(page.get_by_role("button", name="Release")).to_be_focused()
+    expect(page.locator("#messages")).to_contain_text("You are on claim")
+    assert live_region_kept(page)
+
+
+# --- 5. someone else decided first --------------------------------------------------------
+def test_a_claim_decided_meanwhile_by_someone_else_is_shown_decided(
+    browser, second_browser, transactional_db
+):
+    claims = factories.crashed(count=2)
+    claim = claims[0]
+    browser.allow_status(409)  # her decision comes second
+    page = signed_in(browser)
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    form = decide_form(page, claim)
+    form.get_by_label("succeeded: the effect happened").check()
+    form.get_by_label("Note: how do you know?").press_sequentially("I saw it merged")
+
+    # Meanwhile bob decides the same claim on its own page.
+    bobs = signed_in(second_browser, "bob", path=f"/reconciliation/claims/{claim.pk}/")
+    bobs_form = decide_form(bobs, claim)
+    bobs_form.get_by_label("failed: the effect did NOT happen").check()
+    bobs_form.get_by_label("Note: how do you know?").press_sequentially("bob checked the host")
+    bobs_form.get_by_role("button", name="Resolve claim").click()
+    expect(heading(bobs)).to_contain_text("failed")
+    expect(heading(bobs)).not_to_contain_text("unresolved")
+    expect(decide_form(bobs, claim)).to_have_count(0)
+    expect(bobs.get_by_role("main")).to_contain_text("Resolved as failed by bob")
+    second_browser.screenshot("claim-page-resolved")
+
+    form.get_by_role("button", name="Resolve claim").click()
+    expect(page.locator("#messages")).to_contain_text("already resolved as failed by bob")
+    expect(decide_form(page, claim)).to_have_count(0)
+    decided = page.get_by_role("region", name=f"claim {claim.key}")
+    expect(decided).to_contain_text("Decided by bob")
+    expect(decided).to_contain_text("bob checked the host")
+    expect(page.get_by_role("checkbox", name=f"select claim {claim.key}")).to_have_count(0)
+    expect(page.get_by_role("button", name="I'm on it")).to_have_count(0)
+    expect(heading(page)).to_contain_text("1 unresolved claim")
+    browser.screenshot("queue-decided-meanwhile")
+    claim.refresh_from_db()
+    assert (claim.status, claim.resolved_by) == (ClaimStatus.FAILED, "bob")
+
+
+# --- 6. the heading's count agrees with the table and the badge ----------------------------
+def test_the_heading_counts_what_the_table_shows(browser, transactional_db):
+    merges = factories.crashed(count=2)
+    factories.crashed("merge-change-probed", count=1)
+    page = signed_in(browser)
+    expect(heading(page)).to_contain_text("3 unresolved claims")
+
+    page.get_by_label("Workflow").select_option(label="merge-change (2)")
+    expect(queue_rows(page)).to_have_count(2)
+    expect(heading(page)).to_contain_text("2 of 3 unresolved claims")
+    filtered = heading(page).inner_text()
+    page.reload()  # the same address loaded directly says the same
+    expect(queue_rows(page)).to_have_count(2)
+    expect(heading(page)).to_have_text(filtered)
+
+    claim_row(page, merges[0]).get_by_role("link", name="Details").click()
+    form = decide_form(page, merges[0])
+    form.get_by_label("failed: the effect did NOT happen").check()
+    form.get_by_label("Note: how do you know?").press_sequentially("nothing on the host")
+    form.get_by_role("button", name="Resolve claim").click()
+    expect(queue_rows(page)).to_have_count(1)
+    expect(heading(page)).to_contain_text("1 of 2 unresolved claims")
+    expect(page.locator("#queue-badge")).to_have_text("2")
+
+    page.get_by_label("Workflow").select_option(label="all")
+    expect(queue_rows(page)).to_have_count(2)
+    expect(heading(page)).to_contain_text("2 unresolved claims")
+    expect(heading(page)).not_to_contain_text(" of ")
+
+
+# --- 7. messages in words; a take over waits for the take to end ---------------------------
+def test_taking_a_claim_says_who_and_when_in_words(browser, second_browser, transactional_db):
+    claim = factories.crashed(count=1)[0]
+    page = signed_in(browser)
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    decide_form(page, claim).wait_for()
+
+    bobs = signed_in(second_browser, "bob")
+    claim_row(bobs, claim).get_by_role("link", name="Details").click()
+    bobs.get_by_role("button", name="I'm on it").click()
+    bobs_message = bobs.locator("#messages")
+    expect(bobs_message).to_contain_text("You are on claim")
+    expect(bobs_message).to_contain_text("merge")  # the step
+    assert f"claim {claim.pk} " not in bobs_message.inner_text()
+
+    page.get_by_role("button", name="I'm on it").click()  # her page still offered it
+    message = page.locator("#messages")
+    expect(message).to_contain_text("taken by bob")
+    expect(message).to_contain_text(re.compile(r"taken by bob (just now|\d+ s ago)"))
+    assert not ISO_TIME.search(message.inner_text()), message.inner_text()
+    assert str(claim.key)[:8] in message.inner_text()
+    take_over = page.get_by_role("button", name=re.compile("Take over"))
+    expect(take_over).to_be_disabled()
+    expect(take_over).to_contain_text(re.compile(r"at \d\d:\d\d"))
+    browser.screenshot("claim-taken-by-other")
+
+    with connection.cursor() as cursor:  # time passes: bob's take ended a second ago
+        cursor.execute(
+            "UPDATE reconciliation_claimtake SET taken_at = now() - interval '31 minutes', "
+            "expires_at = now() - interval '1 second'"
+        )
+    page.reload()
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    take = page.get_by_role("button", name="I'm on it")
+    expect(take).to_be_enabled()
+    take.click()
+    expect(message).to_contain_text("You are on claim")
+    assert not ISO_TIME.search(message.inner_text()), message.inner_text()
+
+
+# --- 8. a queue of a few hundred claims -----------------------------------------------------
+def test_a_few_hundred_claims_decided_a_page_at_a_time(browser, second_browser, transactional_db):
+    started = time.monotonic()
+    factories.crashed(count=300)
+    made = time.monotonic() - started
+    assert made < 20, f"making 300 claims took {made:.1f} s"
+
+    # A viewer sees the claims, and no control to decide them.
+    victor = signed_in(second_browser, "victor", "viewers")
+    expect(heading(victor)).to_contain_text("300 unresolved claims")
+    expect(victor.get_by_role("checkbox")).to_have_count(0)
+    expect(victor.get_by_role("form", name="bulk decision")).to_have_count(0)
+    second_browser.screenshot("queue-300-viewer")
+    victor.set_viewport_size({"width": 390, "height": 900})
+    expect(victor.get_by_role("checkbox")).to_have_count(0)
+    expect(victor.get_by_role("button", name=re.compile("Preview|Confirm"))).to_have_count(0)
+
+    page = signed_in(browser)
+    for width, on_page, left in ((1280, 200, 100), (390, 100, 0)):
+        page.set_viewport_size({"width": width, "height": 900})
+        expect(queue_rows(page)).to_have_count(on_page)
+        bulk = bulk_form(page)
+        page.get_by_role("checkbox", name="select all claims").check()
+        expect(bulk).to_contain_text(f"{on_page} selected")
+        bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
+        note = bulk.get_by_label("Note (why)")
+        note.fill("")
+        note.press_sequentially("the code host shows none of them")
+        bulk.get_by_role("button", name="Preview…").click()
+        confirm = page.get_by_role("button", name=f"Confirm: resolve {on_page} claims")
+        expect(confirm).to_be_visible(timeout=15_000)
+        if width == 1280:
+            browser.screenshot("queue-300-preview")
+        confirm.click()
+        expect(page.get_by_role("region", name="bulk result")).to_contain_text(
+            f"{on_page} claim(s) resolved as failed", timeout=20_000
+        )
+        # The decided rows are gone; the claims left (the next page's) take their place.
+        expect(page.locator("#queue-badge")).to_have_text(str(left))
+        expect(heading(page)).to_contain_text(f"{left} unresolved claim")
+        expect(queue_rows(page)).to_have_count(left)
+        expect(bulk).to_contain_text("0 selected")
+        browser.screenshot("queue-300-after", width=width)
+    expect(page.get_by_role("region", name="Unresolved claims")).to_contain_text(
+        "Nothing to decide"
+    )
+    assert not Claim.objects.filter(status=ClaimStatus.UNRESOLVED).exists()
+    took = time.monotonic() - started
+    assert took < 40, f"the whole flow took {took:.1f} s"
+
+
+# --- 9. accessibility of every state of the queue and of a claim's page --------------------
+@pytest.mark.parametrize("role", ["operators", "viewers"])
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_queue_and_a_claim_pass_axe_in_every_state(browser, transactional_db, role, width):
+    claims = factories.crashed(count=4)
+    services.take_claim(claim_id=claims[3].pk, user=make_user("bob", "operators"))
+    probed = factories.crashed("merge-change-probed")[0]  # "Check again at …", disabled
+    with connection.cursor() as cursor:  # waiting for 2 hours: highlighted as stale
+        cursor.execute(
+            "UPDATE runs_claim SET unresolved_at = now() - interval '2 hours' WHERE id = %s",
+            [probed.pk],
+        )
+    browser.allow_status(422)  # the refused form
+    page = signed_in(browser, "pat", role)
+    page.set_viewport_size({"width": width, "height": 900})
+    what = f"as {role} at {width} px"
+    browser.check_accessibility(f"the queue {what}")
+
+    claim_row(page, claims[0]).get_by_role("link", name="Details").click()
+    page.get_by_role("region", name=f"claim {claims[0].key}").wait_for()
+    browser.check_accessibility(f"the queue with a claim open {what}")
+    claim_row(page, claims[3]).get_by_role("link", name="Details").click()
+    page.get_by_role("region", name=f"claim {claims[3].key}").wait_for()
+    browser.check_accessibility(f"a claim someone else is on {what}")
+    claim_row(page, probed).get_by_role("link", name="Details").click()
+    page.get_by_role("region", name=f"claim {probed.key}").wait_for()
+    browser.check_accessibility(f"a stale claim with a probe {what}")
+    browser.screenshot(f"queue-open-claims-{role}", width=width)
+
+    if role == "operators":
+        form = decide_form(page, claims[0])
+        form.get_by_label("succeeded: the effect happened").check()
+        form.get_by_label("Result, as JSON").press_sequentially("{merge 5}")
+        form.get_by_label("Note: how do you know?").press_sequentially("seen")
+        form.get_by_role("button", name="Resolve claim").click()
+        expect(decide_form(page, claims[0])).to_contain_text("not valid JSON")
+        browser.check_accessibility(f"a refused decision {what}")
+        browser.screenshot(f"claim-refused-{role}", width=width)
+
+        page.get_by_role("checkbox", name=f"select claim {claims[1].key}").check()
+        page.get_by_role("checkbox", name=f"select claim {claims[2].key}").check()
+        bulk_form(page).get_by_label("Note (why)").press_sequentially("none merged")
+        bulk_form(page).get_by_role("button", name="Preview…").click()
+        page.get_by_role("form", name="confirm bulk decision").wait_for()
+        browser.check_accessibility(f"the queue with a bulk preview {what}")
+        browser.screenshot(f"queue-preview-{role}", width=width)
+        page.get_by_role("button", name="Confirm: resolve 2 claims").click()
+        page.get_by_role("region", name="bulk result").wait_for()
+        browser.check_accessibility(f"the queue with a bulk result {what}")
+
+    browser.goto(f"/reconciliation/claims/{claims[0].pk}/")
+    browser.check_accessibility(f"a claim's page {what}")
+    if role == "operators":
+        form = decide_form(page, claims[0])
+        form.get_by_label("failed: the effect did NOT happen").check()
+        form.get_by_label("Note: how do you know?").press_sequentially("nothing on the host")
+        form.get_by_role("button", name="Resolve claim").click()
+        expect(heading(page)).to_contain_text("failed")
+        browser.check_accessibility(f"a claim's page once decided {what}")
+        browser.screenshot(f"claim-page-decided-{role}", width=width)
+
+
+# --- 10. the keyboard path through the decide form ------------------------------------------
+def test_a_claim_decided_with_the_keyboard_alone(browser, transactional_db):
+    claim = factories.crashed(count=1)[0]
+    browser.allow_status(422)  # the refused form
+    page = signed_in(browser)
+    keep_live_region(page)
+    region = f"claim {claim.key}"
+
+    tab_to(page, claim_row(page, claim).get_by_role("link", name="Details"))
+    page.keyboard.press("Enter")
+    form = decide_form(page, claim)
+    expect(form).to_be_visible()
+    assert focused(page)["within"] == region, focused(page)
+
+    succeeded = form.get_by_label("succeeded: the effect happened")
+    failed = form.get_by_label("failed: the effect did NOT happen")
+    stops = tab_to(page, succeeded)
+    assert all(stop["within"] in (region, f"decide claim {claim.key}") for stop in stops), stops
+    page.keyboard.press("ArrowDown")  # arrows move within the outcome radios
+    expect(failed).to_be_focused()
+    expect(failed).to_be_checked()
+    page.keyboard.press("ArrowUp")
+    expect(succeeded).to_be_checked()
+
+    page.keyboard.press("Tab")
+    result = form.get_by_label("Result, as JSON")
+    expect(result).to_be_focused()
+    page.keyboard.type('{"merge_id": 5,}')
+    page.keyboard.press("Tab")
+    note = form.get_by_label("Note: how do you know?")
+    expect(note).to_be_focused()
+    page.keyboard.type("merge 5 seen on the host")
+    page.keyboard.press("Tab")
+    reference = form.get_by_label("Reference")
+    expect(reference).to_be_focused()
+    page.keyboard.type("https://code.example/merges/5")
+    page.keyboard.press("Tab")
+    expect(form.get_by_role("button", name="Resolve claim")).to_be_focused()
+    page.keyboard.press("Enter")
+
+    # The error: focus on the field at fault, described by the message; nothing typed lost.
+    form = decide_form(page, claim)
+    result = form.get_by_label("Result, as JSON")
+    expect(result).to_be_focused()
+    expect(result).to_have_accessible_description(re.compile("not valid JSON"))
+    expect(result).to_have_value('{"merge_id": 5,}')
+    expect(form.get_by_label("Note: how do you know?")).to_have_value("merge 5 seen on the host")
+    expect(form.get_by_label("Reference")).to_have_value("https://code.example/merges/5")
+    expect(form.get_by_label("succeeded: the effect happened")).to_be_checked()
+    browser.screenshot("claim-keyboard-error")
+
+    page.keyboard.press("End")
+    page.keyboard.press("Backspace")
+    page.keyboard.press("Backspace")
+    page.keyboard.type("}")
+    tab_to(page, form.get_by_role("button", name="Resolve claim"), limit=4)
+    page.keyboard.press("Enter")
+
+    message = page.locator("#messages li")
+    expect(message).to_contain_text("resolved as succeeded")
+    expect(message).to_be_focused()
+    assert live_region_kept(page)
+    claim.refresh_from_db()
+    assert (claim.status, claim.result) == (ClaimStatus.SUCCEEDED, {"merge_id": 5})
