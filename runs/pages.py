@@ -251,8 +251,12 @@ def _event_log(
 
 def toggle_url(query: QueryDict, toggle: timeline.Toggle) -> str:
     """The page's query string with one map step's batches shown (or hidden): its
-    name in `expand` or `collapse` only where that differs from the default."""
-    params = query.copy()
+    name in `expand` or `collapse` only where that differs from the default. Empty
+    parameters are left out (they say nothing)."""
+    params = QueryDict(mutable=True)
+    for key, values in query.lists():
+        if kept := [v for v in values if v]:
+            params.setlist(key, kept)
     expand = [s for s in params.getlist("expand") if s != toggle.step]
     collapse = [s for s in params.getlist("collapse") if s != toggle.step]
     want_open = not toggle.expanded

@@ -49,12 +49,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @viewer_required
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A run's page. htmx asks for parts of it by target: `events` (the event log,
-    filtered or paged) and `run-live` (facts, timeline, steps, claims), which polls
-    itself while the run is active and stops once it has finished. The answer to
-    `run-live` is the `live-update` partial: run-live plus the header's status out of
-    band, and, from the poll that sees the run finished, the final event log and the
-    operations."""
+    """A run's page. htmx asks for parts of it by target: `run-view` (run-live and the
+    event log: what the URL's parameters decide, asked for by the batches' toggles and
+    the event filter, with every parameter in effect) and `run-live` (facts, timeline,
+    steps, claims), which polls itself while the run is active and stops once it has
+    finished. The answer to `run-live` is the `live-update` partial: run-live plus the
+    header's status out of band, and, from the poll that sees the run finished, the
+    final event log and the operations."""
     target = request.htmx.target if request.htmx else None
     live = target == "run-live"
     try:
@@ -70,7 +71,9 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     except (ValueError, Run.DoesNotExist) as exc:
         raise Http404(f"no run {run_id}") from exc
     template = "runs/detail.html"
-    if target == "events":
+    if target == "run-view":
+        template += "#run-view"
+    elif target == "events":
         template += "#events"
     elif live:
         template += "#live-update"
@@ -94,7 +97,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             "toggles": toggles,
             "event_type": request.GET.get("type", ""),
             # The event filter keeps the timeline's batches as they are.
-            "keep": [(k, v) for k in ("expand", "collapse") for v in request.GET.getlist(k)],
+            "keep": [(k, v) for k in ("expand", "collapse") for v in request.GET.getlist(k) if v],
             # The live refresh swaps the header's status (and, at the end, the event
             # log and the operations) out of band.
             "oob": live,

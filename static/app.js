@@ -71,6 +71,27 @@
       if (d) d.close();
     }
   });
+  // A GET whose URL goes into the address bar (hx-push-url) carries only the
+  // parameters that are set: a form sends every field, and an empty one says nothing
+  // (the pages read a missing parameter and an empty one alike). The URL shown, shared
+  // or bookmarked then says exactly which filters are in effect.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    var detail = evt.detail;
+    if (detail.verb !== "get" || !detail.elt.closest) return;
+    var pushing = detail.elt.closest("[hx-push-url]");
+    if (!pushing || pushing.getAttribute("hx-push-url") === "false") return;
+    var data = detail.formData;
+    var names = [];
+    data.forEach(function (value, name) {
+      if (names.indexOf(name) < 0) names.push(name);
+    });
+    names.forEach(function (name) {
+      var kept = data.getAll(name).filter(function (value) { return value !== ""; });
+      data.delete(name);
+      kept.forEach(function (value) { data.append(name, value); });
+    });
+  });
+
   // htmx swaps that bring a dialog with data-show open it.
   document.addEventListener("htmx:afterSettle", function (evt) {
     evt.detail.elt.querySelectorAll && evt.detail.elt.querySelectorAll("dialog[data-show]").forEach(function (d) {

@@ -1,0 +1,73 @@
+"""The run page in a real browser, without workers (runs/testing.py's run_inline drives
+each run to its end in-process): its URL keeps exactly the view in effect (the batches
+shown, the event type), Back and Forward, and what its operations offer."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from playwright.sync_api import expect
+
+from runs.testing import run_inline
+from tests.conftest import PASSWORD, make_user
+
+pytestmark = pytest.mark.browser
+
+
+def query_of(url: str) -> list[tuple[str, str]]:
+    """The URL's parameters, every one (an empty one too), in a stable order."""
+    return sorted(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+
+
+def wait_for_query(page: Any, *pairs: tuple[str, str]) -> None:
+    page.wait_for_url(lambda url: query_of(url) == sorted(pairs))
+
+
+def test_the_url_keeps_exactly_the_batches_shown_and_the_event_type(browser, transactional_db):
+    make_user("olivia", "operators")
+    run = run_inline("migrate-records", {"count": 40, "batch_size": 10})
+    browser.login("olivia", PASSWORD)
+    page = browser.goto(f"/runs/{run.id}/")
+    batch_lanes = page.locator('svg.timeline g.lane[data-lane^="migrate["]')
+    event_type = page.get_by_label("Event type")
+    event_rows = page.locator("#events tbody tr")
+    hide = page.get_by_role("link", name="Hide the batches of migrate")
+    show = page.get_by_role("link", name="Show the 4 batches of migrate")
+    expect(batch_lanes).to_have_count(4)
+    every_event = event_rows.count()
+
+    def shows(lanes: int, chosen: str, rows: int, *pairs: tuple[str, str]) -> None:
+        wait_for_query(page, *pairs)
+        expect(batch_lanes).to_have_count(lanes)
+        expect(event_type).to_have_value(chosen)
+        expect(event_rows).to_have_count(rows)
+
+    hide.click()
+    shows(0, "", every_event, ("collapse", "migrate"))
+    show.click()
+    shows(4, "", every_event)
+    hide.click()
+    shows(0, "", every_event, ("collapse", "migrate"))
+    # The event type changes the log, and keeps the batches as they are.
+    event_type.select_option("step_succeeded")
+    succeeded = 6  # list_records, the map step and its 4 batches
+    shows(0, "step_succeeded", succeeded, ("collapse", "migrate"), ("type", "step_succeeded"))
+    # The batches change the drawing, and keep the event type.
+    show.click()
+    shows(4, "step_succeeded", succeeded, ("type", "step_succeeded"))
+    hide.click()
+    shows(0, "step_succeeded", succeeded, ("collapse", "migrate"), ("type", "step_succeeded"))
+    event_type.select_option("")
+    shows(0, "", every_event, ("collapse", "migrate"))
+
+    page.go_back()
+    shows(0, "step_succeeded", succeeded, ("collapse", "migrate"), ("type", "step_succeeded"))
+    page.go_back()
+    shows(4, "step_succeeded", succeeded, ("type", "step_succeeded"))
+    page.go_forward()
+    shows(0, "step_succeeded", succeeded, ("collapse", "migrate"), ("type", "step_succeeded"))
+    page.reload()
+    shows(0, "step_succeeded", succeeded, ("collapse", "migrate"), ("type", "step_succeeded"))
+    expect(page).to_have_title(f"migrate-records run {str(run.id)[:8]}… · durable-runs")
