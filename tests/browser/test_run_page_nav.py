@@ -8,8 +8,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from django.db.models.functions import Now
 from playwright.sync_api import expect
 
+from runs.models import Run
 from runs.testing import run_inline
 from tests.conftest import PASSWORD, make_user
 
@@ -71,3 +73,43 @@ def test_the_url_keeps_exactly_the_batches_shown_and_the_event_type(browser, tra
     page.reload()
     shows(0, "step_succeeded", succeeded, ("collapse", "migrate"), ("type", "step_succeeded"))
     expect(page).to_have_title(f"migrate-records run {str(run.id)[:8]}… · durable-runs")
+
+
+def test_retry_is_offered_only_where_the_engine_retries(browser, transactional_db):
+    make_user("olivia", "operators")
+    failed = run_inline("fork-fail")
+    assert failed.status == "failed"
+    # A rejected refund: `decide` failed, the run failed, and its compensation released
+    # the hold. The run is undone; the engine retries only a failed compensation.
+    rejected = run_inline(
+        "agent-refund", {"ticket": 4, "amount": 30}, signals={"approval": {"approved": False}}
+    )
+    assert rejected.status == "failed" and rejected.step_statuses["decide"] == "failed"
+    assert rejected.step_statuses["release_hold"] == "succeeded"
+    # A failed run that retention has begun to compact: what a retried step would read
+    # may be gone (retention marks a run so in its first stage's transaction).
+    compacted = run_inline("fork-fail")
+    Run.objects.filter(pk=compacted.id).update(retention_started_at=Now())
+    browser.login("olivia", PASSWORD)
+
+    page = browser.goto(f"/runs/{failed.id}/")
+    page.get_by_role("button", name="Retry failed step…").click()
+    dialog = page.get_by_role("dialog", name="Retry doomed_branch?")
+    expect(dialog.get_by_role("button", name="Retry now")).to_be_visible()
+    dialog.get_by_role("button", name="Not now").click()
+    expect(dialog).to_be_hidden()
+
+    page = browser.goto(f"/runs/{rejected.id}/")
+    expect(page.locator("#step-decide")).to_contain_text("failed")
+    expect(page.get_by_role("button", name="Retry failed step…")).to_have_count(0)
+    expect(page.locator("#run-actions")).to_contain_text(
+        "Not retryable: this run was undone (its compensations ran)"
+    )
+    browser.screenshot("run-not-retryable")
+
+    page = browser.goto(f"/runs/{compacted.id}/")
+    expect(page.locator("#step-doomed_branch")).to_contain_text("failed")
+    expect(page.get_by_role("button", name="Retry failed step…")).to_have_count(0)
+    expect(page.locator("#run-actions")).to_contain_text(
+        "Not retryable: retention compacted this run"
+    )
