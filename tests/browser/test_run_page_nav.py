@@ -11,7 +11,7 @@ import pytest
 from django.db.models.functions import Now
 from playwright.sync_api import expect
 
-from runs.models import Run
+from runs.models import Run, Signal
 from runs.testing import run_inline
 from tests.conftest import PASSWORD, make_user
 
@@ -113,3 +113,40 @@ def test_retry_is_offered_only_where_the_engine_retries(browser, transactional_d
     expect(page.locator("#run-actions")).to_contain_text(
         "Not retryable: retention compacted this run"
     )
+
+
+def test_a_signal_with_invalid_json_keeps_the_dialog_open_with_the_error(browser, transactional_db):
+    make_user("olivia", "operators")
+    waiting = run_inline("submitter-nudge")  # waits for its signal, with no timeout
+    assert waiting.status == "waiting"
+    browser.login("olivia", PASSWORD)
+    page = browser.goto(f"/runs/{waiting.id}/")
+    page.evaluate("window.noReloadMarker = 'still here'")  # a reload would erase it
+    page.get_by_role("button", name="Send signal “nudge”…").click()
+    dialog = page.get_by_role("dialog", name="Send signal “nudge”?")
+    payload = dialog.get_by_label("Payload (JSON, optional)")
+    payload.fill('{"go": tru}')
+    dialog.get_by_role("button", name="Send the signal").click()
+
+    error = dialog.get_by_role("alert")
+    expect(error).to_contain_text("the payload is not valid JSON")
+    expect(dialog).to_be_visible()
+    expect(payload).to_have_value('{"go": tru}')  # nothing typed is lost
+    expect(payload).to_have_attribute("aria-invalid", "true")
+    expect(payload).to_be_focused()  # to correct it at once
+    assert page.evaluate("window.noReloadMarker") == "still here"
+    assert not Signal.objects.filter(run=waiting).exists()
+    # The refused form is answered 422 (swapped, base.html's htmx config), which Chrome
+    # logs as a failed load: that one line is expected, nothing else.
+    assert browser.errors == [
+        "console error: Failed to load resource: the server responded with a status of 422 "
+        "(Unprocessable Entity)"
+    ]
+    browser.errors.clear()
+    browser.screenshot("run-signal-invalid-json")
+    browser.screenshot("run-signal-invalid-json", width=390)
+
+    payload.fill('{"go": true}')
+    dialog.get_by_role("button", name="Send the signal").click()
+    expect(page.locator("#messages")).to_contain_text("Signal 'nudge' sent")
+    assert Signal.objects.get(run=waiting).payload == {"go": True}
