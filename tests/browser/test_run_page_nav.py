@@ -4,6 +4,7 @@ shown, the event type), Back and Forward, and what its operations offer."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -11,8 +12,10 @@ import pytest
 from django.db.models.functions import Now
 from playwright.sync_api import expect
 
+from runs import engine
 from runs.models import Run, Signal
 from runs.testing import run_inline
+from tests import factories
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -150,3 +153,30 @@ def test_a_signal_with_invalid_json_keeps_the_dialog_open_with_the_error(browser
     dialog.get_by_role("button", name="Send the signal").click()
     expect(page.locator("#messages")).to_contain_text("Signal 'nudge' sent")
     assert Signal.objects.get(run=waiting).payload == {"go": True}
+
+
+def test_a_waiting_step_is_labelled_a_wait_and_says_when_it_times_out(browser, transactional_db):
+    make_user("olivia", "operators")
+    approval = engine.submit_run(workflow="agent-refund", input={"ticket": 6, "amount": 10})
+    factories.run_queued(approval)  # proposes, holds the funds, then waits (3 days)
+    napping = engine.submit_run(workflow="sleepy", input={"seconds": 3600})
+    factories.run_queued(napping)
+    browser.login("olivia", PASSWORD)
+
+    page = browser.goto(f"/runs/{approval.id}/")
+    row = page.locator("#step-approval")
+    expect(row.locator(".kind")).to_have_text("wait")
+    expect(row).to_contain_text("waiting")
+    expect(row).to_contain_text(re.compile(r"for signal “approval” · times out in (2 d 23 h|3 d)"))
+    expect(row).to_contain_text("then the step fails")
+    lane = page.locator('svg.tl-labels g.lane[data-lane="approval"]')
+    expect(lane).to_contain_text("wait")
+    expect(lane).not_to_contain_text("pure")
+    browser.screenshot("run-waiting-for-approval")
+
+    page = browser.goto(f"/runs/{napping.id}/")
+    row = page.locator("#step-nap")
+    expect(row.locator(".kind")).to_have_text("sleep")
+    expect(row).to_contain_text(re.compile(r"wakes in (59|60) min"))
+    lane = page.locator('svg.tl-labels g.lane[data-lane="nap"]')
+    expect(lane).to_contain_text("sleep")
