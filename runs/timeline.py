@@ -304,6 +304,16 @@ class Lane:
     def text_x(self) -> int:
         return LABEL_X + 14 * self.depth
 
+    @property
+    def details(self) -> list[str]:
+        """What the lane shows, as text, left to right: each bar's, segment's and
+        mark's details (their <title>, which only a hover shows), and its words that
+        stand on their own. The page lists them under the drawing (a phone has no
+        hover; a screen reader reads the drawing's summary only)."""
+        placed = [(b.x, b.title) for b in self.bars] + [(s.x, s.title) for s in self.segments]
+        placed += [(m.x, m.title) for m in self.markers] + [(t.x, t.text) for t in self.labels]
+        return [text for _, text in sorted(placed, key=lambda p: p[0]) if text]
+
 
 @dataclass
 class Guide:

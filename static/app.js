@@ -92,6 +92,28 @@
     });
   });
 
+  // The run page's timeline: a bar, a mark or a stretch carries its details in an SVG
+  // <title>, which a browser shows on hover only (not on a phone). A tap or a click
+  // shows them in the panel under the drawing (#tl-picked) and outlines what was
+  // picked; the list under it has them all, as text, for the keyboard and for readers.
+  document.addEventListener("click", function (evt) {
+    var frame = evt.target.closest && evt.target.closest(".tl-frame");
+    var panel = frame && document.getElementById("tl-picked");
+    if (!panel) return;
+    var picked = evt.target, title = null;
+    while (picked && picked !== frame && !title) {
+      title = picked.querySelector && picked.querySelector(":scope > title");
+      if (!title) picked = picked.parentNode;
+    }
+    if (!title) return;
+    frame.querySelectorAll(".tl-picked-item").forEach(function (el) {
+      el.classList.remove("tl-picked-item");
+    });
+    picked.classList.add("tl-picked-item");
+    panel.textContent = title.textContent;
+    panel.classList.remove("muted");
+  });
+
   // htmx swaps that bring a dialog with data-show open it.
   document.addEventListener("htmx:afterSettle", function (evt) {
     evt.detail.elt.querySelectorAll && evt.detail.elt.querySelectorAll("dialog[data-show]").forEach(function (d) {

@@ -16,6 +16,7 @@ from runs import engine
 from runs.models import Run, Signal
 from runs.testing import run_inline
 from tests import factories
+from tests.browser.conftest import Browser
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -153,6 +154,45 @@ def test_a_signal_with_invalid_json_keeps_the_dialog_open_with_the_error(browser
     dialog.get_by_role("button", name="Send the signal").click()
     expect(page.locator("#messages")).to_contain_text("Signal 'nudge' sent")
     assert Signal.objects.get(run=waiting).payload == {"go": True}
+
+
+def test_timeline_details_can_be_read_on_a_phone(chromium, live_server, transactional_db):
+    """A <title> shows on hover only: on a touch screen a tap on a bar or a mark must
+    show its details, and every detail is also listed as text under the drawing."""
+    make_user("olivia", "operators")
+    failed = run_inline("fork-fail")
+    phone = Phone(chromium, live_server.url)
+    try:
+        phone.login("olivia", PASSWORD)
+        page = phone.goto(f"/runs/{failed.id}/")
+        bar = page.locator('svg.timeline g.lane[data-lane="doomed_branch"] g.bar')
+        bar.tap()
+        details = page.get_by_role("status", name="Details of what you tapped")
+        expect(details).to_contain_text("doomed_branch · attempt 1 of 1 · failed")
+        expect(details).to_contain_text("error: RuntimeError")
+        phone.screenshot("run-timeline-tapped", width=390)
+
+        page.get_by_text("Everything the timeline shows, as text").tap()
+        listed = page.get_by_role("list", name="Everything the timeline shows")
+        expect(listed).to_contain_text("doomed_branch · attempt 1 of 1 · failed")
+        expect(listed).to_contain_text("not started: waits for steady")
+        phone.screenshot("run-timeline-as-text", width=390)
+        phone.check_accessibility("the run page with the timeline's text open, on a phone")
+    finally:
+        phone.close()
+    assert not phone.errors, phone.errors
+
+
+class Phone(Browser):
+    """A phone: 390 px wide, touch, no mouse hover."""
+
+    def __init__(self, chromium: Any, base_url: str) -> None:
+        self.chromium, self.base_url = chromium, base_url
+        self.context = chromium.new_context(
+            viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True
+        )
+        self.errors: list[str] = []
+        self.page = self.new_page()
 
 
 def test_a_waiting_step_is_labelled_a_wait_and_says_when_it_times_out(browser, transactional_db):
