@@ -4,6 +4,8 @@ WCAG 2.1 A and AA rules in Chromium: no violation. As an operator and as a viewe
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -103,6 +105,11 @@ def test_the_new_run_form_with_its_errors_passes_axe(browser, transactional_db, 
     page.get_by_label("amount").fill("0")
     page.get_by_role("button", name="Submit run").click()
     expect(page.locator(".field.invalid .error")).to_contain_text("greater than 0")
+    # A screen reader hears the problem (and the hint) with the field, not only the
+    # red text somewhere below it.
+    amount = page.get_by_label("amount")
+    expect(amount).to_have_attribute("aria-invalid", "true")
+    expect(amount).to_have_accessible_description(re.compile(r"more than 0.*greater than 0"))
     browser.check_accessibility(f"the new run form with an error at {width} px")
     browser.screenshot("a11y-new-run-error", width=width)
 
