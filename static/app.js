@@ -71,6 +71,7 @@
       if (d) d.close();
     }
   });
+
   // A GET whose URL goes into the address bar (hx-push-url) carries only the
   // parameters that are set: a form sends every field, and an empty one says nothing
   // (the pages read a missing parameter and an empty one alike). The URL shown, shared
