@@ -7,6 +7,13 @@ all (htmx is vendored), no framing.
 Cache-Control: an answer to a signed-in user (a page, or the API with a session or a
 token) is `no-store, private`: no browser history, shared computer or proxy keeps a
 copy. Static files (served before any of this) and health checks are not concerned.
+
+Vary: one URL answers a browser with the page and htmx with a part of it (the part its
+HX-Target names; the run page's poll also reads HX-Trigger), so every HTML answer says
+that it depends on those headers. Without it a cache that keeps answers (a browser's,
+for Back and Forward; a proxy's; ours, should no-store ever be relaxed) may hand the
+part to the browser as the page: no header, no styles, no scripts (django-htmx's
+middleware docs, "Set the Vary header").
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
-from django.utils.cache import patch_cache_control
+from django.utils.cache import patch_cache_control, patch_vary_headers
 
 CSP = "; ".join(
     [
@@ -55,4 +62,19 @@ class PrivateResponsesMiddleware:
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             patch_cache_control(response, no_store=True, private=True)
+        return response
+
+
+# The request headers a page's view reads to choose what it renders.
+HTMX_HEADERS = ("HX-Request", "HX-Target", "HX-Trigger")
+
+
+class VaryOnHtmxMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.get("Content-Type", "").startswith("text/html"):
+            patch_vary_headers(response, HTMX_HEADERS)
         return response

@@ -151,6 +151,8 @@ MIDDLEWARE = [
     "config.security.PrivateResponsesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A page or a part of it, by the htmx headers: answers say so (Vary).
+    "config.security.VaryOnHtmxMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it answers a locked-out login attempt itself.
     "axes.middleware.AxesMiddleware",

@@ -62,6 +62,16 @@ def signal(request: HttpRequest, run_id: str) -> HttpResponse:
         name = inputs.clean_text(request.POST.get("name"), "the signal's name")
         payload = inputs.parse_json(request.POST.get("payload"), "the payload")
     except inputs.BadInput as exc:
+        if request.htmx:
+            # The dialog stays open: its form again, the error beside the field and the
+            # payload as typed (a reload would close it and lose what was typed).
+            context = {
+                "run_id": run_uuid,
+                "name": request.POST.get("name", ""),
+                "payload": request.POST.get("payload", ""),
+                "error": f"{exc}; nothing was sent.",
+            }
+            return render(request, "runs/operations.html#signal-form", context, status=422)
         messages.warning(request, f"{exc}; nothing was sent.")
         return _done(request, run_id)
     try:

@@ -22,6 +22,7 @@ from .engine.start import lease_for
 from .models import Attempt, Claim, Event, Run, Signal, Step
 from .states import RUN_FINISHED, AttemptStatus, ClaimStatus
 from .workflows import registry
+from .workflows.definition import WaitSpec
 
 EVENTS_PER_PAGE = 100
 
@@ -60,6 +61,15 @@ class StepRow:
     attempts: list[Attempt]
     claims: list[Claim]
     batches: list[BatchRow] = field(default_factory=list)
+    # A wait or a sleep: what it waits for (stored as a pure step, it is not one).
+    wait: WaitSpec | None = None
+
+    @property
+    def kind(self) -> str:
+        """What the step is: its effect kind, or wait / sleep."""
+        if self.wait is None:
+            return str(self.step.kind)
+        return "wait" if self.wait.signal else "sleep"
 
     @property
     def items(self) -> int:
@@ -180,10 +190,13 @@ def run_page(
     by_step: dict[int, list[Claim]] = defaultdict(list)
     for claim in claims:
         by_step[claim.step_id].append(claim)
+    waits = _waits(run)
     top: dict[int, StepRow] = {}
     for step in steps:
         if step.parent_id is None:
-            top[step.pk] = StepRow(step, tries[step.pk], by_step[step.pk])
+            top[step.pk] = StepRow(
+                step, tries[step.pk], by_step[step.pk], wait=waits.get(step.name)
+            )
     for step in steps:
         if step.parent_id is not None and step.parent_id in top:
             top[step.parent_id].batches.append(
@@ -204,6 +217,7 @@ def run_page(
         expand=expand,
         collapse=collapse,
         leases=_leases(run),
+        waits=waits,
     )
     for attempt in attempts:
         # Where the steps table says a crashed attempt's worker was last seen alive.
@@ -223,6 +237,14 @@ def _leases(run: Run) -> dict[str, float]:
     if workflow is None:
         return {}
     return {name: lease_for(stepdef) for name, stepdef in workflow.steps.items()}
+
+
+def _waits(run: Run) -> dict[str, WaitSpec]:
+    """The workflow's wait and sleep steps, by name."""
+    workflow = registry.get(run.workflow, run.version)
+    if workflow is None:
+        return {}
+    return {name: d.wait for name, d in workflow.steps.items() if d.wait is not None}
 
 
 def _event_log(
@@ -251,8 +273,12 @@ def _event_log(
 
 def toggle_url(query: QueryDict, toggle: timeline.Toggle) -> str:
     """The page's query string with one map step's batches shown (or hidden): its
-    name in `expand` or `collapse` only where that differs from the default."""
-    params = query.copy()
+    name in `expand` or `collapse` only where that differs from the default. Empty
+    parameters are left out (they say nothing)."""
+    params = QueryDict(mutable=True)
+    for key, values in query.lists():
+        if kept := [v for v in values if v]:
+            params.setlist(key, kept)
     expand = [s for s in params.getlist("expand") if s != toggle.step]
     collapse = [s for s in params.getlist("collapse") if s != toggle.step]
     want_open = not toggle.expanded

@@ -48,6 +48,15 @@ class InputField:
         return self.title or self.name.replace("_", " ")
 
     @property
+    def described_by(self) -> str:
+        """The ids of what describes the field (its hint, its problems), for
+        aria-describedby: a screen reader says them with the field."""
+        ids = [f"{self.html_id}-help"] if self.hint else []
+        if self.errors:
+            ids.append(f"{self.html_id}-error")
+        return " ".join(ids)
+
+    @property
     def hint(self) -> str:
         parts = [self.description] if self.description else []
         if self.widget == "json":

@@ -35,6 +35,8 @@ from django.utils import timezone
 from . import events as ev
 from .models import Attempt, Event, Run, Step
 from .states import RUN_FINISHED, AttemptStatus, StepStatus
+from .templatetags.durable import humanize_delta
+from .workflows.definition import WaitSpec
 
 # The cancel operation (issue 9, item 3) records this event type.
 RUN_CANCELLED = getattr(ev, "RUN_CANCELLED", "run_cancelled")
@@ -302,6 +304,16 @@ class Lane:
     def text_x(self) -> int:
         return LABEL_X + 14 * self.depth
 
+    @property
+    def details(self) -> list[str]:
+        """What the lane shows, as text, left to right: each bar's, segment's and
+        mark's details (their <title>, which only a hover shows), and its words that
+        stand on their own. The page lists them under the drawing (a phone has no
+        hover; a screen reader reads the drawing's summary only)."""
+        placed = [(b.x, b.title) for b in self.bars] + [(s.x, s.title) for s in self.segments]
+        placed += [(m.x, m.title) for m in self.markers] + [(t.x, t.text) for t in self.labels]
+        return [text for _, text in sorted(placed, key=lambda p: p[0]) if text]
+
 
 @dataclass
 class Guide:
@@ -505,6 +517,7 @@ def build(
     collapse: Collection[str] = (),
     max_batch_lanes: int = MAX_BATCH_LANES,
     leases: Mapping[str, float] | None = None,
+    waits: Mapping[str, WaitSpec] | None = None,
 ) -> Timeline:
     """The timeline of one run.
 
@@ -514,7 +527,8 @@ def build(
     get one lane each when it has at most AUTO_EXPAND_BATCHES of them or is named in
     `expand`, and not when it is named in `collapse`. `leases`: each step's lease
     length, by name, as its workers use it (to date a crashed attempt's last lease
-    renewal)."""
+    renewal). `waits`: the workflow's wait and sleep steps, by name (their lanes say
+    "wait" or "sleep", not an effect kind, and when a waiting one times out)."""
     return _Builder(
         run,
         list(steps),
@@ -527,6 +541,7 @@ def build(
         collapse=set(collapse),
         max_batch_lanes=max_batch_lanes,
         leases=leases or {},
+        waits=waits or {},
     ).build()
 
 
@@ -545,8 +560,10 @@ class _Builder:
         collapse: set[str],
         max_batch_lanes: int,
         leases: Mapping[str, float],
+        waits: Mapping[str, WaitSpec],
     ) -> None:
         self.run, self.now = run, now
+        self.waits = waits
         self.finished = run.status in RUN_FINISHED
         self.items, self.items_done, self.leases = items, items_done, leases
         self.expand, self.collapse = expand, collapse
@@ -636,12 +653,13 @@ class _Builder:
             if batches or step.is_map_parent:
                 self._map_lanes(step, batches)
             else:
+                kind = self._kind(step)
                 lane = self._lane(
                     step.key,
                     kind="step",
                     status=step.status,
-                    detail=step.kind,
-                    title=f"{step.key} ({step.kind}): {_word(step.status)}",
+                    detail=kind,
+                    title=f"{step.key} ({kind}): {_word(step.status)}",
                 )
                 self._step_body(lane, step)
         height = self.y + FOOT_H
@@ -658,6 +676,25 @@ class _Builder:
             used=frozenset(self._used()),
             last_seen=self.last_seen,
         )
+
+    def _kind(self, step: Step) -> str:
+        """What a step is, in its lane: its effect kind, or "wait" / "sleep" (a wait
+        is stored as a pure step, but holds no worker and has no effect)."""
+        spec = self.waits.get(step.name) if step.parent_id is None else None
+        if spec is None:
+            return str(step.kind)
+        return "wait" if spec.signal else "sleep"
+
+    def _waiting(self, step: Step) -> str:
+        """What a waiting step waits for, and when its time is up."""
+        spec = self.waits.get(step.name)
+        if spec is None:
+            return "waiting"
+        text = f"waiting for signal “{spec.signal}”" if spec.signal else "asleep"
+        if step.wake_at is not None:
+            ends = "times out" if spec.signal else "wakes"
+            text += f" · {ends} {humanize_delta(self.now - step.wake_at)}"
+        return text
 
     def _used(self) -> Iterable[str]:
         """What the drawing shows, so that the legend explains just that: attempt
@@ -1202,6 +1239,7 @@ class _Builder:
             StepStatus.PENDING: "not started: waits for "
             + (", ".join(step.depends_on) or "its dependencies"),
             StepStatus.QUEUED: "queued, never started",
+            StepStatus.WAITING: self._waiting(step),
         }
         text = words.get(StepStatus(step.status), step.status.replace("_", " "))
         if step.error:

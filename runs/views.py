@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -44,17 +46,19 @@ def run_list(request: HttpRequest) -> HttpResponse:
     template = "runs/list.html"
     if request.htmx and request.htmx.target == "runs":
         template += "#runs-results"
+        context["oob"] = True  # the Clear button follows the filters
     return render(request, template, context, status=400 if filters.errors else 200)
 
 
 @viewer_required
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A run's page. htmx asks for parts of it by target: `events` (the event log,
-    filtered or paged) and `run-live` (facts, timeline, steps, claims), which polls
-    itself while the run is active and stops once it has finished. The answer to
-    `run-live` is the `live-update` partial: run-live plus the header's status out of
-    band, and, from the poll that sees the run finished, the final event log and the
-    operations."""
+    """A run's page. htmx asks for parts of it by target: `run-view` (run-live and the
+    event log: what the URL's parameters decide, asked for by the batches' toggles and
+    the event filter, with every parameter in effect) and `run-live` (facts, timeline,
+    steps, claims), which polls itself while the run is active and stops once it has
+    finished. The answer to `run-live` is the `live-update` partial: run-live plus the
+    header's status out of band, and, from the poll that sees the run finished, the
+    final event log and the operations."""
     target = request.htmx.target if request.htmx else None
     live = target == "run-live"
     try:
@@ -70,7 +74,9 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     except (ValueError, Run.DoesNotExist) as exc:
         raise Http404(f"no run {run_id}") from exc
     template = "runs/detail.html"
-    if target == "events":
+    if target == "run-view":
+        template += "#run-view"
+    elif target == "events":
         template += "#events"
     elif live:
         template += "#live-update"
@@ -88,13 +94,13 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             # running have not finished yet. The page refreshes itself while it moves.
             "moving": data.run.status not in RUN_FINISHED or has_live_attempt(data),
             "active_statuses": RUN_ACTIVE,
-            "failed_steps": failed_steps(data),
+            "retry": retry_offer(data),
             "awaited_signals": awaited_signals(data),
             "timeline": data.timeline,
             "toggles": toggles,
             "event_type": request.GET.get("type", ""),
             # The event filter keeps the timeline's batches as they are.
-            "keep": [(k, v) for k in ("expand", "collapse") for v in request.GET.getlist(k)],
+            "keep": [(k, v) for k in ("expand", "collapse") for v in request.GET.getlist(k) if v],
             # The live refresh swaps the header's status (and, at the end, the event
             # log and the operations) out of band.
             "oob": live,
@@ -125,16 +131,61 @@ def awaited_signals(data: pages.RunPage) -> list[str]:
     return sorted(set(names))
 
 
-def failed_steps(data: pages.RunPage) -> list[str]:
-    """What the retry button offers: failed top-level steps, and map steps by name for
-    their failed batches."""
+def failed_steps(data: pages.RunPage, *, compensations_only: bool = False) -> list[str]:
+    """Failed top-level steps, and map steps by name for their failed batches."""
     keys: list[str] = []
     for row in data.steps:
+        if compensations_only and not row.step.compensates:
+            continue
         if row.step.status == StepStatus.FAILED:
             keys.append(row.step.key)
         elif any(b.step.status == StepStatus.FAILED for b in row.batches):
             keys.append(row.step.name)
     return keys
+
+
+@dataclass(frozen=True)
+class RetryOffer:
+    """What the run page offers to retry (`steps`), or, where a step failed and
+    nothing can be retried, why not (`why_not`, shown in place of the button)."""
+
+    steps: list[str]
+    why_not: str = ""
+
+
+def retry_offer(data: pages.RunPage) -> RetryOffer:
+    """Only what the engine would do (runs/engine/operate.py retry_steps): the failed
+    steps of a failed run; in a run that was undone (its compensations ran) only its
+    failed compensations; never a run retention has touched. The engine's own preview
+    has the last word."""
+    run = data.run
+    if not failed_steps(data):
+        return RetryOffer([])
+    if run.status != RunStatus.FAILED:
+        if run.status not in RUN_FINISHED:
+            return RetryOffer([])  # still going: its steps' retry policies decide
+        return RetryOffer(
+            [], f"Not retryable: only a failed run's steps are retried; this run is {run.status}."
+        )
+    if run.retention_started_at is not None:
+        return RetryOffer(
+            [],
+            "Not retryable: retention compacted this run; what a retried step reads "
+            "(its inputs, results, map items) may be gone.",
+        )
+    undone = any(row.step.compensates for row in data.steps)
+    keys = failed_steps(data, compensations_only=undone)
+    if not keys:
+        return RetryOffer(
+            [],
+            "Not retryable: this run was undone (its compensations ran); a step of its "
+            "plan is not run again, only a failed compensation would be.",
+        )
+    try:
+        engine.preview_retry(run_id=run.id, step_keys=keys)
+    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
+        return RetryOffer([], f"Not retryable: {exc}")
+    return RetryOffer(keys)
 
 
 @submitter_required

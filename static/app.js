@@ -105,6 +105,50 @@
       if (d) d.close();
     }
   });
+
+  // A GET whose URL goes into the address bar (hx-push-url) carries only the
+  // parameters that are set: a form sends every field, and an empty one says nothing
+  // (the pages read a missing parameter and an empty one alike). The URL shown, shared
+  // or bookmarked then says exactly which filters are in effect.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    var detail = evt.detail;
+    if (detail.verb !== "get" || !detail.elt.closest) return;
+    var pushing = detail.elt.closest("[hx-push-url]");
+    if (!pushing || pushing.getAttribute("hx-push-url") === "false") return;
+    var data = detail.formData;
+    var names = [];
+    data.forEach(function (value, name) {
+      if (names.indexOf(name) < 0) names.push(name);
+    });
+    names.forEach(function (name) {
+      var kept = data.getAll(name).filter(function (value) { return value !== ""; });
+      data.delete(name);
+      kept.forEach(function (value) { data.append(name, value); });
+    });
+  });
+
+  // The run page's timeline: a bar, a mark or a stretch carries its details in an SVG
+  // <title>, which a browser shows on hover only (not on a phone). A tap or a click
+  // shows them in the panel under the drawing (#tl-picked) and outlines what was
+  // picked; the list under it has them all, as text, for the keyboard and for readers.
+  document.addEventListener("click", function (evt) {
+    var frame = evt.target.closest && evt.target.closest(".tl-frame");
+    var panel = frame && document.getElementById("tl-picked");
+    if (!panel) return;
+    var picked = evt.target, title = null;
+    while (picked && picked !== frame && !title) {
+      title = picked.querySelector && picked.querySelector(":scope > title");
+      if (!title) picked = picked.parentNode;
+    }
+    if (!title) return;
+    frame.querySelectorAll(".tl-picked-item").forEach(function (el) {
+      el.classList.remove("tl-picked-item");
+    });
+    picked.classList.add("tl-picked-item");
+    panel.textContent = title.textContent;
+    panel.classList.remove("muted");
+  });
+
   // htmx swaps that bring a dialog with data-show open it.
   document.addEventListener("htmx:afterSettle", function (evt) {
     evt.detail.elt.querySelectorAll && evt.detail.elt.querySelectorAll("dialog[data-show]").forEach(function (d) {

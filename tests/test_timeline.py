@@ -650,6 +650,10 @@ def test_run_page_query_count_is_fixed_for_2000_events_and_100_batches(
     with django_assert_max_num_queries(baseline - 4):
         operator_client.get(f"/runs/{many_events.id}/?type=batch_finished", **HTMX,
                             HTTP_HX_TARGET="events")  # fmt: skip
+    # The event filter and the batches' toggles ask for run-view: the page's queries.
+    with django_assert_max_num_queries(baseline):
+        operator_client.get(f"/runs/{many_events.id}/?type=batch_finished", **HTMX,
+                            HTTP_HX_TARGET="run-view")  # fmt: skip
     print(f"run page: {baseline} queries")
 
 
@@ -668,7 +672,11 @@ def test_active_run_page_polls_its_live_part_and_a_finished_one_does_not(operato
     html = operator_client.get(f"/runs/{active.id}/").content.decode()
     (live,) = LIVE.findall(html)
     assert 'hx-trigger="every 5s, poll-now"' in live and "data-poll" in live
-    assert f'hx-get="/runs/{active.id}/?"' in live and 'hx-include="#event-filter"' in live
+    assert f'hx-get="/runs/{active.id}/?"' in live and "hx-include" not in live
+    # The poll asks for the view in effect (its URL's parameters, the empty ones left out).
+    html = operator_client.get(f"/runs/{active.id}/?type=step_queued&collapse=x&page=").content
+    (live,) = LIVE.findall(html.decode())
+    assert f'hx-get="/runs/{active.id}/?type=step_queued&amp;collapse=x"' in live
 
     # The poll's answer: the live part (still polling), the header's status out of
     # band, no event log.
@@ -697,12 +705,18 @@ def test_batches_toggle_keeps_the_page_state_in_the_url(operator_client):
     html = operator_client.get(f"/runs/{run.id}/?type=attempt_crashed").content.decode()
     assert 'href="?type=attempt_crashed&amp;collapse=migrate#timeline"' in html
     assert 'aria-expanded="true"' in html
+    # A toggle asks for run-view with every parameter in effect; the answer renders
+    # the toggles, the event filter's hidden fields and the poll from that query.
     html = operator_client.get(
-        f"/runs/{run.id}/?collapse=migrate", **HTMX, HTTP_HX_TARGET="run-live"
+        f"/runs/{run.id}/?type=attempt_crashed&collapse=migrate", **HTMX, HTTP_HX_TARGET="run-view"
     ).content.decode()
+    assert html.startswith('<div id="run-view">') and "<html" not in html
     assert 'data-lane="migrate[1]"' not in html and 'data-lane="migrate"' in html
     assert "Show the 3 batches of migrate" in html
-    assert 'id="events"' not in html  # a toggle is not the poll that sees the end
+    assert 'href="?type=attempt_crashed#timeline"' in html
+    assert '<input type="hidden" name="collapse" value="migrate">' in html
+    assert '<option value="attempt_crashed" selected>' in html
+    assert "hx-swap-oob" not in html  # the event log is part of the view, not out of band
 
 
 def test_toggle_url_names_a_step_only_against_its_default():
@@ -711,6 +725,8 @@ def test_toggle_url_names_a_step_only_against_its_default():
     assert pages.toggle_url(QueryDict("type=x"), big) == "?type=x&expand=migrate"
     assert pages.toggle_url(QueryDict("expand=migrate"), replace(big, expanded=True)) == "?"
     assert pages.toggle_url(QueryDict(""), small) == "?collapse=migrate"
+    # An empty parameter (a form sends its every field) is not carried on.
+    assert pages.toggle_url(QueryDict("type=&type=&page="), small) == "?collapse=migrate"
     assert pages.toggle_url(
         QueryDict("collapse=migrate&page=2"), replace(small, expanded=False)
     ) == ("?page=2")

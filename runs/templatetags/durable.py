@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
+from django.http import QueryDict
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
@@ -90,8 +91,13 @@ def pretty_json(value: Any) -> str:
 
 @register.simple_tag(takes_context=True)
 def url_with(context: Any, **changes: Any) -> str:
-    """The current query string with some parameters changed (None or "" removes one)."""
-    params = context["request"].GET.copy()
+    """The current query string with some parameters changed (None or "" removes one).
+    Empty parameters are left out: a form sends every field, set or not, and an empty
+    one says nothing (a link keeps only what is in effect)."""
+    params = QueryDict(mutable=True)
+    for key, values in context["request"].GET.lists():
+        if kept := [v for v in values if v]:
+            params.setlist(key, kept)
     for key, value in changes.items():
         if value in (None, ""):
             params.pop(key, None)

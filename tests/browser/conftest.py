@@ -106,7 +106,10 @@ class Browser:
     def check_accessibility(self, what: str) -> None:
         """axe-core's WCAG 2.1 A and AA rules on the page as it is now (an open dialog or
         panel included): no violation. Injected by the DevTools protocol, which the
-        page's CSP does not govern; the page loads nothing itself."""
+        page's CSP does not govern; the page loads nothing itself (no `preload`: axe
+        would fetch the stylesheets again, resolve their @imports against the page's
+        URL, and insert them as <style> elements, which the CSP refuses; only
+        css-orientation-lock reads them, and no stylesheet here locks the orientation)."""
         if not AXE.exists():
             message = f"axe-core not found at {AXE}: `make install` (needs npm) to check {what}"
             if os.environ.get("CI"):
@@ -117,6 +120,7 @@ class Browser:
             """() => axe.run(document, {
                 runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
                 resultTypes: ["violations"],
+                preload: false,
             }).then(r => r.violations.map(v => ({
                 id: v.id, impact: v.impact, help: v.help,
                 nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + ": " + n.failureSummary),
