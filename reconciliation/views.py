@@ -120,7 +120,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     errors: dict[str, str] = {}
     workflow, age = _filters(request.GET, errors)
     page = Paginator(_unresolved(workflow, age), PAGE_SIZE).get_page(request.GET.get("page"))
-    expand = _int(request.GET.get("claim"))
+    expand = _claim_id(request.GET.get("claim"))
     shown = list(page.object_list)
     if expand and not request.htmx and all(row.claim_id != expand for row in shown):
         # A link to a claim that is not on this page (or no longer unresolved) opens
@@ -430,11 +430,13 @@ def bulk_resolve(request: HttpRequest) -> HttpResponse:
 
 
 # --- helpers -------------------------------------------------------------------------
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value else None
-    except ValueError:
+def _claim_id(value: str | None) -> int | None:
+    """A claim id from the query string: a positive integer a claim's primary key (a
+    bigint) can hold, else None (the claim's URL takes only such numbers)."""
+    if not value or not value.isascii() or not value.isdigit():
         return None
+    number = int(value)
+    return number if 0 < number < 2**63 else None
 
 
 def _text(value: str | None, field: str, what: str, errors: dict[str, str]) -> str:

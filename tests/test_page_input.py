@@ -45,6 +45,15 @@ def test_a_filter_that_cannot_be_used_is_refused_beside_its_field(
     assert 'class="error"' in page
 
 
+@pytest.mark.parametrize("claim", ["-1", "0", "1.5", "\u0661", str(2**63)])
+def test_a_claim_to_expand_that_no_claim_can_have_is_ignored(viewer_client, claim):
+    """`?claim=` names a claim to open; a value no claim's id can be (negative, zero, not
+    an ASCII integer, past a bigint) opens the queue as it is, not a server error."""
+    response = viewer_client.get("/reconciliation/", {"claim": claim})
+    assert response.status_code == 200, response.status_code
+    assert response.templates[0].name == "reconciliation/queue.html"
+
+
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
