@@ -9,7 +9,8 @@ test-artifacts/screenshots/ (git-ignored): look at them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,20 @@ class Browser:
 
     def close(self) -> None:
         self.context.close()
+
+
+def wait_for_address(page: Any, matches: Callable[[str], bool], expected: str) -> None:
+    """Wait until the address bar satisfies `matches` (an htmx push, a Back, a reload).
+
+    It reads the page's current URL over and over rather than waiting for a navigation
+    event (Playwright's wait_for_url), whose order against htmx's pushState and the
+    reload a history miss makes is not fixed; and it says what the address was when it
+    gives up."""
+    deadline = time.monotonic() + 15
+    while not matches(page.url):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the address is {page.url}, expected {expected}")
+        page.wait_for_timeout(25)
 
 
 def _person(chromium: Any, live_server: Any) -> Iterator[Browser]:

@@ -18,6 +18,7 @@ from runs import browse, engine
 from runs.engine.resolve import resolve_claim
 from runs.testing import run_inline
 from tests import factories
+from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -47,7 +48,7 @@ def wait_for_query(tab: Any, path: str, **params: str) -> None:
         query = {k: v for k, v in parse_qsl(parts.query, keep_blank_values=True) if v}
         return parts.path == path and query == params
 
-    tab.wait_for_url(matches)
+    wait_for_address(tab, matches, f"{path} with {params}")
 
 
 def assert_whole_page(browser: Any, title: str) -> None:

@@ -16,7 +16,7 @@ from runs import engine
 from runs.models import Run, Signal
 from runs.testing import run_inline
 from tests import factories
-from tests.browser.conftest import Browser
+from tests.browser.conftest import Browser, wait_for_address
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -28,7 +28,7 @@ def query_of(url: str) -> list[tuple[str, str]]:
 
 
 def wait_for_query(page: Any, *pairs: tuple[str, str]) -> None:
-    page.wait_for_url(lambda url: query_of(url) == sorted(pairs))
+    wait_for_address(page, lambda url: query_of(url) == sorted(pairs), f"the query {pairs}")
 
 
 def test_the_url_keeps_exactly_the_batches_shown_and_the_event_type(browser, transactional_db):
