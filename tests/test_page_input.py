@@ -160,3 +160,53 @@ def test_no_new_run_form_makes_it_fail(operator_client, data):
     }
     response = operator_client.post("/runs/new/", form)
     assert response.status_code < 500, (form, response.status_code)
+
+
+CLAIM_IDS = st.lists(TEXT | st.integers(-(2**70), 2**70).map(str), max_size=4)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_bulk_decision_form_makes_it_fail(operator_client, data):
+    claim = factories.crashed_merge(change_id=data.draw(st.integers(1, 10**6)))
+    form = {
+        "claims": [str(claim.id), *data.draw(CLAIM_IDS, label="claims")],
+        "outcome": data.draw(TEXT | st.sampled_from(["succeeded", "failed"]), label="outcome"),
+        "note": data.draw(TEXT, label="note"),
+    }
+    for url in ("/reconciliation/bulk/preview/", "/reconciliation/bulk/resolve/"):
+        response = operator_client.post(url, form, HTTP_HX_REQUEST="true")
+        assert response.status_code < 500, (url, form, response.status_code)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_retry_form_makes_it_fail(operator_client, data):
+    run = run_inline("fork-fail")
+    steps = data.draw(st.lists(TEXT | st.just("b"), max_size=3), label="step")
+    for url in (f"/runs/{run.id}/retry/preview/", f"/runs/{run.id}/retry/"):
+        response = operator_client.post(url, {"step": steps}, HTTP_HX_REQUEST="true")
+        assert response.status_code < 500, (url, steps, response.status_code)
+    response = operator_client.get(f"/runs/{run.id}/retry/preview/", {"step": steps})
+    assert response.status_code < 500, (steps, response.status_code)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_claim_action_form_makes_it_fail(operator_client, data):
+    claim = factories.crashed_merge(change_id=data.draw(st.integers(1, 10**6)))
+    body = {name: data.draw(TEXT, label=name) for name in ("note", "claim", "next")}
+    for action in ("take", "release", "check-again"):
+        url = f"/reconciliation/claims/{claim.id}/{action}/"
+        response = operator_client.post(url, body, HTTP_HX_REQUEST="true")
+        assert response.status_code < 500, (url, body, response.status_code)
+
+
+@SETTINGS
+@given(data=st.data())
+def test_no_login_form_makes_it_fail(client, data):
+    form = {name: data.draw(TEXT, label=name) for name in ("username", "password")}
+    response = client.post("/login/", form)
+    assert response.status_code < 500, (form, response.status_code)
+    next_url = data.draw(TEXT, label="next")
+    assert client.get("/login/", {"next": next_url}).status_code < 500
