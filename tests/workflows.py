@@ -737,6 +737,29 @@ def pay_each(ctx: Context, payee: int) -> None:
     TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
 
 
+# --- a map whose items are named by a directory that does not know them yet ------------
+# PAYEE_ACCOUNTS[payee]: the account that names a payee's item; absent, the key function
+# raises, so the engine refuses the list and the map never expands (a test fills it in).
+PAYEE_ACCOUNTS: dict[int, str] = {}
+
+refused_map = workflow("refused-then-known-map", version=1)
+
+
+@refused_map.step(kind=PURE)
+def list_known_payees(ctx: Context) -> list[int]:
+    return [1, 2, 3, 4, 5]
+
+
+@refused_map.map_step(
+    over="list_known_payees",
+    batch_size=2,
+    kind=TRANSACTIONAL,
+    key=lambda payee: PAYEE_ACCOUNTS[payee],
+)
+def pay_account(ctx: Context, payee: int) -> None:
+    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
+
+
 # --- a skipped step beside a branch that fails once: its dependent waits on both --------
 skip_beside_failure = workflow("skip-beside-failure", version=1)
 
