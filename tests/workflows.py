@@ -697,6 +697,24 @@ def right_flaky(ctx: Context) -> str:
     return "right"
 
 
+# --- one branch fails for good at once, an idempotent one beside it may retry ----------
+idempotent_beside_failure = workflow("idempotent-beside-failure", version=1)
+
+
+@idempotent_beside_failure.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def fails_at_first(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "fine"
+
+
+@idempotent_beside_failure.step(
+    kind=IDEMPOTENT, after=[], retry=Retry(max_attempts=3, base_delay=0, jitter=False)
+)
+def send_receipt(ctx: Context) -> str:
+    return f"receipt sent under {ctx.idempotency_key}"
+
+
 # --- a condition that raises until a test says otherwise --------------------------------
 # CONDITION_ANSWERS[run_id]: what the condition answers; absent, it raises (its service
 # did not answer). BODIES_RUN lists the runs whose guarded body ran.
