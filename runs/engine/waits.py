@@ -281,8 +281,12 @@ def send_signal(
     commit); if the run has not reached the wait yet, the signal is kept for it.
 
     Refuses, changing nothing: RunNotFound; RunNotActive (finished); UnknownSignal (no
-    wait of the run's workflow listens for `name`); DuplicateSignal (a signal of that
-    name was already received and the wait says `on_duplicate="refuse"`)."""
+    wait of the run's workflow listens for `name`); SignalNotAllowed (the actor is not
+    among the wait's `signalled_by`, or the wait is `four_eyes` and the actor submitted
+    the run); DuplicateSignal (a signal of that name was already received and the wait
+    says `on_duplicate="refuse"`: 409 `duplicate_signal` through the API); WaitFinished
+    (every wait for `name` ended: it timed out, was skipped by its `when=`, or took the
+    signals it queues; 409 `wait_finished` through the API)."""
     who = actor_name(actor)
     payload = ensure_json(payload, "signal payload")
     with transaction.atomic():
@@ -308,13 +312,11 @@ def send_signal(
         )
         if steps and all(s.status in _WAIT_ENDED for s in steps):
             raise WaitFinished(run.id, name, _how_waits_ended(steps))
-        assert waits[0].wait is not None
         on_duplicate = waits[0].wait.on_duplicate
         signal_id = _insert_signal(run.id, name, payload, who, on_duplicate)
         if signal_id is None:
-            first = Signal.objects.filter(run=run, name=name).order_by("id").first()
-            assert first is not None
-            raise DuplicateSignal(run.id, name, first.actor, first.created_at)
+            _refuse_duplicate(run.id, name)
+            raise RuntimeError(f"signal {name!r} of run {run.id} was neither inserted nor found")
         events.append_event(
             run.id, events.SIGNAL_RECEIVED, signal=name, actor=who, payload=payload, id=signal_id
         )
@@ -328,6 +330,13 @@ def send_signal(
                 _wake(step.id, run.id, step.key, f"signal {name!r} from {who}")
                 break  # one signal wakes one wait; the woken step consumes it
     return Signal.objects.get(pk=signal_id)
+
+
+def _refuse_duplicate(run_id: uuid.UUID, name: str) -> None:
+    """Raise DuplicateSignal if the run already received a signal `name`."""
+    first = Signal.objects.filter(run_id=run_id, name=name).order_by("id").first()
+    if first is not None:
+        raise DuplicateSignal(run_id, name, first.actor, first.created_at)
 
 
 def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUser | str) -> None:
