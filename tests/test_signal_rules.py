@@ -1,5 +1,7 @@
 """What send_signal() accepts: a signal that no wait of the run can consume any more is
-refused (it would be kept forever while its sender believes it arrived)."""
+refused (it would be kept forever while its sender believes it arrived), and a second
+signal of a name its wait takes once is a duplicate, whether or not the wait already
+took the first."""
 
 from __future__ import annotations
 
@@ -87,3 +89,30 @@ def test_the_schema_lists_wait_finished_among_the_signal_conflicts(operator):
     assert "wait_finished:" in conflicts and "duplicate_signal:" in conflicts
     assert "wait_finished" in (engine.send_signal.__doc__ or "")
     assert "WaitFinished" in (engine.send_signal.__doc__ or "")
+
+
+def _approval_taken() -> Run:
+    """A wait-approval run whose wait took its `approval` signal; `act` is queued."""
+    run = engine.submit_run(workflow="wait-approval", input={"order": 7})
+    run = _execute(run, "prepare", "approval")
+    assert step_of(run, "approval").status == StepStatus.WAITING
+    with _commits():
+        engine.send_signal(run_id=run.id, name="approval", payload="yes", actor="ann")
+    run = _execute(run, "approval")
+    assert step_of(run, "approval").result == {"payload": "yes", "actor": "ann", "timed_out": False}
+    assert (run.status, step_of(run, "act").status) == (RunStatus.RUNNING, StepStatus.QUEUED)
+    return run
+
+
+def test_a_second_signal_after_its_wait_took_the_first_is_a_duplicate(operator):
+    run = _approval_taken()
+
+    with pytest.raises(engine.DuplicateSignal, match="already received signal 'approval'"):
+        engine.send_signal(run_id=run.id, name="approval", payload="again", actor="bob")
+    response = token_client(operator).post(
+        f"/api/runs/{run.id}/signals/approval/", {"payload": "again"}, format="json"
+    )
+
+    error = error_of(response, 409, "duplicate_signal")
+    assert "from ann" in error["message"]
+    assert list(Signal.objects.filter(run=run).values_list("payload", "actor")) == [("yes", "ann")]

@@ -284,9 +284,10 @@ def send_signal(
     wait of the run's workflow listens for `name`); SignalNotAllowed (the actor is not
     among the wait's `signalled_by`, or the wait is `four_eyes` and the actor submitted
     the run); DuplicateSignal (a signal of that name was already received and the wait
-    says `on_duplicate="refuse"`: 409 `duplicate_signal` through the API); WaitFinished
-    (every wait for `name` ended: it timed out, was skipped by its `when=`, or took the
-    signals it queues; 409 `wait_finished` through the API)."""
+    says `on_duplicate="refuse"`, whether or not the wait took the first: 409
+    `duplicate_signal` through the API); WaitFinished (every wait for `name` ended: it
+    timed out, was skipped by its `when=`, or took the signals it queues; 409
+    `wait_finished` through the API)."""
     who = actor_name(actor)
     payload = ensure_json(payload, "signal payload")
     with transaction.atomic():
@@ -310,9 +311,15 @@ def send_signal(
             .filter(run_id=run.id, name__in=[w.name for w in waits], parent__isnull=True)
             .order_by("id")
         )
+        on_duplicate = waits[0].wait.on_duplicate
+        # A second signal of a name its wait takes once is a duplicate, also once the
+        # wait took the first (it ended, but "already received" says more than "no
+        # longer waits"). Signals are inserted only under the run row's lock, which we
+        # hold: this read is exact, and the insert's unique index is the backstop.
+        if on_duplicate == "refuse":
+            _refuse_duplicate(run.id, name)
         if steps and all(s.status in _WAIT_ENDED for s in steps):
             raise WaitFinished(run.id, name, _how_waits_ended(steps))
-        on_duplicate = waits[0].wait.on_duplicate
         signal_id = _insert_signal(run.id, name, payload, who, on_duplicate)
         if signal_id is None:
             _refuse_duplicate(run.id, name)
