@@ -4,13 +4,19 @@ again, and ends as it was ending."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 
 from reconciliation.services import resolve_claim
 from runs import engine, events
+from runs.engine.complete import finish_attempt
+from runs.engine.start import start_attempt
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.testing import _commits, run_inline
+from runs.workflows import Retry
+from tests import workflows as test_workflows
 
 pytestmark = pytest.mark.django_db
 
@@ -58,3 +64,63 @@ def test_a_guarded_step_resolved_failed_after_its_run_was_cancelled_needs_no_und
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
     assert _compensations(run) == {}
+
+
+def test_a_step_finishing_after_a_compensation_failed_is_planned_failed_and_retried_with_it(
+    operator_client,
+):
+    """`charge` was running when the run was cancelled; `release` (the undo of
+    `reserve`) then failed for good and ended the run failed. When `charge` succeeds, its
+    undo `refund` must not run out of order in a finished run, nor be left queued where
+    nothing starts it: it is planned failed, saying why, beside `release`; retrying the
+    failed compensations runs both, and the run ends as it was ending (cancelled)."""
+    run = engine.submit_run(workflow="compensated-order", input={"outcome": "ok"})
+    with _commits():
+        engine.execute_step(step_id=Step.objects.get(run=run, key="reserve").id, worker="t")
+    charging = start_attempt(step_id=Step.objects.get(run=run, key="charge").id, worker="t")
+    assert charging is not None
+    release = test_workflows.compensated.compensations["release"]
+
+    def release_refused(ctx):
+        raise test_workflows.NotApplied("the seat service refused the release")
+
+    with (
+        mock.patch.object(release, "fn", release_refused),
+        mock.patch.object(release, "retry", Retry(max_attempts=1)),  # planned with one
+    ):
+        with _commits():
+            assert engine.cancel_run(run_id=run.id, actor="ann").status == RunStatus.COMPENSATING
+        run = _drive(run)
+    assert (run.status, run.ends_as) == (RunStatus.FAILED, RunStatus.CANCELLED)
+    assert run.error.startswith("step release failed")
+
+    with _commits():
+        finish_attempt(charging, result=100)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert _compensations(run) == {"release": StepStatus.FAILED, "refund": StepStatus.FAILED}
+    refund = Step.objects.get(run=run, key="refund")
+    said = (
+        "not run: charge succeeded after the run's compensation had failed; retry the "
+        "failed compensations to run it too"
+    )
+    assert refund.error == said
+    assert not Step.objects.filter(run=run, status=StepStatus.QUEUED).exists()
+    planned = Event.objects.filter(run=run, type=events.COMPENSATION_PLANNED, step_id=refund.id)
+    assert [e.payload["status"] for e in planned] == [StepStatus.FAILED]
+    page = operator_client.get(f"/runs/{run.id}/").content.decode()
+    assert said.replace("'", "&#x27;") in page
+
+    with _commits():
+        reopened = engine.retry_steps(run_id=run.id, step_keys=["release", "refund"], actor="ann")
+    assert reopened.status == RunStatus.COMPENSATING
+    for _ in range(4):  # two compensations; a step nothing can start stays queued
+        if step := Step.objects.filter(run=run, status=StepStatus.QUEUED).first():
+            with _commits():
+                engine.execute_step(step_id=step.id, worker="t")
+    run.refresh_from_db()
+
+    assert (run.status, run.steps_remaining) == (RunStatus.CANCELLED, 0)
+    assert _compensations(run) == {"release": StepStatus.SUCCEEDED, "refund": StepStatus.SUCCEEDED}
+    assert not Step.objects.filter(run=run, status=StepStatus.QUEUED).exists()
