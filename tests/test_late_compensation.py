@@ -11,6 +11,7 @@ import pytest
 from reconciliation.services import resolve_claim
 from runs import engine, events
 from runs.engine.complete import finish_attempt
+from runs.engine.resolve import COMPENSATES, preview_resolution
 from runs.engine.start import start_attempt
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
@@ -124,3 +125,40 @@ def test_a_step_finishing_after_a_compensation_failed_is_planned_failed_and_retr
     assert (run.status, run.steps_remaining) == (RunStatus.CANCELLED, 0)
     assert _compensations(run) == {"release": StepStatus.SUCCEEDED, "refund": StepStatus.SUCCEEDED}
     assert not Step.objects.filter(run=run, status=StepStatus.QUEUED).exists()
+
+
+def test_resolving_a_cancelled_runs_compensable_step_previews_and_shows_its_compensation(
+    operator_client,
+):
+    """The claim page says, before the decision, that resolving `deploy_release` as
+    succeeded plans its compensation; after the decision the run page lists the planned
+    `roll_back` step, queued, with the run compensating."""
+    run = run_inline("compensated-deploy")
+    claim = Claim.objects.get(run=run)
+    with _commits():
+        assert engine.cancel_run(run_id=run.id, actor="ann").status == RunStatus.CANCELLED
+    said = (
+        "the run already cancelled: step deploy_release succeeds and its compensation "
+        "roll_back runs (the run compensates, then ends cancelled again)"
+    )
+    preview = preview_resolution(claim_id=claim.id, outcome=ClaimStatus.SUCCEEDED)
+    assert (preview.action, preview.summary) == (COMPENSATES, said)
+    assert (preview.step_status, preview.run_status) == ("succeeded", RunStatus.COMPENSATING)
+
+    page = operator_client.get(f"/reconciliation/claims/{claim.pk}/").content.decode()
+    assert f"Then: {said}" in page
+    response = operator_client.post(
+        f"/reconciliation/claims/{claim.pk}/resolve/",
+        {"outcome": "succeeded", "note": "it deployed"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+
+    run.refresh_from_db()
+    assert (run.status, run.ends_as) == (RunStatus.COMPENSATING, RunStatus.CANCELLED)
+    page = operator_client.get(f"/runs/{run.id}/").content.decode()
+    row = page[page.index('<tr id="step-roll_back">') :]
+    row = row[: row.index("</tr>")]
+    assert "<code>roll_back</code>" in row and "status-queued" in row
+    deploy = page[page.index('<tr id="step-deploy_release">') :]
+    assert "status-succeeded" in deploy[: deploy.index("</tr>")]
