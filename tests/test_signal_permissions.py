@@ -102,3 +102,38 @@ def test_the_run_records_and_shows_who_submitted_it_and_who_signalled(submitter,
     assert "submitted by" in page and "sam (API token)" in page
     signals = page[page.index('id="signals"') :]
     assert "approval" in signals and "from olivia" in signals
+
+
+def _submitted_on_the_page(client, data: dict) -> Run:
+    response = client.post(
+        "/runs/new/",
+        {"workflow": "agent-refund", "version": "1", **{f"input.{k}": v for k, v in data.items()}},
+    )
+    assert response.status_code == 302, response.content
+    run = Run.objects.get(pk=response["Location"].strip("/").rsplit("/", 1)[1])
+    run_queued(run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING
+    return run
+
+
+def test_the_run_page_refuses_an_approval_by_its_submitter_beside_the_form(operator_client):
+    run = _submitted_on_the_page(operator_client, {"ticket": 6, "amount": 10})
+    assert (run.submitted_by, run.submitted_via) == ("user:olivia", "page")
+
+    response = operator_client.post(
+        f"/runs/{run.id}/signal/",
+        {"name": "approval", "payload": '{"approved": true}'},
+        HTTP_HX_REQUEST="true",
+    )
+
+    assert response.status_code == 409
+    form = response.content.decode()
+    assert form.lstrip().startswith('<form id="signal-approval-form"')
+    assert (
+        f"signal &#x27;approval&#x27; is an approval: it needs someone other than olivia, "
+        f"who submitted run {run.id}; nothing was sent." in form
+    )
+    assert "{&quot;approved&quot;: true}" in form  # what was typed is kept
+    assert not Signal.objects.filter(run=run).exists()
+    assert Step.objects.get(run=run, name="approval").status == StepStatus.WAITING
