@@ -26,6 +26,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Value
@@ -349,8 +350,15 @@ def _refuse_duplicate(run_id: uuid.UUID, name: str) -> None:
 def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUser | str) -> None:
     """Refuse (SignalNotAllowed) an actor the wait does not accept: its roles are not
     among `signalled_by`, or the wait is an approval (`four_eyes`) and the actor
-    submitted the run. An actor given by name is the engine's own caller (the command
-    line, a script, a test): it may send any signal, four eyes still apply."""
+    submitted the run.
+
+    An actor given by name that is an account's username is that account, checked by
+    its roles as the pages and the API check a person: a script (or the command line,
+    which signs with an account) cannot pass a viewer's or a service account's name for
+    an operator's. A name that is no account's is the engine's own caller (a test, the
+    in-process harness): it may send any signal, four eyes still apply."""
+    if isinstance(actor, str):
+        actor = _account_named(actor.strip()) or actor
     if isinstance(actor, str):
         roles = set(SIGNALLING_ROLES)
         who = actor.strip()
@@ -358,6 +366,8 @@ def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUse
         roles = {"operators"} if can_operate(actor) else set()
         if can_submit(actor):
             roles.add("submitters")
+        if not actor.is_active:  # a disabled account has no role left
+            roles = set()
         who = actor.get_username()
     if not roles & set(spec.signalled_by):
         raise SignalNotAllowed(
@@ -369,6 +379,11 @@ def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUse
             f"signal {name!r} is an approval: it needs someone other than {who}, who "
             f"submitted run {run.id}"
         )
+
+
+def _account_named(username: str) -> AbstractBaseUser | None:
+    model = get_user_model()
+    return model.objects.filter(**{model.USERNAME_FIELD: username}).first()
 
 
 # A wait step in one of these can no longer consume a signal.
