@@ -59,7 +59,9 @@ CONFLICTS = {
     "request (the message names the run it created).",
     "runs_cancel": "run_not_active: the run already finished (succeeded, failed or cancelled).",
     "runs_signal": "run_not_active: the run already finished; duplicate_signal: a signal "
-    "of that name was already received and its wait refuses a second.",
+    "of that name was already received and its wait refuses a second (whether or not it "
+    "took the first); wait_finished: no wait of the run can take the signal any more "
+    "(each timed out, was skipped by its condition, or took the signals it queues).",
     "runs_retry_step": "run_not_active: the run did not fail; refused: no such failed step, "
     "or other failed steps must be retried with it.",
     "claims_resolve": "claim_already_resolved (who, when, what), claim_not_unresolved, refused.",

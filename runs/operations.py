@@ -62,27 +62,35 @@ def signal(request: HttpRequest, run_id: str) -> HttpResponse:
         name = inputs.clean_text(request.POST.get("name"), "the signal's name")
         payload = inputs.parse_json(request.POST.get("payload"), "the payload")
     except inputs.BadInput as exc:
-        if request.htmx:
-            # The dialog stays open: its form again, the error beside the field and the
-            # payload as typed (a reload would close it and lose what was typed).
-            context = {
-                "run_id": run_uuid,
-                "name": request.POST.get("name", ""),
-                "payload": request.POST.get("payload", ""),
-                "error": f"{exc}; nothing was sent.",
-            }
-            return render(request, "runs/operations.html#signal-form", context, status=422)
-        messages.warning(request, f"{exc}; nothing was sent.")
-        return _done(request, run_id)
+        return _signal_refused(request, run_uuid, f"{exc}; nothing was sent.", status=422)
     try:
         engine.send_signal(run_id=run_uuid, name=name, payload=payload, actor=request.user)
     except engine.RunNotFound as exc:
         raise Http404(str(exc)) from exc
     except engine.EngineError as exc:
-        messages.warning(request, str(exc))
-    else:
-        messages.success(request, f"Signal {name!r} sent: the run goes on from its wait.")
+        # Refused by the engine (an approval by the run's submitter, a duplicate, a wait
+        # that ended): said beside the form, as a bad payload is.
+        return _signal_refused(request, run_uuid, f"{exc}; nothing was sent.", status=409)
+    messages.success(request, f"Signal {name!r} sent: the run goes on from its wait.")
     return _done(request, run_id)
+
+
+def _signal_refused(
+    request: HttpRequest, run_uuid: object, error: str, *, status: int
+) -> HttpResponse:
+    """With htmx the dialog stays open: its form again, the error beside the field and
+    the payload as typed (a reload would close it and lose what was typed). Without it,
+    the run page with the error as its message."""
+    if request.htmx:
+        context = {
+            "run_id": run_uuid,
+            "name": request.POST.get("name", ""),
+            "payload": request.POST.get("payload", ""),
+            "error": error,
+        }
+        return render(request, "runs/operations.html#signal-form", context, status=status)
+    messages.warning(request, error)
+    return _done(request, str(run_uuid))
 
 
 def _step_keys(request: HttpRequest) -> list[str]:

@@ -118,9 +118,11 @@ def test_sleep_wakes_after_its_time():
     assert len(_events(run, "step_waiting")) == 1
 
 
-def test_send_signal_command_prints_one_line(capsys):
+def test_send_signal_command_prints_one_line(capsys, operator):
     run = run_inline("queued-signals")
-    call_command("send_signal", str(run.id), "tick", "--payload", '{"ok": true}')
+    call_command(
+        "send_signal", str(run.id), "tick", "--payload", '{"ok": true}', "--actor", "olivia"
+    )
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and "tick" in out[0] and str(run.id) in out[0]
     assert _step(run, "first_tick").status == "queued"

@@ -68,6 +68,31 @@ def test_a_map_step_whose_condition_raised_expands_on_retry():
     ]
 
 
+def test_a_map_step_whose_list_was_refused_expands_on_retry(monkeypatch):
+    run = run_inline("refused-then-known-map")  # the directory knows no payee yet
+    pay = step_of(run, "pay_account")
+    assert (run.status, pay.status) == (RunStatus.FAILED, StepStatus.FAILED)
+    assert pay.error == (
+        "map step 'pay_account': its key function raised KeyError(1) on item [0] of the "
+        "list from 'list_known_payees'"
+    )
+    assert not Step.objects.filter(run=run, parent__isnull=False).exists()  # never expanded
+    for payee in range(1, 6):
+        monkeypatch.setitem(test_workflows.PAYEE_ACCOUNTS, payee, f"acct-{payee}")
+
+    run = _drive(_retry(run, "pay_account"))
+
+    assert run.status == RunStatus.SUCCEEDED
+    assert step_of(run, "pay_account").status == StepStatus.SUCCEEDED
+    assert Step.objects.filter(run=run, parent__isnull=False).count() == 3  # 5 items by 2
+    assert sorted(
+        Claim.objects.filter(run=run, item_key__isnull=False).values_list("item_key", "status")
+    ) == [(f"acct-{n}", ClaimStatus.SUCCEEDED) for n in range(1, 6)]
+    assert sorted(
+        TargetRecord.objects.filter(run_id=run.id).values_list("record_id", flat=True)
+    ) == [1, 2, 3, 4, 5]
+
+
 def test_a_retry_beside_a_skipped_step_lets_their_dependent_run():
     run = run_inline("skip-beside-failure")
     assert run.status == RunStatus.FAILED

@@ -6,6 +6,7 @@ line agree; the run records who submitted it and who signalled it."""
 from __future__ import annotations
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from runs import engine
 from runs.models import Run, Signal, Step
@@ -102,3 +103,94 @@ def test_the_run_records_and_shows_who_submitted_it_and_who_signalled(submitter,
     assert "submitted by" in page and "sam (API token)" in page
     signals = page[page.index('id="signals"') :]
     assert "approval" in signals and "from olivia" in signals
+
+
+def _submitted_on_the_page(client, data: dict) -> Run:
+    response = client.post(
+        "/runs/new/",
+        {"workflow": "agent-refund", "version": "1", **{f"input.{k}": v for k, v in data.items()}},
+    )
+    assert response.status_code == 302, response.content
+    run = Run.objects.get(pk=response["Location"].strip("/").rsplit("/", 1)[1])
+    run_queued(run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING
+    return run
+
+
+def test_the_run_page_refuses_an_approval_by_its_submitter_beside_the_form(operator_client):
+    run = _submitted_on_the_page(operator_client, {"ticket": 6, "amount": 10})
+    assert (run.submitted_by, run.submitted_via) == ("user:olivia", "page")
+
+    response = operator_client.post(
+        f"/runs/{run.id}/signal/",
+        {"name": "approval", "payload": '{"approved": true}'},
+        HTTP_HX_REQUEST="true",
+    )
+
+    assert response.status_code == 409
+    form = response.content.decode()
+    assert form.lstrip().startswith('<form id="signal-approval-form"')
+    assert (
+        f"signal &#x27;approval&#x27; is an approval: it needs someone other than olivia, "
+        f"who submitted run {run.id}; nothing was sent." in form
+    )
+    assert "{&quot;approved&quot;: true}" in form  # what was typed is kept
+    assert not Signal.objects.filter(run=run).exists()
+    assert Step.objects.get(run=run, name="approval").status == StepStatus.WAITING
+
+
+def _signal_command(run: Run, *args: str) -> None:
+    call_command("send_signal", str(run.id), "approval", "--payload", '{"approved": true}', *args)
+
+
+def test_send_signal_command_refuses_an_approval_by_the_runs_submitter(operator_client):
+    run = _submitted_on_the_page(operator_client, {"ticket": 7, "amount": 10})
+
+    with pytest.raises(CommandError, match="needs someone other than olivia"):
+        _signal_command(run, "--actor", "olivia")
+
+    assert not Signal.objects.filter(run=run).exists()
+
+
+def test_send_signal_command_needs_an_account_and_checks_its_role(operator_client, viewer):
+    """The command line signs with an account, checked as the pages and the API check
+    it: a bare name, or none, cannot pass for someone other than the submitter."""
+    run = _submitted_on_the_page(operator_client, {"ticket": 8, "amount": 10})
+
+    with pytest.raises(CommandError, match="--actor"):
+        _signal_command(run)
+    with pytest.raises(CommandError, match="no active account named 'cli:olivia'"):
+        _signal_command(run, "--actor", "cli:olivia")
+    with pytest.raises(CommandError, match="is sent by operators only; victor may not send it"):
+        _signal_command(run, "--actor", "victor")
+    assert not Signal.objects.filter(run=run).exists()
+
+    make_user("oscar", "operators")
+    _signal_command(run, "--actor", "oscar")
+    assert list(Signal.objects.filter(run=run).values_list("actor", flat=True)) == ["oscar"]
+
+
+def test_a_run_submitted_from_the_command_line_is_approved_by_a_named_operator(operator):
+    call_command("submit_run", "agent-refund", "--input", '{"ticket": 9, "amount": 10}')
+    run = Run.objects.get(workflow="agent-refund")
+    run_queued(run)
+    assert (run.submitted_by, Run.objects.get(pk=run.id).status) == ("cli", RunStatus.WAITING)
+
+    with pytest.raises(CommandError):
+        _signal_command(run)  # the shell is nobody in particular: maybe its submitter
+    _signal_command(run, "--actor", "olivia")
+
+    assert list(Signal.objects.filter(run=run).values_list("actor", flat=True)) == ["olivia"]
+
+
+def test_the_engine_checks_a_signaller_named_by_its_username_as_that_account(viewer, operator):
+    run = engine.submit_run(workflow="submitter-nudge", input={})
+    run_queued(run)
+
+    with pytest.raises(engine.SignalNotAllowed, match="victor may not send it"):
+        engine.send_signal(run_id=run.id, name="nudge", payload=None, actor="victor")
+    assert not Signal.objects.filter(run=run).exists()
+
+    engine.send_signal(run_id=run.id, name="nudge", payload=None, actor="olivia")
+    assert list(Signal.objects.filter(run=run).values_list("actor", flat=True)) == ["olivia"]

@@ -697,6 +697,24 @@ def right_flaky(ctx: Context) -> str:
     return "right"
 
 
+# --- one branch fails for good at once, an idempotent one beside it may retry ----------
+idempotent_beside_failure = workflow("idempotent-beside-failure", version=1)
+
+
+@idempotent_beside_failure.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def fails_at_first(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "fine"
+
+
+@idempotent_beside_failure.step(
+    kind=IDEMPOTENT, after=[], retry=Retry(max_attempts=3, base_delay=0, jitter=False)
+)
+def send_receipt(ctx: Context) -> str:
+    return f"receipt sent under {ctx.idempotency_key}"
+
+
 # --- a condition that raises until a test says otherwise --------------------------------
 # CONDITION_ANSWERS[run_id]: what the condition answers; absent, it raises (its service
 # did not answer). BODIES_RUN lists the runs whose guarded body ran.
@@ -734,6 +752,29 @@ def list_payees(ctx: Context) -> list[int]:
 
 @flaky_condition_map.map_step(over="list_payees", batch_size=2, kind=TRANSACTIONAL, when=_approved)
 def pay_each(ctx: Context, payee: int) -> None:
+    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
+
+
+# --- a map whose items are named by a directory that does not know them yet ------------
+# PAYEE_ACCOUNTS[payee]: the account that names a payee's item; absent, the key function
+# raises, so the engine refuses the list and the map never expands (a test fills it in).
+PAYEE_ACCOUNTS: dict[int, str] = {}
+
+refused_map = workflow("refused-then-known-map", version=1)
+
+
+@refused_map.step(kind=PURE)
+def list_known_payees(ctx: Context) -> list[int]:
+    return [1, 2, 3, 4, 5]
+
+
+@refused_map.map_step(
+    over="list_known_payees",
+    batch_size=2,
+    kind=TRANSACTIONAL,
+    key=lambda payee: PAYEE_ACCOUNTS[payee],
+)
+def pay_account(ctx: Context, payee: int) -> None:
     TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
 
 

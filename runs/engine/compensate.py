@@ -22,7 +22,7 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Run, Step
-from runs.states import RUN_ACTIVE, RunStatus, StepStatus
+from runs.states import RUN_ACTIVE, STEP_DONE, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
@@ -199,7 +199,6 @@ def compensate_late_step(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -
         .exclude(compensates="")
         .exists()
     ):
-        Run.objects.filter(pk=run_id).update(steps_remaining=F("steps_remaining") + 1)
         _plan(
             run_id,
             workflow,
@@ -210,6 +209,10 @@ def compensate_late_step(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -
             failed=f"not run: {step.key} succeeded after the run's compensation had failed; "
             "retry the failed compensations to run it too",
         )
+        # Counted, not added to: the finish's counter UPDATE already took this step off
+        # (the run is failed, not compensating), so a +1 would leave one compensation
+        # uncounted and the retry would end the run with it still queued.
+        Run.objects.filter(pk=run_id).update(steps_remaining=compensations_not_done(run_id))
         return []
     ends_as = run.status
     n = Run.objects.filter(pk=run_id, status=ends_as).update(
@@ -233,6 +236,17 @@ def compensate_late_step(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -
     return [_plan(run_id, workflow, step.name, name, revision, after=None).id]
 
 
+def compensations_not_done(run_id: uuid.UUID) -> int:
+    """The run's compensations not yet succeeded: what `steps_remaining` counts while it
+    compensates."""
+    return (
+        Step.objects.filter(run_id=run_id, parent__isnull=True)
+        .exclude(compensates="")
+        .exclude(status__in=STEP_DONE)
+        .count()
+    )
+
+
 def bump_revision(run_id: uuid.UUID) -> int:
     """The run's plan changes (batches or compensations enter it): its next revision,
     part of the idempotency keys of the steps that enter the plan with it."""
@@ -252,4 +266,5 @@ __all__ = [
     "bump_revision",
     "compensate_late_step",
     "compensation_succeeded",
+    "compensations_not_done",
 ]

@@ -19,7 +19,7 @@ from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatu
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
-from .compensate import begin_compensation
+from .compensate import begin_compensation, compensations_not_done
 from .complete import make_ready
 from .dispatch import publish_on_commit
 from .errors import RunNotActive, RunNotFound, StepNotRetryable
@@ -197,8 +197,9 @@ def retry_steps(
     (its condition raised, its map's collection was refused) goes back to `pending` and
     make-ready decides it (its condition is evaluated again, a map expands); one that
     ran is queued. The counters (each pending step's dependencies not yet done, the
-    run's steps remaining) are recomputed from the steps' statuses, with one meaning of
-    done everywhere: succeeded or skipped. Steps that became ready while the run was
+    run's steps remaining, or its compensations not yet done for a run that compensates
+    again) are recomputed from the steps' statuses, with one meaning of done everywhere:
+    succeeded or skipped. Steps that became ready while the run was
     failed (their dependencies finished, or were resolved, meanwhile) are queued too.
 
     Idempotency keys follow the usual rules: a step whose claim was abandoned (an
@@ -217,9 +218,16 @@ def retry_steps(
         workflow = registry.get(run.workflow, run.version)
         compensating = _compensated(run)
         status = _reopened_status(run, compensating)
-        changes: dict[str, Any] = {"status": status, "error": "", "finished_at": None}
-        if not compensating:
-            changes["steps_remaining"] = _plan_steps_not_done(run)
+        changes: dict[str, Any] = {
+            "status": status,
+            "error": "",
+            "finished_at": None,
+            # Recomputed, not trusted: a step that finished while the run was failed (or
+            # a resolution) moved the counter under the run's other meaning of it.
+            "steps_remaining": compensations_not_done(run.id)
+            if compensating
+            else _plan_steps_not_done(run),
+        }
         n = Run.objects.filter(pk=run.id, status=RunStatus.FAILED).update(
             **changes, updated_at=Now()
         )

@@ -26,6 +26,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Value
@@ -281,8 +282,13 @@ def send_signal(
     commit); if the run has not reached the wait yet, the signal is kept for it.
 
     Refuses, changing nothing: RunNotFound; RunNotActive (finished); UnknownSignal (no
-    wait of the run's workflow listens for `name`); DuplicateSignal (a signal of that
-    name was already received and the wait says `on_duplicate="refuse"`)."""
+    wait of the run's workflow listens for `name`); SignalNotAllowed (the actor is not
+    among the wait's `signalled_by`, or the wait is `four_eyes` and the actor submitted
+    the run); DuplicateSignal (a signal of that name was already received and the wait
+    says `on_duplicate="refuse"`, whether or not the wait took the first: 409
+    `duplicate_signal` through the API); WaitFinished (every wait for `name` ended: it
+    timed out, was skipped by its `when=`, or took the signals it queues; 409
+    `wait_finished` through the API)."""
     who = actor_name(actor)
     payload = ensure_json(payload, "signal payload")
     with transaction.atomic():
@@ -306,15 +312,19 @@ def send_signal(
             .filter(run_id=run.id, name__in=[w.name for w in waits], parent__isnull=True)
             .order_by("id")
         )
+        on_duplicate = waits[0].wait.on_duplicate
+        # A second signal of a name its wait takes once is a duplicate, also once the
+        # wait took the first (it ended, but "already received" says more than "no
+        # longer waits"). Signals are inserted only under the run row's lock, which we
+        # hold: this read is exact, and the insert's unique index is the backstop.
+        if on_duplicate == "refuse":
+            _refuse_duplicate(run.id, name)
         if steps and all(s.status in _WAIT_ENDED for s in steps):
             raise WaitFinished(run.id, name, _how_waits_ended(steps))
-        assert waits[0].wait is not None
-        on_duplicate = waits[0].wait.on_duplicate
         signal_id = _insert_signal(run.id, name, payload, who, on_duplicate)
         if signal_id is None:
-            first = Signal.objects.filter(run=run, name=name).order_by("id").first()
-            assert first is not None
-            raise DuplicateSignal(run.id, name, first.actor, first.created_at)
+            _refuse_duplicate(run.id, name)
+            raise RuntimeError(f"signal {name!r} of run {run.id} was neither inserted nor found")
         events.append_event(
             run.id, events.SIGNAL_RECEIVED, signal=name, actor=who, payload=payload, id=signal_id
         )
@@ -330,11 +340,25 @@ def send_signal(
     return Signal.objects.get(pk=signal_id)
 
 
+def _refuse_duplicate(run_id: uuid.UUID, name: str) -> None:
+    """Raise DuplicateSignal if the run already received a signal `name`."""
+    first = Signal.objects.filter(run_id=run_id, name=name).order_by("id").first()
+    if first is not None:
+        raise DuplicateSignal(run_id, name, first.actor, first.created_at)
+
+
 def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUser | str) -> None:
     """Refuse (SignalNotAllowed) an actor the wait does not accept: its roles are not
     among `signalled_by`, or the wait is an approval (`four_eyes`) and the actor
-    submitted the run. An actor given by name is the engine's own caller (the command
-    line, a script, a test): it may send any signal, four eyes still apply."""
+    submitted the run.
+
+    An actor given by name that is an account's username is that account, checked by
+    its roles as the pages and the API check a person: a script (or the command line,
+    which signs with an account) cannot pass a viewer's or a service account's name for
+    an operator's. A name that is no account's is the engine's own caller (a test, the
+    in-process harness): it may send any signal, four eyes still apply."""
+    if isinstance(actor, str):
+        actor = _account_named(actor.strip()) or actor
     if isinstance(actor, str):
         roles = set(SIGNALLING_ROLES)
         who = actor.strip()
@@ -342,6 +366,8 @@ def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUse
         roles = {"operators"} if can_operate(actor) else set()
         if can_submit(actor):
             roles.add("submitters")
+        if not actor.is_active:  # a disabled account has no role left
+            roles = set()
         who = actor.get_username()
     if not roles & set(spec.signalled_by):
         raise SignalNotAllowed(
@@ -353,6 +379,11 @@ def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUse
             f"signal {name!r} is an approval: it needs someone other than {who}, who "
             f"submitted run {run.id}"
         )
+
+
+def _account_named(username: str) -> AbstractBaseUser | None:
+    model = get_user_model()
+    return model.objects.filter(**{model.USERNAME_FIELD: username}).first()
 
 
 # A wait step in one of these can no longer consume a signal.
