@@ -386,8 +386,22 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
         key = wording.short_key(preview.claim_key) if preview.claim_key else preview.claim_id
         lines.append({"key": key, "step": preview.step, "summary": summary})
     resolvable = [p.claim_id for p in previews if p.claim_id not in decided]
-    context = {"form": form, "previews": lines, "resolvable": resolvable, "left_out": decided}
-    return render(request, "reconciliation/queue.html#bulk-result", context)
+    # Those no longer unresolved leave the table (and the selection) now, as after a
+    # confirm: the table must not go on offering what the preview says is decided.
+    left_queue = [
+        claim_id
+        for claim_id in sorted(decided)
+        if claim_id not in claims or claims[claim_id].status != ClaimStatus.UNRESOLVED
+    ]
+    context = {
+        "form": form,
+        "previews": lines,
+        "resolvable": resolvable,
+        "left_out": decided,
+        "left_queue": left_queue,
+    }
+    response = render(request, "reconciliation/queue.html#bulk-result", context)
+    return _oob(request, response) if left_queue else response
 
 
 @require_POST

@@ -13,6 +13,7 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from reconciliation import services, views
+from runs.engine.resolve import resolve_claim
 from runs.models import Claim
 from runs.states import ClaimStatus
 from tests import factories
@@ -39,7 +40,7 @@ def claim_row(page, claim):
 
 
 def bulk_form(page):
-    return page.get_by_role("form", name="bulk decision")
+    return page.get_by_role("form", name="bulk decision", exact=True)
 
 
 def decide_form(page, claim):
@@ -502,3 +503,68 @@ def test_a_claim_decided_with_the_keyboard_alone(browser, transactional_db):
     assert live_region_kept(page)
     claim.refresh_from_db()
     assert (claim.status, claim.result) == (ClaimStatus.SUCCEEDED, {"merge_id": 5})
+
+
+# --- 11. a bulk preview of claims all decided meanwhile ------------------------------------
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_preview_of_claims_all_decided_meanwhile_offers_nothing_to_confirm(
+    browser, transactional_db, width
+):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    page.set_viewport_size({"width": width, "height": 900})
+    for claim in claims[:2]:
+        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
+    bulk = bulk_form(page)
+    bulk.get_by_label("Note (why)").press_sequentially("none merged")
+    for claim in claims[:2]:  # meanwhile bob decides both, elsewhere
+        resolve_claim(claim, "failed", actor="bob", note="bob checked the host")
+    bulk.get_by_role("button", name="Preview…").click()
+
+    preview = page.get_by_role("region", name="bulk preview")
+    expect(preview).to_contain_text("Nothing to resolve: every claim selected is already decided.")
+    expect(preview.get_by_role("listitem")).to_have_count(2)
+    expect(preview.get_by_role("listitem").first).to_contain_text(
+        "already resolved as failed by bob"
+    )
+    expect(preview.get_by_role("listitem").first).to_contain_text("left out")
+    expect(page.get_by_role("button", name=re.compile("Confirm"))).to_have_count(0)
+    expect(preview.locator("p").first).to_be_focused()  # its summary, read from there
+    # What the preview says is decided leaves the table and the selection.
+    for claim in claims[:2]:
+        expect(claim_row(page, claim)).to_have_count(0)
+    expect(queue_rows(page)).to_have_count(1)
+    expect(bulk).to_contain_text("0 selected")
+    expect(bulk.get_by_role("button", name="Preview…")).to_be_disabled()
+    expect(heading(page)).to_contain_text("1 unresolved claim")
+    expect(page.locator("#queue-badge")).to_have_text("1")
+    browser.check_accessibility(f"a bulk preview with nothing to resolve, at {width} px")
+    browser.screenshot("queue-nothing-to-resolve", width=width)
+
+
+def test_a_preview_leaves_out_a_claim_decided_meanwhile_and_the_table_drops_it(
+    browser, transactional_db
+):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    bulk = bulk_form(page)
+    for claim in claims[:2]:
+        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
+    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
+    bulk.get_by_label("Note (why)").press_sequentially("none merged")
+    resolve_claim(claims[0], "failed", actor="bob", note="bob checked the host")  # meanwhile
+    bulk.get_by_role("button", name="Preview…").click()
+
+    confirm = page.get_by_role("form", name="confirm bulk decision")
+    expect(confirm).to_contain_text("Preview: resolve 1 claim as failed")
+    expect(confirm).to_contain_text("1 already decided is left out")
+    expect(claim_row(page, claims[0])).to_have_count(0)
+    expect(bulk).to_contain_text("1 selected")
+    expect(heading(page)).to_contain_text("2 unresolved claims")
+    page.get_by_role("button", name="Confirm: resolve 1 claim").click()
+    expect(page.get_by_role("region", name="bulk result")).to_contain_text(
+        "1 claim(s) resolved as failed"
+    )
+    expect(queue_rows(page)).to_have_count(1)
+    expect(claim_row(page, claims[2])).to_have_count(1)
+    expect(page.locator("#queue-badge")).to_have_text("1")
