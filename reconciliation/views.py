@@ -148,6 +148,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         template = "reconciliation/queue.html#" + (
             "queue-table" if request.htmx.target == "queue" else "queue-rows"
         )
+        context["oob"] = request.htmx.target == "queue"  # each filter's problem, or none
         response = render(request, template, context, status=status)
         return _oob(request, response, count=count)
     return render(request, "reconciliation/queue.html", context, status=status)
@@ -241,6 +242,7 @@ def history(request: HttpRequest) -> HttpResponse:
     template = "reconciliation/history.html"
     if request.htmx and request.htmx.target == "history":
         template += "#history-table"
+        context["oob"] = True  # each filter's problem (or none), beside its field
     return render(request, template, context, status=400 if errors else 200)
 
 

@@ -80,6 +80,32 @@
   document.addEventListener("htmx:afterSettle", countAll);
   window.addEventListener("pageshow", countAll);
 
+  // A filter's problem shows beside its field, in a slot that is always there
+  // (<p data-error-for="the field's id">, hidden when it has nothing to say). An htmx
+  // answer to a filter sends every slot again, out of band, and leaves the fields alone
+  // (one may be being typed in): each field is marked here from what its slot says.
+  function markFields() {
+    document.querySelectorAll("[data-error-for]").forEach(function (slot) {
+      var field = document.getElementById(slot.getAttribute("data-error-for"));
+      if (!field) return;
+      var bad = !slot.hidden;
+      var ids = (field.getAttribute("aria-describedby") || "").split(/\s+/).filter(function (id) {
+        return id && id !== slot.id;
+      });
+      if (bad) {
+        ids.unshift(slot.id);
+        field.setAttribute("aria-invalid", "true");
+      } else {
+        field.removeAttribute("aria-invalid");
+      }
+      if (ids.length) field.setAttribute("aria-describedby", ids.join(" "));
+      else field.removeAttribute("aria-describedby");
+      var wrapper = field.closest(".field");
+      if (wrapper) wrapper.classList.toggle("invalid", bad);
+    });
+  }
+  document.addEventListener("htmx:afterSettle", markFields);
+
   // The reconciliation queue: when decisions have taken every row off the table while
   // the page had claims (data-refill), the table fetches the rows now at the same address
   // (its filters and page), so it never sits empty under a heading that counts claims.
