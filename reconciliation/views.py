@@ -148,6 +148,7 @@ def queue(request: HttpRequest) -> HttpResponse:
         template = "reconciliation/queue.html#" + (
             "queue-table" if request.htmx.target == "queue" else "queue-rows"
         )
+        context["oob"] = request.htmx.target == "queue"  # each filter's problem, or none
         response = render(request, template, context, status=status)
         return _oob(request, response, count=count)
     return render(request, "reconciliation/queue.html", context, status=status)
@@ -241,6 +242,7 @@ def history(request: HttpRequest) -> HttpResponse:
     template = "reconciliation/history.html"
     if request.htmx and request.htmx.target == "history":
         template += "#history-table"
+        context["oob"] = True  # each filter's problem (or none), beside its field
     return render(request, template, context, status=400 if errors else 200)
 
 
@@ -386,8 +388,22 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
         key = wording.short_key(preview.claim_key) if preview.claim_key else preview.claim_id
         lines.append({"key": key, "step": preview.step, "summary": summary})
     resolvable = [p.claim_id for p in previews if p.claim_id not in decided]
-    context = {"form": form, "previews": lines, "resolvable": resolvable, "left_out": decided}
-    return render(request, "reconciliation/queue.html#bulk-result", context)
+    # Those no longer unresolved leave the table (and the selection) now, as after a
+    # confirm: the table must not go on offering what the preview says is decided.
+    left_queue = [
+        claim_id
+        for claim_id in sorted(decided)
+        if claim_id not in claims or claims[claim_id].status != ClaimStatus.UNRESOLVED
+    ]
+    context = {
+        "form": form,
+        "previews": lines,
+        "resolvable": resolvable,
+        "left_out": decided,
+        "left_queue": left_queue,
+    }
+    response = render(request, "reconciliation/queue.html#bulk-result", context)
+    return _oob(request, response) if left_queue else response
 
 
 @require_POST

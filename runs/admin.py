@@ -231,9 +231,20 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return bool(obj.last_error)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
-        if obj is not None and obj.declared_in_code:
+        if obj is None:
+            return ()  # adding: nothing has happened to it yet (see get_fields)
+        if obj.declared_in_code:
             return (*CODE_OWNED, *self.readonly_fields)
         return self.readonly_fields
+
+    def get_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
+        """Adding, the form has only what a person fills in: the beat's columns mean
+        nothing yet, and the database's defaults (created_at) would be shown as Python
+        objects ("<DatabaseDefault object at 0x…>")."""
+        fields = super().get_fields(request, obj)
+        if obj is None:
+            return [f for f in fields if f not in self.readonly_fields]
+        return fields
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
         from runs.engine.schedules import prepare_for_save

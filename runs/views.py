@@ -46,7 +46,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     template = "runs/list.html"
     if request.htmx and request.htmx.target == "runs":
         template += "#runs-results"
-        context["oob"] = True  # the Clear button follows the filters
+        context["oob"] = True  # the Clear button and each filter's problem follow the filters
     return render(request, template, context, status=400 if filters.errors else 200)
 
 

@@ -19,26 +19,41 @@
     }
   });
 
-  // Copy buttons: <button type="button" data-copy="full value">copy</button>
+  // Copy buttons: <button type="button" data-copy="full value">copy</button>. The button
+  // says "copied" for a moment, and the page's status line (#announce) says what was
+  // copied, or that nothing was, to a screen reader too (the button's own name stays).
+  function announce(text) {
+    var status = document.getElementById("announce");
+    if (!status) return;
+    status.textContent = "";
+    setTimeout(function () { status.textContent = text; }, 50);  // said again if repeated
+  }
+  function legacyCopy(text) {
+    var area = document.createElement("textarea");
+    area.value = text;
+    document.body.appendChild(area);
+    area.select();
+    var copied = false;
+    try { copied = document.execCommand("copy"); } catch (e) { copied = false; }
+    area.remove();
+    if (!copied) throw new Error("the browser refused to copy");
+  }
   document.addEventListener("click", function (evt) {
     var button = evt.target.closest("[data-copy]");
     if (!button) return;
-    var done = function () {
-      var label = button.textContent;
+    var text = button.getAttribute("data-copy");
+    var copying = navigator.clipboard && window.isSecureContext
+      ? navigator.clipboard.writeText(text).catch(function () { legacyCopy(text); })
+      : new Promise(function (resolve) { legacyCopy(text); resolve(); });
+    copying.then(function () {
+      var label = button.getAttribute("data-label") || button.textContent;
+      button.setAttribute("data-label", label);
       button.textContent = "copied";
+      announce("Copied " + text);
       setTimeout(function () { button.textContent = label; }, 1200);
-    };
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(button.getAttribute("data-copy")).then(done);
-    } else {
-      var area = document.createElement("textarea");
-      area.value = button.getAttribute("data-copy");
-      document.body.appendChild(area);
-      area.select();
-      document.execCommand("copy");
-      area.remove();
-      done();
-    }
+    }, function () {
+      announce("Could not copy: select the text and copy it");
+    });
   });
 
   // Bulk decisions: <form data-count-selected="claims"> with a "select all" box
@@ -79,6 +94,32 @@
   // restored from the back/forward cache keeps its ticks: count again each time.
   document.addEventListener("htmx:afterSettle", countAll);
   window.addEventListener("pageshow", countAll);
+
+  // A filter's problem shows beside its field, in a slot that is always there
+  // (<p data-error-for="the field's id">, hidden when it has nothing to say). An htmx
+  // answer to a filter sends every slot again, out of band, and leaves the fields alone
+  // (one may be being typed in): each field is marked here from what its slot says.
+  function markFields() {
+    document.querySelectorAll("[data-error-for]").forEach(function (slot) {
+      var field = document.getElementById(slot.getAttribute("data-error-for"));
+      if (!field) return;
+      var bad = !slot.hidden;
+      var ids = (field.getAttribute("aria-describedby") || "").split(/\s+/).filter(function (id) {
+        return id && id !== slot.id;
+      });
+      if (bad) {
+        ids.unshift(slot.id);
+        field.setAttribute("aria-invalid", "true");
+      } else {
+        field.removeAttribute("aria-invalid");
+      }
+      if (ids.length) field.setAttribute("aria-describedby", ids.join(" "));
+      else field.removeAttribute("aria-describedby");
+      var wrapper = field.closest(".field");
+      if (wrapper) wrapper.classList.toggle("invalid", bad);
+    });
+  }
+  document.addEventListener("htmx:afterSettle", markFields);
 
   // The reconciliation queue: when decisions have taken every row off the table while
   // the page had claims (data-refill), the table fetches the rows now at the same address

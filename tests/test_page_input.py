@@ -7,6 +7,8 @@ fields."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -41,8 +43,36 @@ def test_a_filter_that_cannot_be_used_is_refused_beside_its_field(
     response = viewer_client.get(url, params)
     assert response.status_code == 400, response.status_code
     page = response.content.decode()
-    assert f'id="{field}-error"' in page
-    assert 'class="error"' in page
+    assert re.search(f'<p class="error" id="{field}-error" role="alert" [^>]*>[^<]+</p>', page)
+    assert f'aria-invalid="true" aria-describedby="{field}-error"' in page
+
+
+@pytest.mark.parametrize(
+    ("url", "target", "params", "field"),
+    [
+        ("/runs/", "runs", {"created_before": "9999-12-31"}, "created_before"),
+        ("/reconciliation/", "queue", {"workflow": "\x00"}, "workflow"),
+        ("/reconciliation/history/", "history", {"until": "9999-12-31"}, "until"),
+    ],
+)
+def test_an_htmx_filter_answer_sends_each_filters_problem_beside_its_field(
+    viewer_client, url, target, params, field
+):
+    """htmx swaps the table, not the filters (one may be being typed in): the problem of
+    each filter, or an empty slot for one that has none, comes out of band."""
+    response = viewer_client.get(url, params, HTTP_HX_REQUEST="true", HTTP_HX_TARGET=target)
+    assert response.status_code == 400, response.status_code
+    page = response.content.decode()
+    slot = f'<p class="error" id="{field}-error" role="alert" data-error-for="[^"]+" '
+    assert re.search(slot + 'hx-swap-oob="true">[^<]+</p>', page), page
+    assert re.search(
+        '<p class="error" id="[a-z_]+-error" role="alert" data-error-for="[^"]+" '
+        'hidden hx-swap-oob="true"></p>',
+        page,
+    )
+    fine = viewer_client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET=target)
+    assert fine.status_code == 200
+    assert re.search(slot + 'hidden hx-swap-oob="true"></p>', fine.content.decode())
 
 
 @pytest.mark.parametrize("claim", ["-1", "0", "1.5", "\u0661", str(2**63)])

@@ -60,7 +60,9 @@ class Browser:
 
     def __init__(self, chromium: Any, base_url: str) -> None:
         self.chromium, self.base_url = chromium, base_url
-        self.context = chromium.new_context(viewport={"width": 1280, "height": 900})
+        # en-US whatever the machine's language: the date and time fields then read
+        # month/day/year, hour:minute AM/PM, which the tests that type into them follow.
+        self.context = chromium.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
         self.errors: list[str] = []
         # HTTP statuses a test provokes on purpose (allow_status): Chromium logs each such
         # answer as a console error, which is then not one of this test's failures.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
+from runs.models import RetentionPolicy, RetentionPolicyChange, Schedule
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -63,3 +65,115 @@ def test_someone_signed_out_goes_to_the_login_page_once(browser, transactional_d
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(f"{browser.base_url}/admin/")
     expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+
+
+def admin_message(page: Any) -> Any:
+    return page.locator("ul.messagelist li")
+
+
+def test_an_operator_adds_edits_and_deletes_a_retention_policy(browser, transactional_db):
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/admin/")
+    page.get_by_role("link", name="Retention policies").click()
+    expect(page.get_by_role("heading", name="Select retention policy to change")).to_be_visible()
+    page.get_by_role("link", name="Add retention policy").click()
+
+    page.get_by_label("Name").fill("merges")
+    page.get_by_label("Workflow").fill("merge-change")
+    page.get_by_label("Payload days").fill("10")
+    page.get_by_label("Event days").fill("20")
+    page.get_by_label("Dedup days").fill("400")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(admin_message(page)).to_have_text(
+        "The retention policy “merges (merge-change)” was added successfully."
+    )
+    row = page.get_by_role("row").filter(has=page.get_by_role("link", name="merges"))
+    expect(row).to_contain_text("merge-change")
+    expect(row).to_contain_text("400")
+    expect(row).to_contain_text("never")  # no purge yet
+    browser.check_accessibility("the retention policies with one added")
+    browser.screenshot("admin-policy-added")
+
+    # Edited: a dedup window shorter than the events' is refused, beside its field.
+    row.get_by_role("link", name="merges").click()
+    dedup = page.get_by_label("Dedup days")
+    dedup.fill("15")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".errornote")).to_contain_text("Please correct the error below.")
+    field = page.locator(".form-row.field-dedup_days")
+    expect(field).to_contain_text(
+        "The dedup window (15 days) must be at least as long as the events window (20 days)"
+    )
+    expect(page.get_by_label("Dedup days")).to_have_value("15")  # what was typed stays
+    browser.check_accessibility("a retention policy refused")
+    browser.screenshot("admin-policy-refused", width=390)
+    page.get_by_label("Dedup days").fill("500")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(admin_message(page)).to_have_text(
+        "The retention policy “merges (merge-change)” was changed successfully."
+    )
+    expect(row).to_contain_text("500")
+    assert RetentionPolicy.objects.get(name="merges").dedup_days == 500
+    changes = RetentionPolicyChange.objects.filter(policy_name="merges").order_by("at", "id")
+    assert [(c.action, c.actor) for c in changes] == [
+        ("created", "olivia"),
+        ("changed", "olivia"),
+    ]
+
+    # Deleted, after the confirmation page.
+    row.get_by_role("link", name="merges").click()
+    page.get_by_role("link", name="Delete").click()
+    expect(page.get_by_role("main")).to_contain_text(
+        re.compile(
+            r"Are you sure you want to delete the retention policy .merges \(merge-change\).\?"
+        )
+    )
+    browser.check_accessibility("the confirmation before deleting a policy")
+    page.get_by_role("button", name="Yes, I\u2019m sure").click()
+    expect(admin_message(page)).to_have_text(
+        "The retention policy “merges (merge-change)” was deleted successfully."
+    )
+    expect(page.get_by_role("link", name="merges")).to_have_count(0)
+    assert not RetentionPolicy.objects.filter(name="merges").exists()
+    assert RetentionPolicyChange.objects.filter(policy_name="merges", action="deleted").exists()
+
+
+def test_an_operator_adds_a_schedule_after_a_cron_refused_beside_its_field(
+    browser, transactional_db
+):
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/admin/")
+    page.get_by_role("link", name="Schedules").click()
+    page.get_by_role("link", name="Add schedule").click()
+    form = page.get_by_role("main")
+    for unset in ("Next tick at", "Created at", "DatabaseDefault"):  # nothing has happened yet
+        expect(form).not_to_contain_text(unset)
+
+    page.get_by_label("Name").fill("nightly-chain")
+    page.get_by_label("Workflow").fill("pure-chain")
+    cron = page.get_by_label("Cron")
+    cron.fill("every night at 3")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".errornote")).to_contain_text("Please correct the error below.")
+    field = page.locator(".form-row.field-cron")
+    expect(field.locator(".errorlist")).to_be_visible()
+    expect(page.get_by_label("Cron")).to_have_value("every night at 3")
+    expect(page.get_by_label("Cron")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator(".errorlist")).to_have_count(1)  # only the cron is wrong
+    assert not Schedule.objects.exists()
+    expect(form).not_to_contain_text("DatabaseDefault")
+    browser.check_accessibility("a schedule refused for its cron")
+    browser.screenshot("admin-schedule-refused")
+
+    page.get_by_label("Cron").fill("0 3 * * *")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(admin_message(page)).to_contain_text("was added successfully.")
+    row = page.get_by_role("row").filter(has=page.get_by_role("link", name="nightly-chain"))
+    expect(row).to_contain_text("pure-chain")
+    expect(row).to_contain_text("0 3 * * *")
+    schedule = Schedule.objects.get()
+    assert (schedule.workflow, schedule.cron, schedule.enabled) == ("pure-chain", "0 3 * * *", True)
+    assert schedule.next_tick_at is not None  # started at its next tick
+    browser.screenshot("admin-schedule-added")

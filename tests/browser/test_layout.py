@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
+from playwright.sync_api import expect
 
 from runs import engine
+from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -40,6 +44,79 @@ def test_wrong_password_shows_an_error_next_to_the_form(browser, transactional_d
         "Please enter a correct username and password" in page.locator("[role=alert]").inner_text()
     )
     browser.screenshot("login-error", width=390)
+
+
+def wait_for_path(page, path: str) -> None:
+    wait_for_address(page, lambda url: urlsplit(url).path == path, path)
+
+
+def test_the_brand_and_each_navigation_link_land_where_they_say(browser, transactional_db):
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/runs/")
+    nav = page.get_by_role("navigation", name="main")
+    overview = page.get_by_role("heading", name="Overview", level=1)
+
+    nav.get_by_role("link", name="Overview").click()
+    wait_for_path(page, "/")
+    expect(overview).to_be_visible()
+    expect(nav.get_by_role("link", name="Overview")).to_have_attribute("aria-current", "page")
+
+    nav.get_by_role("link", name="Runs", exact=True).click()
+    wait_for_path(page, "/runs/")
+    expect(nav.get_by_role("link", name="Runs", exact=True)).to_have_attribute(
+        "aria-current", "page"
+    )
+    expect(nav.get_by_role("link", name="Overview")).not_to_have_attribute("aria-current", "page")
+
+    browser.goto("/reconciliation/history/")
+    page.get_by_role("banner").get_by_role("link", name="durable-runs").click()
+    wait_for_path(page, "/")
+    expect(overview).to_be_visible()
+
+    # An operator edits retention policies and schedules in the admin.
+    nav.get_by_role("link", name="Admin").click()
+    wait_for_path(page, "/admin/")
+    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    expect(page.get_by_role("link", name="Retention policies")).to_be_visible()
+    expect(page.get_by_role("link", name="Schedules")).to_be_visible()
+    page.get_by_role("link", name="View site").click()  # and back to the product
+    wait_for_path(page, "/")
+    expect(overview).to_be_visible()
+
+
+def test_too_many_failed_logins_show_a_page_saying_what_to_do(browser, transactional_db, settings):
+    settings.AXES_FAILURE_LIMIT = 3
+    make_user("olivia", "operators")
+    browser.allow_status(429)  # the answer to a login refused for too many failures
+    page = browser.goto("/login/")
+    refused = page.get_by_role("alert")
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        page.get_by_label("Username").fill("olivia")
+        page.get_by_label("Password").fill("not it")
+        page.get_by_role("button", name="Log in").click()
+        expect(refused).to_contain_text("Please enter a correct username and password")
+    page.get_by_label("Password").fill("still not it")
+    page.get_by_role("button", name="Log in").click()
+
+    locked = page.get_by_role("alert")
+    expect(locked.get_by_role("heading", name="Too many failed logins")).to_be_visible()
+    expect(locked).to_contain_text(
+        "Logins for this username from your address are paused after 3 failed attempts"
+    )
+    expect(locked).to_contain_text("Try again in 15 minutes")
+    expect(locked).to_contain_text("python manage.py axes_reset_username USERNAME")
+    browser.check_accessibility("the page saying the login is paused")
+    browser.screenshot("login-locked-out", width=390)
+
+    # Back at the login page, even the right password waits for the pause to end.
+    page.get_by_role("link", name="Back to the login page").click()
+    wait_for_path(page, "/login/")
+    page.get_by_label("Username").fill("olivia")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Too many failed logins")).to_be_visible()
+    wait_for_path(page, "/login/")
 
 
 SET_VISIBILITY = """(state) => {

@@ -10,12 +10,16 @@ import time
 
 import pytest
 from django.db import connection
+from django.db.models.functions import Now
 from playwright.sync_api import expect
 
+from examples.fakes import CodeHost
 from reconciliation import services, views
+from runs.engine.resolve import resolve_claim
 from runs.models import Claim
 from runs.states import ClaimStatus
 from tests import factories
+from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -39,7 +43,7 @@ def claim_row(page, claim):
 
 
 def bulk_form(page):
-    return page.get_by_role("form", name="bulk decision")
+    return page.get_by_role("form", name="bulk decision", exact=True)
 
 
 def decide_form(page, claim):
@@ -502,3 +506,298 @@ def test_a_claim_decided_with_the_keyboard_alone(browser, transactional_db):
     assert live_region_kept(page)
     claim.refresh_from_db()
     assert (claim.status, claim.result) == (ClaimStatus.SUCCEEDED, {"merge_id": 5})
+
+
+# --- 11. a bulk preview of claims all decided meanwhile ------------------------------------
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_preview_of_claims_all_decided_meanwhile_offers_nothing_to_confirm(
+    browser, transactional_db, width
+):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    page.set_viewport_size({"width": width, "height": 900})
+    for claim in claims[:2]:
+        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
+    bulk = bulk_form(page)
+    bulk.get_by_label("Note (why)").press_sequentially("none merged")
+    for claim in claims[:2]:  # meanwhile bob decides both, elsewhere
+        resolve_claim(claim, "failed", actor="bob", note="bob checked the host")
+    bulk.get_by_role("button", name="Preview…").click()
+
+    preview = page.get_by_role("region", name="bulk preview")
+    expect(preview).to_contain_text("Nothing to resolve: every claim selected is already decided.")
+    expect(preview.get_by_role("listitem")).to_have_count(2)
+    expect(preview.get_by_role("listitem").first).to_contain_text(
+        "already resolved as failed by bob"
+    )
+    expect(preview.get_by_role("listitem").first).to_contain_text("left out")
+    expect(page.get_by_role("button", name=re.compile("Confirm"))).to_have_count(0)
+    expect(preview.locator("p").first).to_be_focused()  # its summary, read from there
+    # What the preview says is decided leaves the table and the selection.
+    for claim in claims[:2]:
+        expect(claim_row(page, claim)).to_have_count(0)
+    expect(queue_rows(page)).to_have_count(1)
+    expect(bulk).to_contain_text("0 selected")
+    expect(bulk.get_by_role("button", name="Preview…")).to_be_disabled()
+    expect(heading(page)).to_contain_text("1 unresolved claim")
+    expect(page.locator("#queue-badge")).to_have_text("1")
+    browser.check_accessibility(f"a bulk preview with nothing to resolve, at {width} px")
+    browser.screenshot("queue-nothing-to-resolve", width=width)
+
+
+def test_a_preview_leaves_out_a_claim_decided_meanwhile_and_the_table_drops_it(
+    browser, transactional_db
+):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    bulk = bulk_form(page)
+    for claim in claims[:2]:
+        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
+    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
+    bulk.get_by_label("Note (why)").press_sequentially("none merged")
+    resolve_claim(claims[0], "failed", actor="bob", note="bob checked the host")  # meanwhile
+    bulk.get_by_role("button", name="Preview…").click()
+
+    confirm = page.get_by_role("form", name="confirm bulk decision")
+    expect(confirm).to_contain_text("Preview: resolve 1 claim as failed")
+    expect(confirm).to_contain_text("1 already decided is left out")
+    expect(claim_row(page, claims[0])).to_have_count(0)
+    expect(bulk).to_contain_text("1 selected")
+    expect(heading(page)).to_contain_text("2 unresolved claims")
+    page.get_by_role("button", name="Confirm: resolve 1 claim").click()
+    expect(page.get_by_role("region", name="bulk result")).to_contain_text(
+        "1 claim(s) resolved as failed"
+    )
+    expect(queue_rows(page)).to_have_count(1)
+    expect(claim_row(page, claims[2])).to_have_count(1)
+    expect(page.locator("#queue-badge")).to_have_text("1")
+
+
+# --- 12. the age filter; to past resolutions and back --------------------------------------
+def waited(claim, interval: str) -> None:
+    """The claim has been unresolved for `interval` (database clock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_claim SET unresolved_at = now() - %s::interval WHERE id = %s",
+            [interval, claim.pk],
+        )
+
+
+def test_waiting_for_at_least_filters_the_queue_and_past_resolutions_is_a_link_away(
+    browser, transactional_db
+):
+    fresh, twenty_minutes, two_hours = factories.crashed(count=3)
+    waited(twenty_minutes, "20 minutes")
+    waited(two_hours, "2 hours")
+    page = signed_in(browser)
+    age = page.get_by_label("Waiting for at least")
+    expect(queue_rows(page)).to_have_count(3)
+
+    age.select_option(label="1 hour")
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/?age=1h"), "age=1h")
+    expect(queue_rows(page)).to_have_count(1)
+    expect(claim_row(page, two_hours)).to_have_count(1)
+    expect(heading(page)).to_contain_text("1 of 3 unresolved claims, filtered")
+    age.select_option(label="15 min")
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/?age=15m"), "age=15m")
+    expect(queue_rows(page)).to_have_count(2)
+    expect(claim_row(page, fresh)).to_have_count(0)
+    expect(heading(page)).to_contain_text("2 of 3 unresolved claims, filtered")
+    age.select_option(label="1 day")
+    expect(page.get_by_role("region", name="Unresolved claims")).to_contain_text(
+        "Nothing to decide with these filters"
+    )
+    age.select_option(label="any time")
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/"), "no filter")
+    expect(queue_rows(page)).to_have_count(3)
+    expect(heading(page)).to_contain_text("3 unresolved claims")
+
+    page.get_by_role("link", name="Past resolutions").click()
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/history/"), "the history")
+    expect(page.get_by_role("heading", name="Past resolutions", level=1)).to_be_visible()
+    page.get_by_role("link", name="← Reconciliation queue").click()
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/"), "the queue")
+    expect(queue_rows(page)).to_have_count(3)
+
+
+# --- 13. Hide; I'm on it and Release ---------------------------------------------------
+def test_hide_folds_a_claim_and_release_gives_it_back(browser, second_browser, transactional_db):
+    claim = factories.crashed(count=1)[0]
+    page = signed_in(browser)
+    row = claim_row(page, claim)
+    details = row.get_by_role("link", name="Details")
+    details.click()
+    region = page.get_by_role("region", name=f"claim {claim.key}")
+    expect(region).to_be_visible()
+    hide = row.get_by_role("link", name="Hide")
+    expect(hide).to_have_attribute("aria-expanded", "true")
+
+    hide.click()
+    expect(region).to_have_count(0)
+    # Focus goes back to the link that opens it again, which says it is closed.
+    expect(details).to_be_focused()
+    expect(details).to_have_attribute("aria-expanded", "false")
+    page.keyboard.press("Enter")
+    expect(region).to_be_visible()
+
+    page.get_by_role("button", name="I'm on it").click()
+    release = region.get_by_role("button", name="Release")
+    expect(release).to_be_focused()
+    expect(region).to_contain_text("olivia, who took it")
+    expect(row.locator("td").nth(9)).to_have_text("olivia")  # the "on it" column
+    bobs = signed_in(second_browser, "bob")
+    expect(claim_row(bobs, claim).locator("td").nth(9)).to_have_text("olivia")
+    browser.screenshot("claim-taken-by-me", width=390)
+
+    release.click()
+    message = page.locator("#messages")
+    expect(message).to_contain_text(f"You released claim {claim.key[:8]}")
+    take = region.get_by_role("button", name="I'm on it")
+    expect(take).to_be_focused()
+    expect(region.locator("dd").nth(5)).to_have_text("nobody")
+    expect(row.locator("td").nth(9)).to_have_text("—")
+    # Someone else sees it free to take.
+    bobs.reload()
+    expect(claim_row(bobs, claim).locator("td").nth(9)).to_have_text("—")
+    claim_row(bobs, claim).get_by_role("link", name="Details").click()
+    bobs.get_by_role("button", name="I'm on it").click()
+    expect(bobs.locator("#messages")).to_contain_text("You are on claim")
+
+
+# --- 14. Check again: the probe runs now, and the page says what it found ---------------
+def test_check_again_runs_the_probe_and_says_what_it_found(browser, transactional_db):
+    applied = factories.crashed_merge(change_id=5, workflow="merge-change-probed")
+    not_applied = factories.crashed_merge(change_id=6, workflow="merge-change-probed")
+    CodeHost().merge(change_id=5, run_id=str(applied.run_id))  # this merge did happen
+    Claim.objects.update(probe_after=Now())  # the grace period is over
+    page = signed_in(browser)
+    keep_live_region(page)
+
+    claim_row(page, applied).get_by_role("link", name="Details").click()
+    check = page.get_by_role("button", name="Check again (run the probe)")
+    expect(check).to_be_enabled()
+    browser.check_accessibility("a claim whose probe may run again")
+    check.click()
+    message = page.locator("#messages li")
+    expect(message).to_contain_text(
+        "The probe found the effect applied: the claim is resolved as succeeded"
+    )
+    expect(message).to_be_focused()
+    assert live_region_kept(page)
+    expect(claim_row(page, applied)).to_have_count(0)  # decided: off the queue
+    expect(heading(page)).to_contain_text("1 unresolved claim")
+    expect(page.locator("#queue-badge")).to_have_text("1")
+
+    claim_row(page, not_applied).get_by_role("link", name="Details").click()
+    page.get_by_role("button", name="Check again (run the probe)").click()
+    expect(message).to_contain_text("resolved as failed")
+    expect(claim_row(page, not_applied)).to_have_count(0)
+    expect(page.locator("#queue-badge")).to_have_text("0")
+    browser.screenshot("queue-after-check-again")
+    applied.refresh_from_db()
+    not_applied.refresh_from_db()
+    assert (applied.status, not_applied.status) == (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
+
+
+# --- 15. the run's links, in the row and in the detail --------------------------------------
+def test_the_run_links_of_a_claim_open_its_run(browser, transactional_db):
+    claim = factories.crashed(count=1)[0]
+    page = signed_in(browser)
+    run_page = f"/runs/{claim.run_id}/"
+    claim_row(page, claim).get_by_role("link", name=f"{str(claim.run_id)[:8]}…").click()
+    wait_for_address(page, lambda url: url.endswith(run_page), run_page)
+    expect(heading(page)).to_have_text("merge-change@1 needs reconciliation")
+    page.go_back()
+
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    region = page.get_by_role("region", name=f"claim {claim.key}")
+    region.get_by_role("link", name=f"merge-change@1 {str(claim.run_id)[:8]}…").click()
+    wait_for_address(page, lambda url: url.endswith(run_page), run_page)
+    expect(heading(page)).to_have_text("merge-change@1 needs reconciliation")
+
+
+# --- 16. the folded panels: events around a claim, a payload, the runs a bulk resolved ------
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_folded_panels_open_and_pass_axe(browser, transactional_db, width):
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    page.set_viewport_size({"width": width, "height": 900})
+    claim_row(page, claims[0]).get_by_role("link", name="Details").click()
+    region = page.get_by_role("region", name=f"claim {claims[0].key}")
+    events = region.get_by_role("group").filter(has_text="Events around this claim")
+    expect(events).not_to_have_attribute("open", "")
+    region.get_by_text("Events around this claim").click()
+    expect(events).to_have_attribute("open", "")
+    crashed = events.get_by_role("listitem").filter(has_text="attempt_crashed")
+    expect(crashed).to_be_visible()
+    browser.check_accessibility(f"the events around a claim, at {width} px")
+    crashed.get_by_text("payload").click()
+    expect(crashed.locator("pre")).to_be_visible()
+    expect(crashed.locator("pre")).to_contain_text('"worker": "worker-0"')
+    browser.check_accessibility(f"an event's payload, at {width} px")
+    browser.screenshot("queue-claim-events", width=width)
+
+    for claim in claims[1:]:
+        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
+    bulk_form(page).get_by_label("Note (why)").press_sequentially("none merged")
+    bulk_form(page).get_by_role("button", name="Preview…").click()
+    page.get_by_role("button", name="Confirm: resolve 2 claims").click()
+    result = page.get_by_role("region", name="bulk result")
+    result.get_by_text("Resolved: 2 claims, and their runs").click()
+    runs = result.get_by_role("listitem")
+    expect(runs).to_have_count(2)
+    expect(runs.first).to_contain_text("is succeeded")
+    browser.check_accessibility(f"the runs a bulk decision resolved, at {width} px")
+    browser.screenshot("queue-bulk-result-runs", width=width)
+    result.get_by_role("link", name=str(claims[1].run_id)[:8]).click()
+    run_page = f"/runs/{claims[1].run_id}/"
+    wait_for_address(page, lambda url: url.endswith(run_page), run_page)
+
+
+# --- 17. paging back to the claims that waited longest ------------------------------------
+def test_older_first_pages_back_to_the_claims_waiting_longest(
+    browser, transactional_db, monkeypatch
+):
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)
+    claims = factories.crashed(count=3)
+    page = signed_in(browser)
+    expect(queue_rows(page)).to_have_count(2)
+    pages = page.get_by_role("navigation", name="pages")
+    expect(pages).to_contain_text("page 1 of 2")
+    pages.get_by_role("link", name="newer →").click()
+    wait_for_address(page, lambda url: url.endswith("?page=2"), "page 2")
+    expect(queue_rows(page)).to_have_count(1)
+    expect(claim_row(page, claims[2])).to_have_count(1)
+    pages.get_by_role("link", name="← older first").click()
+    wait_for_address(page, lambda url: url.endswith("?page=1"), "page 1")
+    expect(queue_rows(page)).to_have_count(2)
+    expect(claim_row(page, claims[0])).to_have_count(1)
+    expect(pages).to_contain_text("page 1 of 2")
+    expect(pages.get_by_role("link", name="← older first")).to_have_count(0)
+
+
+# --- 18. a claim's own page: take, release, back to the queue ------------------------------
+def test_on_a_claims_own_page_im_on_it_release_and_back_to_the_queue(browser, transactional_db):
+    claim = factories.crashed(count=1)[0]
+    page = signed_in(browser, path=f"/reconciliation/claims/{claim.pk}/")
+    expect(heading(page)).to_contain_text("unresolved")
+    region = page.get_by_role("region", name=f"claim {claim.key}")
+
+    page.get_by_role("button", name="I'm on it").click()
+    release = region.get_by_role("button", name="Release")
+    expect(release).to_be_focused()
+    expect(page.locator("#messages")).to_contain_text("You are on claim")
+    expect(region).to_contain_text("olivia, who took it")
+    expect(heading(page)).to_contain_text("unresolved")
+    browser.check_accessibility("a claim's page, taken by me")
+    browser.screenshot("claim-page-taken", width=390)
+
+    release.click()
+    expect(page.locator("#messages")).to_contain_text("You released claim")
+    expect(region.get_by_role("button", name="I'm on it")).to_be_focused()
+    expect(region.locator("dd").nth(5)).to_have_text("nobody")
+
+    page.get_by_role("link", name="← Reconciliation queue").click()
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/"), "the queue")
+    expect(claim_row(page, claim)).to_have_count(1)
+    expect(claim_row(page, claim).locator("td").nth(9)).to_have_text("—")
