@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.models import Run
+from runs.models import Claim, Run
+from runs.testing import run_inline
 from tests.api import token_client
 from tests.conftest import make_user
 
@@ -57,5 +58,20 @@ def test_a_key_that_looks_like_a_run_id_does_not_hijack_the_search(submitter, op
     first = page.index(f"/runs/{real.id}/")
     assert str(squatter.id) not in page[:first]  # the id match comes first
     assert "matched the run id" in page
-    if str(squatter.id) in page:
-        assert "matched its submission key" in page
+    # The squatter is listed too (its key is the text searched), after the real run and
+    # saying why it is there.
+    assert page.index(f"/runs/{squatter.id}/") > first
+    assert "matched its submission key" in page
+
+
+def test_a_search_by_claim_key_finds_its_run_and_says_so(operator, client):
+    run = run_inline("merge-change", {"change_id": 5})
+    claim = Claim.objects.get(run=run)
+    other = run_inline("merge-change", {"change_id": 6})
+
+    client.force_login(operator)
+    page = client.get("/runs/", {"q": claim.key}).content.decode()
+
+    assert f"/runs/{run.id}/" in page
+    assert f"/runs/{other.id}/" not in page
+    assert "matched a claim key" in page
