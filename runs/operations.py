@@ -5,6 +5,8 @@ with a message saying what happened."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -76,7 +78,7 @@ def signal(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 def _signal_refused(
-    request: HttpRequest, run_uuid: object, error: str, *, status: int
+    request: HttpRequest, run_uuid: uuid.UUID, error: str, *, status: int
 ) -> HttpResponse:
     """With htmx the dialog stays open: its form again, the error beside the field and
     the payload as typed (a reload would close it and lose what was typed). Without it,

@@ -32,7 +32,7 @@ class Principal:
 
     @classmethod
     def of_user(cls, user: Any, via: str) -> Principal:
-        return cls(f"user:{user.get_username()}", via)
+        return cls(user_principal(user.get_username()), via)
 
     @classmethod
     def cli(cls) -> Principal:
