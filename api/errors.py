@@ -21,7 +21,6 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from reconciliation import services
 from runs import engine
 
 # Every code the API can answer with (the OpenAPI schema lists them as an enum).
@@ -99,45 +98,42 @@ class ApiError(exceptions.APIException):
         self.fields = {k: [str(m) for m in v] for k, v in (fields or {}).items()} or None
 
 
+# The API's answer to each refusal, by the refusal's stable code (runs/errors.py): the
+# status, the API's own code, and the input it names (`fields`), if one.
+_BY_DOMAIN_CODE: dict[str, tuple[int, str, str | None]] = {
+    "unknown_workflow": (400, UNKNOWN_WORKFLOW, "workflow"),
+    "unknown_version": (400, UNKNOWN_VERSION, "version"),
+    "invalid_input": (400, INVALID_INPUT, "input"),
+    "invalid_submission_key": (400, INVALID_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER),
+    "invalid_resolution": (400, INVALID, None),
+    "signal_not_allowed": (403, PERMISSION_DENIED, None),
+    "run_not_found": (404, NOT_FOUND, None),
+    "claim_not_found": (404, NOT_FOUND, None),
+    "unknown_signal": (404, NOT_FOUND, None),
+    "submission_key_conflict": (409, IDEMPOTENCY_KEY_CONFLICT, None),
+    "run_not_active": (409, RUN_NOT_ACTIVE, None),
+    "duplicate_signal": (409, DUPLICATE_SIGNAL, None),
+    "wait_finished": (409, WAIT_FINISHED, None),
+    "claim_already_resolved": (409, CLAIM_ALREADY_RESOLVED, None),
+    "claim_not_unresolved": (409, CLAIM_NOT_UNRESOLVED, None),
+    "claim_taken": (409, CLAIM_TAKEN, None),
+}
+
+
 def from_domain(exc: Exception) -> ApiError | None:
-    """The API's answer to a refusal of the engine or the reconciliation services;
-    None for anything else. Subclasses come before their bases."""
+    """The API's answer to a refusal of the engine or the reconciliation services (any
+    EngineError), read from its code; None for anything else. A refusal without an
+    answer of its own (e.g. a resolution this process cannot apply) is a 409 `refused`:
+    nothing was written, and the message says why."""
+    if not isinstance(exc, engine.EngineError):
+        return None
     message = str(exc)
-    if isinstance(exc, engine.UnknownWorkflow):
-        return ApiError(400, UNKNOWN_WORKFLOW, message, {"workflow": [message]})
-    if isinstance(exc, engine.UnknownVersion):
-        return ApiError(400, UNKNOWN_VERSION, message, {"version": [message]})
+    status, code, field = _BY_DOMAIN_CODE.get(exc.code, (409, REFUSED, None))
     if isinstance(exc, engine.InvalidInput):
-        return ApiError(400, INVALID_INPUT, message, {"input": exc.problems})
-    if isinstance(exc, engine.InvalidSubmissionKey):
-        return ApiError(400, INVALID_IDEMPOTENCY_KEY, message, {IDEMPOTENCY_KEY_HEADER: [message]})
-    if isinstance(exc, engine.SubmissionKeyConflict):
-        return ApiError(409, IDEMPOTENCY_KEY_CONFLICT, message)
-    if isinstance(exc, engine.RunNotFound | services.ClaimNotFound | engine.UnknownSignal):
-        return ApiError(404, NOT_FOUND, message)
-    if isinstance(exc, engine.RunNotActive):
-        return ApiError(409, RUN_NOT_ACTIVE, message)
-    if isinstance(exc, engine.DuplicateSignal):
-        return ApiError(409, DUPLICATE_SIGNAL, message)
-    if isinstance(exc, engine.SignalNotAllowed):
-        return ApiError(403, PERMISSION_DENIED, message)
-    if isinstance(exc, engine.WaitFinished):
-        return ApiError(409, WAIT_FINISHED, message)
-    if isinstance(exc, engine.StepNotRetryable):
-        return ApiError(409, REFUSED, message)
-    if isinstance(exc, services.ClaimAlreadyResolved):
-        return ApiError(409, CLAIM_ALREADY_RESOLVED, message)
-    if isinstance(exc, services.ClaimNotUnresolved):
-        return ApiError(409, CLAIM_NOT_UNRESOLVED, message)
-    if isinstance(exc, services.ClaimTakenByOther):
-        return ApiError(409, CLAIM_TAKEN, message)
-    if isinstance(exc, services.InvalidResolution):
-        return ApiError(400, INVALID, message, {exc.field: [message]} if exc.field else None)
-    if isinstance(exc, engine.EngineError):
-        # Any other refusal (e.g. a resolution this process cannot apply): nothing
-        # was written, and the message says why.
-        return ApiError(409, REFUSED, message)
-    return None
+        return ApiError(status, code, message, {"input": exc.problems})
+    if isinstance(exc, engine.InvalidResolution):
+        field = exc.field
+    return ApiError(status, code, message, {field: [message]} if field else None)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Any:

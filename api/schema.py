@@ -20,7 +20,7 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 
-from runs.engine.submit import KEY_PATTERN
+from runs.engine import KEY_PATTERN
 
 from . import serializers as s
 from .errors import IDEMPOTENCY_KEY_HEADER

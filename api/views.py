@@ -21,7 +21,6 @@ from rest_framework.viewsets import GenericViewSet
 from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
-from runs.engine.principals import user_principal
 from runs.models import Attempt, Event, Run, Step
 from runs.queries import run_detail
 from runs.workflows import registry
@@ -61,7 +60,7 @@ class ApiViewSet(GenericViewSet):
         one does."""
         user = self.request.user
         if roles.reads_own_runs_only(user):
-            return Run.objects.filter(submitted_by=user_principal(user.get_username()))
+            return Run.objects.filter(submitted_by=engine.user_principal(user.get_username()))
         return Run.objects.all()
 
     def perform_authentication(self, request: Request) -> None:

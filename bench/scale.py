@@ -224,7 +224,7 @@ def explain_step_statements() -> None:
     from django.db import connection
 
     from runs import engine, events
-    from runs.engine import complete, start
+    from runs.engine.attempts import finish, start
     from runs.models import Step
 
     run = engine.submit_run(workflow="bench-chain-pure", input={"n": 1})
@@ -232,19 +232,21 @@ def explain_step_statements() -> None:
     text = str  # a parameter's type in the PREPARE: text unless named below
     statements = {
         "start (step -> running, attempt, run, dependency results)": (
-            start._start_sql()[0],
+            start.SQL["start"],
             {
                 "step_id": (step.id, "bigint"),
                 "running": ("running", text),
                 "queued": ("queued", text),
                 "retrying": ("retrying", text),
+                "active": ("{pending,running,waiting,needs_reconciliation}", "text[]"),
+                "compensating": ("{compensating}", "text[]"),
                 "running_attempt": ("running", text),
                 "worker": ("explain", text),
                 "lease": (60.0, "float8"),
             },
         ),
         "finish (fence, claim, step, run counter, dependents)": (
-            complete._SUCCEED_AND_DEPENDENTS_SQL,
+            finish.SQL["succeed_and_dependents"],
             {
                 "attempt": (0, "bigint"),
                 "attempt_succeeded": ("succeeded", text),
@@ -262,6 +264,7 @@ def explain_step_statements() -> None:
                 "pending": ("pending", text),
                 "queued": ("queued", text),
                 "compensating": ("compensating", text),
+                "active": ("{pending,running,waiting,needs_reconciliation}", "text[]"),
             },
         ),
         "events (seq allocation + insert)": (

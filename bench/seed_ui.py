@@ -77,12 +77,9 @@ PaymentDeclined.__module__ = "payments"  # as a payment client library would nam
 @contextmanager
 def no_publishing() -> Iterator[None]:
     """The engine's messages go nowhere: this script drives the steps itself."""
-    from runs import tasks
+    from runs import engine
 
-    with (
-        mock.patch.object(tasks.execute_step, "apply_async"),
-        mock.patch.object(tasks.probe_claim, "apply_async"),
-    ):
+    with mock.patch.object(engine.publish, "send"):
         yield
 
 
@@ -121,7 +118,7 @@ def crash(step_id: int) -> None:
     from django.db import connection
 
     from runs import engine
-    from runs.engine.start import start_attempt
+    from runs.engine.entry.execute import start_attempt
 
     assert start_attempt(step_id=step_id, worker="celery@web-9") is not None
     with connection.cursor() as cursor:

@@ -39,10 +39,7 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.browse import QueueSummary, queue_summary
-from runs.engine.execute import PostconditionFailed
-from runs.engine.probe import probe_of
-from runs.engine.resolve import Preview, preview_resolutions
-from runs.engine.timing import db_now_plus
+from runs.engine import PostconditionFailed, Preview, db_now_plus, preview_resolutions, probe_of
 from runs.history import snapshot
 from runs.models import Attempt, Claim, Event
 from runs.states import ClaimStatus

@@ -31,24 +31,22 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 
 from runs import inputs
-from runs.engine.probe import (
-    NoProbe,
-    ProbeError,
-    ProbeInFlight,
-    ProbeNotDue,
-    ProbeOutcome,
-    reprobe_claim,
-)
-from runs.engine.resolve import (
+from runs.engine import (
     ClaimAlreadyResolved,
     ClaimNotFound,
     ClaimNotUnresolved,
     InvalidResolution,
+    NoProbe,
     Preview,
+    ProbeError,
+    ProbeInFlight,
+    ProbeNotDue,
+    ProbeOutcome,
     Resolution,
     ResolutionError,
     actor_name,
     preview_resolutions,
+    reprobe_claim,
     resolve_claim,
     validate_outcome,
     validate_resolution,
@@ -69,6 +67,8 @@ User = AbstractBaseUser
 # --- taking a claim --------------------------------------------------------------------
 class ClaimTakenByOther(ResolutionError):
     """Another operator holds a live take of the claim: who, since and until when."""
+
+    code = "claim_taken"
 
     def __init__(
         self, *, claim_key: str, taken_by: str, taken_at: datetime, expires_at: datetime

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import inputs
-from runs.engine.resolve import NOT_UNRESOLVED, REFUSED
+from runs.engine import NOT_UNRESOLVED, REFUSED
 from runs.roles import operator_required, viewer_required
 from runs.states import ClaimStatus
 

@@ -12,8 +12,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from runs.engine.probe import ProbeInFlight, ProbeNotDue
-from runs.engine.resolve import ClaimAlreadyResolved, ClaimNotUnresolved
+from runs.engine import ClaimAlreadyResolved, ClaimNotUnresolved, ProbeInFlight, ProbeNotDue
 from runs.models import Claim
 from runs.templatetags.durable import humanize_delta
 

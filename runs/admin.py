@@ -19,6 +19,7 @@ from django.db.models.functions import Now
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
+from runs import engine
 from runs.engine import retention
 from runs.models import RetentionPolicy, RetentionPolicyChange, RetentionPurge, Schedule
 
@@ -247,10 +248,8 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return fields
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
-        from runs.engine.schedules import prepare_for_save
-
         if not change:
-            prepare_for_save(obj, None)
+            engine.prepare_for_save(obj, None)
             super().save_model(request, obj, form, change)
             return
         with transaction.atomic():
@@ -261,7 +260,7 @@ class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             previous = Schedule.objects.select_for_update().get(pk=obj.pk)
             editable = {f.name for f in Schedule._meta.concrete_fields if f.editable}
             fields = [name for name in form.fields if name in editable]
-            fields += prepare_for_save(obj, previous)
+            fields += engine.prepare_for_save(obj, previous)
             obj.updated_at = Now()
             obj.save(update_fields=[*fields, "updated_at"])
         obj.refresh_from_db()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib.postgres.fields import ArrayField
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
@@ -22,6 +23,7 @@ from .states import (
     RunStatus,
     StepStatus,
 )
+from .workflows import registry
 
 
 def _in(field: str, choices: type[models.TextChoices]) -> Q:
@@ -607,7 +609,6 @@ class RetentionPolicy(models.Model):
 
     def clean(self) -> None:
         from django.conf import settings
-        from django.core.exceptions import ValidationError
 
         floor = int(settings.RUNS_RETENTION_MIN_DEDUP_DAYS)
         errors: list[str] = []
@@ -751,10 +752,6 @@ class Schedule(models.Model):
         return f"schedule {self.name} ({self.cron}) -> {self.workflow}"
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from runs.engine.schedules import check_schedule_row
-
-        problems = check_schedule_row(self)
+        problems = registry.check_schedule_row(self)
         if problems:
             raise ValidationError(problems)

@@ -16,9 +16,7 @@ from django.db.models import Count, F, Func, IntegerField, Max
 from django.http import QueryDict
 from django.utils import timezone
 
-from . import timeline
-from .engine.principals import shown as shown_principal
-from .engine.start import lease_for
+from . import engine, timeline
 from .models import Attempt, Claim, Event, Run, Signal, Step
 from .states import RUN_FINISHED, AttemptStatus, ClaimStatus
 from .workflows import registry
@@ -104,7 +102,7 @@ class RunPage:
 
     @property
     def submitter(self) -> str:
-        return shown_principal(self.run.submitted_by, self.run.submitted_via)
+        return engine.shown(self.run.submitted_by, self.run.submitted_via)
 
     @property
     def unresolved(self) -> list[Claim]:
@@ -236,7 +234,7 @@ def _leases(run: Run) -> dict[str, float]:
     workflow = registry.get(run.workflow, run.version)
     if workflow is None:
         return {}
-    return {name: lease_for(stepdef) for name, stepdef in workflow.steps.items()}
+    return {name: engine.lease_for(stepdef) for name, stepdef in workflow.steps.items()}
 
 
 def _waits(run: Run) -> dict[str, WaitSpec]:

@@ -50,9 +50,7 @@ def sweep() -> str:
 def apply_retention() -> str:
     """Beat's periodic purge (settings.RUNS_RETENTION_INTERVAL). A duplicate delivery or
     two overlapping purges are harmless: each batch locks its rows with SKIP LOCKED."""
-    from runs.engine import retention
-
-    return "; ".join(r.line() for r in retention.apply())
+    return "; ".join(r.line() for r in engine.retention.apply())
 
 
 @shared_task(name="runs.fire_schedules", acks_late=True)

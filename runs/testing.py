@@ -44,8 +44,7 @@ from django.db.models.functions import Now
 from django.test import TestCase
 
 from runs import engine
-from runs.engine import faults
-from runs.engine.faults import SimulatedCrash
+from runs.engine import SimulatedCrash, faults, publish
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, StepStatus
 from runs.workflows.definition import Workflow
@@ -79,13 +78,14 @@ class _Transport:
         self.later_steps: list[int] = []  # published with a countdown
         self.later_probes: list[int] = []
 
-    def publish_step(self, args: tuple[Any, ...], countdown: float | None = None, **_: Any) -> None:
-        (self.later_steps if countdown else self.steps).append(int(args[0]))
-
-    def publish_probe(
-        self, args: tuple[Any, ...], countdown: float | None = None, **_: Any
-    ) -> None:
-        (self.later_probes if countdown else self.probes).append(int(args[0]))
+    def send(self, task: str, arg: int, countdown: float | None = None) -> None:
+        """In place of the engine's publish.send: a message for the step or probe queue."""
+        if task == publish.EXECUTE_STEP:
+            (self.later_steps if countdown else self.steps).append(int(arg))
+        elif task == publish.PROBE_CLAIM:
+            (self.later_probes if countdown else self.probes).append(int(arg))
+        else:
+            raise AssertionError(f"the engine published a message for an unknown task {task!r}")
 
 
 def run_inline(
@@ -99,19 +99,13 @@ def run_inline(
 ) -> Run:
     """Submit a run of `workflow` (a registered Workflow or its name) and drive it to
     the end in-process; see the module's docstring."""
-    from runs.tasks import execute_step as step_task
-    from runs.tasks import probe_claim as probe_task
-
     name = workflow.name if isinstance(workflow, Workflow) else workflow
     if isinstance(workflow, Workflow) and version is None:
         version = workflow.version
     spec = _parse_faults(faults)
     pending_signals = dict(signals or {})
     transport = _Transport()
-    with (
-        mock.patch.object(step_task, "apply_async", transport.publish_step),
-        mock.patch.object(probe_task, "apply_async", transport.publish_probe),
-    ):
+    with mock.patch.object(publish, "send", transport.send):
         faults_module_on(spec)
         try:
             with _commits():
@@ -225,10 +219,8 @@ def _next_moment(run: Run, transport: _Transport, pending_signals: dict[str, Any
     timers = Step.objects.filter(run=run, status=StepStatus.WAITING, wake_at__isnull=False)
     if timers.exists():
         timers.update(wake_at=Now())
-        from runs.engine.waits import wake_due
-
         with _commits():
-            wake_due()
+            engine.wake_due()
         return bool(transport.steps)
     # A lost message (a crash between a commit and its publish): as the sweeper would.
     _redeliver_queued(run, transport)

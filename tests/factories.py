@@ -9,8 +9,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from runs import engine
-from runs.engine.complete import renew_lease
-from runs.engine.start import Started, start_attempt
+from runs.engine.attempts.lease import renew_lease
+from runs.engine.attempts.start import Started
+from runs.engine.entry.execute import start_attempt
 from runs.models import Claim, Run, Step
 from runs.states import RUN_ACTIVE, ClaimStatus, StepStatus
 

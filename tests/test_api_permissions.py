@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs import engine
-from runs.engine.principals import user_principal
+from runs.engine.core.principals import user_principal
 from tests import factories
 from tests.api import token_client, written
 from tests.conftest import make_user

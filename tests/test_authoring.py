@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from runs import engine
-from runs.engine.errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal
+from runs.errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal
 from runs.models import Event, Run, Signal, Step
 from runs.testing import run_inline
 from runs.workflows import PURE, Context, Workflow, WorkflowDefinitionError
@@ -186,7 +186,7 @@ def test_retried_wait_starts_its_timer_again_and_takes_a_late_signal():
 
 
 def test_a_run_resumed_after_reconciliation_still_waits_for_its_signal():
-    from runs.engine.resolve import resolve_claim
+    from runs.engine.policies.resolve import resolve_claim
     from runs.models import Claim
 
     run = run_inline("branch-wait")

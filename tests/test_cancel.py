@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runs import engine, events
-from runs.engine.complete import finish_attempt
-from runs.engine.start import start_attempt
+from runs.engine.attempts.finish import finish_attempt
+from runs.engine.entry.execute import start_attempt
 from runs.models import Event, Run, Step
 from runs.states import RunStatus, StepStatus
 from tests.factories import run_queued
@@ -53,7 +53,7 @@ def test_cancel_a_failing_attempt_fails_its_step_instead_of_retrying(db):
     )
     started = start_attempt(step_id=step_of(run, "merge").id, worker="w")
     engine.cancel_run(run_id=run.id, actor="ann")
-    from runs.engine.complete import fail_attempt
+    from runs.engine.attempts.finish import fail_attempt
 
     assert fail_attempt(started, error="NotApplied: refused", uncertain=False) == "failed"
     assert step_of(run, "merge").status == StepStatus.FAILED

@@ -14,9 +14,9 @@ import pytest
 from django.db import transaction
 
 from runs import engine, events
-from runs.engine import compensate as compensate_module
-from runs.engine.complete import finish_attempt
-from runs.engine.start import start_attempt
+from runs.engine.attempts.finish import finish_attempt
+from runs.engine.entry.execute import start_attempt
+from runs.engine.state import ready as ready_module
 from runs.models import Attempt, Event, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.factories import run_queued
@@ -100,17 +100,17 @@ def test_a_step_finishing_while_the_last_compensation_ends_the_run_is_compensate
     assert _compensations(run) == {"release": "queued"}
 
     paused, resume = threading.Event(), threading.Event()
-    real = compensate_module.compensate_late_step
+    real = ready_module.compensate_late_step
 
     def pausing(**kwargs):
         paused.set()
         assert resume.wait(30)
         return real(**kwargs)
 
-    monkeypatch.setattr(compensate_module, "compensate_late_step", pausing)
+    monkeypatch.setattr(ready_module, "compensate_late_step", pausing)
     finish = Background(lambda: finish_attempt(started, result=100))
     assert paused.wait(30)
-    monkeypatch.setattr(compensate_module, "compensate_late_step", real)
+    monkeypatch.setattr(ready_module, "compensate_late_step", real)
     _run_compensations(run)  # release: the last compensation, the run ends cancelled
     assert Run.objects.get(pk=run.id).status == RunStatus.CANCELLED
     resume.set()

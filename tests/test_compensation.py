@@ -86,7 +86,7 @@ def test_an_unresolved_compensation_goes_to_the_queue_and_the_run_waits_for_it()
 
 
 def engine_resolve(claim_id: int) -> None:
-    from runs.engine.resolve import resolve_claim
+    from runs.engine.policies.resolve import resolve_claim
 
     resolve_claim(
         claim_id,

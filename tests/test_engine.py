@@ -8,10 +8,10 @@ from django.db import connection
 
 from examples.models import Merge, TargetRecord
 from runs import engine
-from runs.engine.complete import fail_attempt, finish_attempt
-from runs.engine.errors import AttemptFenced
-from runs.engine.mapping import run_batch
-from runs.engine.start import start_attempt
+from runs.engine.attempts.finish import fail_attempt, finish_attempt
+from runs.engine.attempts.items import run_batch
+from runs.engine.entry.execute import start_attempt
+from runs.errors import AttemptFenced
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.factories import enter_effect
@@ -104,7 +104,7 @@ def test_zombie_transactional_item_rolls_back_whole(db):
     expire_leases()
     engine.sweep()
 
-    from runs.engine.execute import _context_factory
+    from runs.engine.entry.execute import _context_factory
 
     with pytest.raises(AttemptFenced):
         run_batch(started, _context_factory(started))

@@ -18,11 +18,11 @@ from examples.fakes import PaymentAPI
 from examples.models import Merge, PaymentCharge, TargetRecord
 from reconciliation.services import resolve_claim
 from runs import engine, events, history
-from runs.engine import execute as execute_module
-from runs.engine import keys
-from runs.engine import recover as recover_module
-from runs.engine.complete import fail_attempt, finish_attempt
-from runs.engine.start import start_attempt
+from runs.engine.attempts.finish import fail_attempt, finish_attempt
+from runs.engine.core import keys
+from runs.engine.entry import execute as execute_module
+from runs.engine.entry.execute import start_attempt
+from runs.engine.policies import recover as recover_module
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import FencingToken

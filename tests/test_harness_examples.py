@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from examples.models import FundsHold, Merge, ModelCompletion, PaymentCharge, Refund, TargetRecord
-from runs.engine.faults import POINTS
+from runs.engine.core.faults import POINTS
 from runs.models import Claim, Run
 from runs.testing import run_inline
 from runs.workflows import registry

@@ -12,11 +12,10 @@ from django.db import connection, transaction
 
 from examples.models import TargetRecord
 from runs import engine
-from runs.engine import heartbeat
-from runs.engine.errors import AttemptFenced
-from runs.engine.execute import _context_factory
-from runs.engine.recover import recover_attempt
-from runs.engine.start import start_attempt
+from runs.engine.attempts import heartbeat
+from runs.engine.entry.execute import _context_factory, start_attempt
+from runs.engine.policies.recover import recover_attempt
+from runs.errors import AttemptFenced
 from runs.models import Attempt, Claim, Step
 from runs.states import AttemptStatus, StepStatus
 from tests import workflows as test_workflows

@@ -11,9 +11,9 @@ from django.db import transaction
 
 from examples.models import TargetRecord
 from runs import engine
-from runs.engine.errors import AttemptFenced
-from runs.engine.mapping import _fence_item
-from runs.engine.start import start_attempt
+from runs.engine.attempts.items import _fence_item
+from runs.engine.entry.execute import start_attempt
+from runs.errors import AttemptFenced
 from runs.models import Attempt, Claim, Step
 from runs.states import ClaimStatus
 from tests.factories import expire_leases
@@ -60,9 +60,9 @@ def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(starte
 
 # --- the fence at the item's commit (migration 0019's deferred constraint trigger) ----
 def run_item(started, index: int = 0) -> bool:
-    from runs.engine import keys
-    from runs.engine.execute import _context_factory
-    from runs.engine.mapping import _transactional_item
+    from runs.engine.attempts.items import _transactional_item
+    from runs.engine.core import keys
+    from runs.engine.entry.execute import _context_factory
 
     pair = started.step.items[index]
     key = keys.item_key(started.run.id, started.step.name, started.parent_revision, pair["key"])

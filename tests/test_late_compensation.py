@@ -10,9 +10,9 @@ import pytest
 
 from reconciliation.services import resolve_claim
 from runs import engine, events
-from runs.engine.complete import finish_attempt
-from runs.engine.resolve import COMPENSATES, preview_resolution
-from runs.engine.start import start_attempt
+from runs.engine.attempts.finish import finish_attempt
+from runs.engine.entry.execute import start_attempt
+from runs.engine.policies.resolve import COMPENSATES, preview_resolution
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.testing import _commits, run_inline

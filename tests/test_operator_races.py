@@ -10,9 +10,10 @@ import threading
 import pytest
 
 from runs import engine, events
-from runs.engine.complete import fail_attempt
-from runs.engine.recover import recover_attempt
-from runs.engine.start import Started, start_attempt
+from runs.engine.attempts.finish import fail_attempt
+from runs.engine.attempts.start import Started
+from runs.engine.entry.execute import start_attempt
+from runs.engine.policies.recover import recover_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.factories import expire_leases, run_queued

@@ -21,7 +21,7 @@ from reconciliation.services import (
     Take,
 )
 from runs import events
-from runs.engine.resolve import resolve_claim
+from runs.engine.policies.resolve import resolve_claim
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.factories import crashed, crashed_merge, operator

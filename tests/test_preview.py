@@ -6,14 +6,9 @@ from __future__ import annotations
 import pytest
 
 from runs import engine
-from runs.engine.resolve import (
-    ClaimNotFound,
-    InvalidResolution,
-    preview_resolution,
-    preview_resolutions,
-    resolve_claim,
-)
-from runs.engine.start import start_attempt
+from runs.engine.entry.execute import start_attempt
+from runs.engine.policies.resolve import preview_resolution, preview_resolutions, resolve_claim
+from runs.errors import ClaimNotFound, InvalidResolution
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.factories import crashed_merge, enter_effect, expire_leases, raised

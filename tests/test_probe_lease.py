@@ -11,8 +11,9 @@ import pytest
 from django.db import connection
 
 from runs import engine, events
-from runs.engine import probe
-from runs.engine.probe import ProbeInFlight, reprobe_claim
+from runs.engine.policies import probe
+from runs.engine.policies.probe import reprobe_claim
+from runs.errors import ProbeInFlight
 from runs.models import Claim, Event
 from runs.states import ClaimStatus
 from tests.factories import crashed_merge, expire_probe_leases, raised
@@ -39,12 +40,13 @@ def due_claim() -> Claim:
 @pytest.fixture
 def sent(monkeypatch) -> list[int]:
     """The claim ids of the probe messages published (not sent to a broker)."""
-    from runs import tasks
-
     ids: list[int] = []
-    monkeypatch.setattr(
-        tasks.probe_claim, "apply_async", lambda args, countdown=None: ids.append(args[0])
-    )
+
+    def send(task: str, arg: int, countdown: float | None = None) -> None:
+        if task == engine.publish.PROBE_CLAIM:
+            ids.append(arg)
+
+    monkeypatch.setattr(engine.publish, "send", send)
     return ids
 
 

@@ -24,10 +24,10 @@ from django.utils import timezone
 
 from examples.models import TargetRecord
 from runs import engine
-from runs.engine import retention
-from runs.engine.execute import _context_factory
-from runs.engine.mapping import completed_items, run_batch
-from runs.engine.start import Started
+from runs.engine.attempts.items import completed_items, run_batch
+from runs.engine.attempts.start import Started
+from runs.engine.entry.execute import _context_factory
+from runs.engine.policies import retention
 from runs.history import verify_run
 from runs.management.commands.createoperator import grant_role
 from runs.models import (
@@ -369,7 +369,7 @@ def test_c_compacted_registry_still_skips_every_completed_item_when_a_batch_is_r
     parent_revision = Step.objects.get(run=run, key="copy_or_fail").plan_revision
 
     def done_now() -> dict[int, set[str]]:
-        from runs.engine import keys
+        from runs.engine.core import keys
 
         result = {}
         for b in batches:
@@ -556,7 +556,7 @@ def test_a_resolved_claim_keeps_its_result_and_evidence_until_the_dedup_window_e
     """A recorded resolution is final (the database refuses any update of it): the
     payload stage leaves the resolved claim's result and evidence as they are, and
     they go with the claim at the end of the dedup window."""
-    from runs.engine.resolve import resolve_claim
+    from runs.engine.policies.resolve import resolve_claim
     from tests.factories import crashed_merge
 
     claim = crashed_merge()

@@ -16,7 +16,8 @@ from django.db import transaction
 from django.db.models import F
 
 from runs import engine
-from runs.engine import faults, operate, retention
+from runs.engine.core import faults
+from runs.engine.policies import operate, retention
 from runs.models import Claim, MapRegistry, RetentionPolicy, Run, Step, SubmissionKey
 from runs.states import RunStatus
 from tests.integration.harness import wait_for
@@ -25,7 +26,7 @@ from tests.races import Background, is_waiting_on_lock
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # runs.engine exports the function `submit`, which hides the module of that name.
-submit_module = importlib.import_module("runs.engine.submit")
+submit_module = importlib.import_module("runs.engine.policies.submit")
 
 
 # --- helpers -----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from django.db import connection
 
 from examples.models import Merge, PaymentCharge, PaymentRequest, TargetRecord
 from runs import engine, events
-from runs.engine.start import start_attempt
+from runs.engine.entry.execute import start_attempt
 from runs.models import Claim, Event, Run, Step
 from runs.states import RUN_ACTIVE, ClaimStatus, RunStatus, StepStatus
 from tests.factories import expire_leases, run_queued
@@ -118,7 +118,7 @@ def test_retry_queues_steps_that_became_ready_while_the_run_had_failed(db):
     steady = start_attempt(step_id=step_of(run, "steady").id, worker="w")
     engine.execute_step(step_id=step_of(run, "doomed_branch").id, worker="w")
     assert Run.objects.get(pk=run.id).status == RunStatus.FAILED
-    from runs.engine.complete import finish_attempt
+    from runs.engine.attempts.finish import finish_attempt
 
     finish_attempt(steady, result="steady")  # finishes while the run is failed
     assert step_of(run, "after_steady").status == StepStatus.PENDING

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from runs import engine
-from runs.engine import schedules
-from runs.engine.schedules import (
+from runs.engine.policies import schedules
+from runs.engine.policies.schedules import (
     db_now,
     due_ticks,
     next_tick_after,

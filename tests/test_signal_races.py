@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from runs import engine
-from runs.engine import waits as waits_module
-from runs.engine.complete import finish_attempt
-from runs.engine.start import start_attempt
+from runs.engine.attempts.finish import finish_attempt
+from runs.engine.entry.execute import start_attempt
+from runs.engine.policies import waits as waits_module
 from runs.models import Run, Signal, Step
 from runs.states import RunStatus, StepStatus
 from tests.factories import run_queued

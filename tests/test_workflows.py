@@ -4,7 +4,7 @@ from typing import Optional
 
 import pytest
 
-from runs.engine import faults
+from runs.engine.core import faults
 from runs.workflows import Field, Retry, Workflow, WorkflowDefinitionError, registry
 
 KINDS_HELP = (
@@ -205,7 +205,7 @@ def _leaves(value):
     ],
 )
 def test_validate_input_names_the_path_of_each_wrong_value(tp, value, problems):
-    from runs.engine.errors import InvalidInput
+    from runs.errors import InvalidInput
 
     with pytest.raises(InvalidInput) as excinfo:
         one_field(tp).validate_input({"v": value})
@@ -213,7 +213,7 @@ def test_validate_input_names_the_path_of_each_wrong_value(tp, value, problems):
 
 
 def test_validate_input_caps_the_problems_it_lists():
-    from runs.engine.errors import InvalidInput
+    from runs.errors import InvalidInput
 
     with pytest.raises(InvalidInput) as excinfo:
         one_field(list[int]).validate_input({"v": ["x"] * 25})
@@ -224,7 +224,7 @@ def test_validate_input_caps_the_problems_it_lists():
 
 
 def test_field_min_applies_to_floats_and_optional_numbers():
-    from runs.engine.errors import InvalidInput
+    from runs.errors import InvalidInput
 
     wf = Workflow(
         "t", 1, input={"x": Field(float, min=0.5), "n": Field(int | None, default=None, min=1)}
@@ -358,7 +358,7 @@ def test_input_schema_agrees_with_validate_input():
     (checked with jsonschema, which drf-spectacular already depends on)."""
     import jsonschema
 
-    from runs.engine.errors import InvalidInput
+    from runs.errors import InvalidInput
 
     wf = Workflow(
         "t",

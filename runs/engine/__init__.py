@@ -1,66 +1,162 @@
-"""The engine: every write to the runs tables goes through these functions.
+"""The engine's one door: everything outside runs/engine imports from here.
 
-engine.submit(workflow=..., version=..., input=..., key=...)   # -> Submission
-engine.cancel_run(run_id=..., actor=..., reason=...)
-engine.execute_step(step_id=..., worker=...)      # the Celery task's body
-engine.sweep()                                    # recovery (and timers due)
-engine.send_signal(run_id=..., name=..., payload=..., actor=...)
-engine.fire_due_schedules()                       # the beat: a run per schedule tick
+    engine.submit(workflow=..., version=..., input=..., key=...)   # -> Submission
+    engine.cancel_run(run_id=..., actor=..., reason=...)
+    engine.execute_step(step_id=..., worker=...)      # the Celery task's body
+    engine.sweep()                                    # recovery (and timers due)
+    engine.send_signal(run_id=..., name=..., payload=..., actor=...)
+    engine.resolve_claim(claim_id=..., outcome=..., actor=..., note=...)
+    engine.fire_due_schedules()                       # the beat: a run per schedule tick
+
+Inside, five layers, each importing only those below it (docs/architecture.md, "The
+engine's layers"; `make lint` holds the code to it):
+
+    entry/      where work comes in: a step's message (execute_step)
+    policies/   what the engine decides around attempts: recovery, probes, resolutions,
+                waits and signals, operators' actions, submissions, schedules, retention
+    attempts/   an attempt's life: its start, its lease, its claims, its finish, a
+                batch's items
+    state/      the run's state: its status and end, what a success makes ready, map
+                expansion, conditions, compensation, unresolved claims, results
+    core/       what everything stands on: claim keys, the clock, JSON checks, the SQL
+                loader, locks, fault points, principals, publishing messages by name
+
+Every refusal is in runs/errors.py, each with a stable `code`, and handed on here.
 """
 
-from .errors import (
+from runs.errors import (
     AttemptFenced,
+    ClaimAlreadyResolved,
+    ClaimBusy,
+    ClaimNotFound,
+    ClaimNotTakeable,
+    ClaimNotUnresolved,
     DuplicateSignal,
     EngineError,
     InvalidInput,
+    InvalidResolution,
     InvalidSubmissionKey,
+    NoProbe,
+    PostconditionFailed,
+    ProbeError,
+    ProbeInFlight,
+    ProbeNotDue,
+    ResolutionError,
     RunNotActive,
     RunNotFound,
     SignalNotAllowed,
     StepNotRetryable,
     SubmissionKeyConflict,
+    UnknownPolicy,
     UnknownSignal,
     UnknownVersion,
     UnknownWorkflow,
     WaitFinished,
 )
-from .execute import execute_step
-from .operate import RetryPlan, cancel_run, preview_retry, retry_steps
-from .principals import Principal
-from .probe import probe_claim
-from .recover import recover_attempt, sweep
-from .schedules import fire_due_schedules
-from .submit import Submission, resolve_workflow, submit, submit_run
-from .waits import send_signal
+
+from .core import faults, publish
+from .core.clock import db_now_plus, lease_for
+from .core.faults import SimulatedCrash
+from .core.principals import Principal, actor_name, shown, user_principal
+from .entry.execute import execute_step, start_attempt
+from .policies import retention
+from .policies.operate import RetryPlan, cancel_run, preview_retry, retry_steps
+from .policies.probe import ProbeOutcome, probe_claim, reprobe_claim
+from .policies.recover import recover_attempt, sweep
+from .policies.resolve import (
+    COMPENSATES,
+    FAILS_RUN,
+    FINISHES_RUN,
+    NOT_UNRESOLVED,
+    RECORDED_ONLY,
+    REFUSED,
+    RESUMES,
+    RETRIES,
+    Preview,
+    Resolution,
+    preview_resolution,
+    preview_resolutions,
+    resolve_claim,
+    validate_outcome,
+    validate_resolution,
+)
+from .policies.schedules import fire_due_schedules, prepare_for_save
+from .policies.submit import KEY_PATTERN, Submission, resolve_workflow, submit, submit_run
+from .policies.waits import send_signal, wake_due
+from .state.unresolved import probe_of
 
 __all__ = [
+    "COMPENSATES",
+    "FAILS_RUN",
+    "FINISHES_RUN",
+    "KEY_PATTERN",
+    "NOT_UNRESOLVED",
+    "RECORDED_ONLY",
+    "REFUSED",
+    "RESUMES",
+    "RETRIES",
     "AttemptFenced",
+    "ClaimAlreadyResolved",
+    "ClaimBusy",
+    "ClaimNotFound",
+    "ClaimNotTakeable",
+    "ClaimNotUnresolved",
     "DuplicateSignal",
     "EngineError",
     "InvalidInput",
+    "InvalidResolution",
     "InvalidSubmissionKey",
+    "NoProbe",
+    "PostconditionFailed",
+    "Preview",
     "Principal",
+    "ProbeError",
+    "ProbeInFlight",
+    "ProbeNotDue",
+    "ProbeOutcome",
+    "Resolution",
+    "ResolutionError",
     "RetryPlan",
     "RunNotActive",
     "RunNotFound",
     "SignalNotAllowed",
+    "SimulatedCrash",
     "StepNotRetryable",
     "Submission",
     "SubmissionKeyConflict",
+    "UnknownPolicy",
     "UnknownSignal",
     "UnknownVersion",
     "UnknownWorkflow",
     "WaitFinished",
+    "actor_name",
     "cancel_run",
+    "db_now_plus",
     "execute_step",
+    "faults",
     "fire_due_schedules",
+    "lease_for",
+    "prepare_for_save",
+    "preview_resolution",
+    "preview_resolutions",
     "preview_retry",
     "probe_claim",
+    "probe_of",
+    "publish",
     "recover_attempt",
+    "reprobe_claim",
+    "resolve_claim",
     "resolve_workflow",
+    "retention",
     "retry_steps",
     "send_signal",
+    "shown",
+    "start_attempt",
     "submit",
     "submit_run",
     "sweep",
+    "user_principal",
+    "validate_outcome",
+    "validate_resolution",
+    "wake_due",
 ]

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from runs.errors import InvalidInput
 from runs.inputs import json_problem
 from runs.states import EffectKind
 
 from . import types
+from .schedules import check_schedule_fields
 
 PURE = EffectKind.PURE
 TRANSACTIONAL = EffectKind.TRANSACTIONAL
@@ -204,9 +206,6 @@ class StepDef:
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"step {self.name!r}: batch size must be a positive integer")
         return size
-
-
-MISSED_POLICIES = ("skip", "catch_up")
 
 
 @dataclass(frozen=True)
@@ -616,8 +615,6 @@ class Workflow:
         (`missed="catch_up"`: each of the latest `max_catch_up`, oldest first). Each tick
         is submitted with the key `schedule:<name>:<tick>`, so it runs once however many
         beats fire it. Also usable as a plain call when `input=` is given."""
-        from runs.engine.schedules import check_schedule_fields
-
         sched_name = name or f"{self.name}-v{self.version}"
         if any(s.name == sched_name for s in self.schedules):
             raise WorkflowDefinitionError(
@@ -676,8 +673,6 @@ class Workflow:
         """Return the input with defaults filled in, or raise InvalidInput naming every
         problem (the first MAX_PROBLEMS of them) by its path. Unknown fields are
         refused: a typo must not be silently ignored."""
-        from runs.engine.errors import InvalidInput
-
         if not isinstance(data, dict):
             raise InvalidInput(["input must be a JSON object"])
         clean = self._validate_model(data) if self.model is not None else self._validate(data)
@@ -687,8 +682,6 @@ class Workflow:
         return clean
 
     def _validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        from runs.engine.errors import InvalidInput
-
         problems: list[str] = []
         # The problems of each top-level field, for a form to show next to it.
         by_field: dict[str, list[str]] = {}
@@ -723,8 +716,6 @@ class Workflow:
         (`field 'address.zip': …`), and the clean input is the model's JSON dump, so
         defaults are filled in and the stored input is plain JSON."""
         import pydantic
-
-        from runs.engine.errors import InvalidInput
 
         try:
             value = self.model.model_validate(data)

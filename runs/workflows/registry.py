@@ -5,7 +5,27 @@ registry is the single answer to "can this process run that run?"."""
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
+from runs.errors import EngineError
+
 from .definition import Workflow, WorkflowDefinitionError
+from .schedules import check_schedule_fields
+
+
+class ScheduleRow(Protocol):
+    """What check_schedule_row reads of a schedule row (runs.models.Schedule)."""
+
+    name: str
+    cron: str
+    timezone: str
+    missed: str
+    max_catch_up: int
+    declared_in_code: bool
+    workflow: str
+    version: int | None
+    input: Any
+
 
 _registry: dict[tuple[str, int], Workflow] = {}
 
@@ -36,3 +56,36 @@ def latest(name: str) -> Workflow | None:
 
 def all_workflows() -> list[Workflow]:
     return [_registry[k] for k in sorted(_registry)]
+
+
+def check_schedule_row(schedule: ScheduleRow) -> dict[str, str]:
+    """Everything check_schedule_fields checks, plus: the workflow (and version) exist
+    here and the input is one the workflow accepts."""
+    problems = check_schedule_fields(
+        name=schedule.name,
+        cron=schedule.cron,
+        timezone=schedule.timezone,
+        missed=schedule.missed,
+        max_catch_up=schedule.max_catch_up,
+    )
+    if schedule.declared_in_code:
+        return problems
+    wf = (
+        latest(schedule.workflow)
+        if schedule.version is None
+        else get(schedule.workflow, schedule.version)
+    )
+    if wf is None:
+        known = ", ".join(sorted({w.name for w in all_workflows()}))
+        where = "workflow" if not versions(schedule.workflow) else "version"
+        problems[where] = (
+            f"no workflow {schedule.workflow!r}"
+            + ("" if schedule.version is None else f" v{schedule.version}")
+            + f"; known: {known}"
+        )
+        return problems
+    try:
+        wf.validate_input(schedule.input)
+    except EngineError as exc:
+        problems["input"] = str(exc)
+    return problems

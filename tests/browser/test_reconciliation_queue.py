@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from examples.fakes import CodeHost
 from reconciliation import services, views
-from runs.engine.resolve import resolve_claim
+from runs.engine.policies.resolve import resolve_claim
 from runs.models import Claim
 from runs.states import ClaimStatus
 from tests import factories

@@ -12,7 +12,7 @@ from django.db.models import Count
 
 from examples.models import Merge, TargetRecord
 from runs import crashcheck
-from runs.engine.faults import POINTS
+from runs.engine.core.faults import POINTS
 from runs.models import Claim, Run
 from runs.states import ClaimStatus, RunStatus
 

@@ -111,7 +111,7 @@ def test_two_concurrent_sweepers_wake_the_same_timers_once(tmp_path):
     from tests.integration.harness import ROOT, Cluster
 
     runs = [engine.submit_run(workflow="sleepy", input={"seconds": 3600.0}) for _ in range(200)]
-    with mock.patch("runs.tasks.execute_step.apply_async"):
+    with mock.patch.object(engine.publish, "send"):
         for run in runs:
             engine.execute_step(step_id=_step(run, "nap").id, worker="test")
     assert Step.objects.filter(status=StepStatus.WAITING).count() == 200

@@ -7,8 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs.engine import retention
-from runs.engine.errors import UnknownPolicy
+from runs.engine import UnknownPolicy, retention
 
 
 class Command(BaseCommand):

@@ -14,17 +14,16 @@ from django.db.models import Count, F
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core.locks import lock_run
+from runs.engine.core.principals import actor_name
+from runs.engine.core.publish import publish_on_commit
+from runs.engine.state.compensation import begin_compensation, compensations_not_done
+from runs.engine.state.ready import make_ready
+from runs.errors import RunNotActive, RunNotFound, StepNotRetryable
 from runs.models import Claim, Run, Step
 from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
-
-from .compensate import begin_compensation, compensations_not_done
-from .complete import make_ready
-from .dispatch import publish_on_commit
-from .errors import RunNotActive, RunNotFound, StepNotRetryable
-from .locks import lock_run
-from .resolve import actor_name
 
 
 def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:

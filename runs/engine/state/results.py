@@ -4,17 +4,24 @@ its item registry one page of batches at a time)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from runs.engine.core import keys
 from runs.models import Claim, Step
-from runs.states import ClaimStatus, StepStatus
-from runs.workflows.definition import Collected
+from runs.states import (
+    ClaimStatus,
+    StepStatus,
+)
+from runs.workflows.definition import Collected, Context, StepDef
 
-from . import keys
+log = logging.getLogger(__name__)
+
 
 DONE = (StepStatus.SUCCEEDED, StepStatus.SKIPPED)
+
 
 # Batches read per query when iterating a map step's item results.
 COLLECT_PAGE_BATCHES = 20
@@ -83,3 +90,27 @@ def collected(run_id: uuid.UUID | str, map_step: str) -> Collected:
                 yield results.get(claim_keys[k])
 
     return Collected(fetch, count)
+
+
+def dependency_results(run_id: uuid.UUID, stepdef: StepDef) -> dict[str, Any]:
+    """The results of the step's dependencies, by name: read up front for ctx.results
+    (which reads any other earlier step when asked for it)."""
+    return dict(
+        Step.objects.filter(run_id=run_id, name__in=stepdef.after, parent__isnull=True).values_list(
+            "name", "result"
+        )
+    )
+
+
+def context_for(run_id: uuid.UUID, run_input: dict[str, Any], step_name: str) -> Context:
+    """A context for the engine's own calls into a definition (conditions, deadlines):
+    no idempotency key, no attempt, no heartbeat."""
+    return Context(
+        run_id=str(run_id),
+        step_name=step_name,
+        input=run_input,
+        results=RunResults(run_id),
+        idempotency_key=None,
+        attempt=0,
+        heartbeat=lambda: None,
+    )

@@ -33,7 +33,7 @@ clock repeats or skips an hour depends on the kind of schedule:
 
 from __future__ import annotations
 
-import re
+import json
 import zoneinfo
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -44,74 +44,17 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
+from runs.engine.core.principals import Principal
+from runs.errors import SubmissionKeyConflict
 from runs.models import Schedule
 from runs.workflows import registry
-from runs.workflows.definition import MISSED_POLICIES, ScheduleDef
+from runs.workflows.definition import ScheduleDef
 
-from .errors import EngineError, SubmissionKeyConflict
-from .principals import Principal
 from .submit import submit
 
-NAME_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,100}")
 # Counting skipped ticks walks the cron backwards; past this many, the count is a floor
 # (a per-second schedule down for a week would otherwise cost a long walk).
 SKIP_COUNT_CAP = 10_000
-
-
-def check_schedule_fields(
-    *, name: str, cron: str, timezone: str, missed: str, max_catch_up: int
-) -> dict[str, str]:
-    """Problems with a schedule's own fields, by field name (empty: none)."""
-    problems: dict[str, str] = {}
-    if not NAME_PATTERN.fullmatch(name or ""):
-        problems["name"] = "use 1 to 100 letters, digits, '.', '_' or '-'"
-    if not croniter.is_valid(cron or ""):
-        problems["cron"] = (
-            f"{cron!r} is not a cron expression: five fields (minute hour day month weekday), "
-            "or six with seconds last, e.g. '0 3 * * *'"
-        )
-    try:
-        zoneinfo.ZoneInfo(timezone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        problems["timezone"] = f"unknown time zone {timezone!r} (an IANA name, e.g. Europe/Paris)"
-    if missed not in MISSED_POLICIES:
-        problems["missed"] = f"must be one of {', '.join(MISSED_POLICIES)}"
-    if not isinstance(max_catch_up, int) or max_catch_up < 1:
-        problems["max_catch_up"] = "must be at least 1"
-    return problems
-
-
-def check_schedule_row(schedule: Schedule) -> dict[str, str]:
-    """Everything check_schedule_fields checks, plus: the workflow (and version) exist
-    here and the input is one the workflow accepts."""
-    problems = check_schedule_fields(
-        name=schedule.name,
-        cron=schedule.cron,
-        timezone=schedule.timezone,
-        missed=schedule.missed,
-        max_catch_up=schedule.max_catch_up,
-    )
-    if schedule.declared_in_code:
-        return problems
-    wf = (
-        registry.latest(schedule.workflow)
-        if schedule.version is None
-        else registry.get(schedule.workflow, schedule.version)
-    )
-    if wf is None:
-        known = ", ".join(sorted({w.name for w in registry.all_workflows()}))
-        where = "workflow" if not registry.versions(schedule.workflow) else "version"
-        problems[where] = (
-            f"no workflow {schedule.workflow!r}"
-            + ("" if schedule.version is None else f" v{schedule.version}")
-            + f"; known: {known}"
-        )
-        return problems
-    try:
-        wf.validate_input(schedule.input)
-    except EngineError as exc:
-        problems["input"] = str(exc)
-    return problems
 
 
 # -- ticks ------------------------------------------------------------------------
@@ -248,8 +191,6 @@ def sync_declared_schedules() -> int:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value)
 
 

@@ -14,6 +14,7 @@ and succeeds meanwhile gets its compensation added (compensate_late_step).
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.db import connection
@@ -21,13 +22,21 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core.locks import lock_run
+from runs.engine.core.publish import publish_on_commit
 from runs.models import Run, Step
-from runs.states import RUN_ACTIVE, STEP_DONE, RunStatus, StepStatus
+from runs.states import (
+    RUN_ACTIVE,
+    STEP_DONE,
+    RunStatus,
+    StepStatus,
+)
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
-from .dispatch import publish_on_commit
-from .locks import lock_run
+from .revision import bump_revision
+
+log = logging.getLogger(__name__)
 
 
 def _compensable(workflow: Workflow) -> dict[str, str]:
@@ -245,26 +254,3 @@ def compensations_not_done(run_id: uuid.UUID) -> int:
         .exclude(status__in=STEP_DONE)
         .count()
     )
-
-
-def bump_revision(run_id: uuid.UUID) -> int:
-    """The run's plan changes (batches or compensations enter it): its next revision,
-    part of the idempotency keys of the steps that enter the plan with it."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_run SET plan_revision = plan_revision + 1 WHERE id = %s "
-            "RETURNING plan_revision",
-            [run_id],
-        )
-        row = cursor.fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-__all__ = [
-    "begin_compensation",
-    "bump_revision",
-    "compensate_late_step",
-    "compensation_succeeded",
-    "compensations_not_done",
-]

@@ -12,20 +12,23 @@ deferred (retried later without counting against max_attempts).
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.conf import settings
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
-from runs import prepared
-from runs.states import ClaimStatus
+from runs import events, prepared
+from runs.engine.core.keys import step_claim_key
+from runs.errors import ClaimBusy, ClaimNotTakeable
+from runs.models import Attempt, Claim, Run, Step
+from runs.states import (
+    ClaimStatus,
+)
+from runs.workflows.definition import StepDef
 
-from .errors import EngineError
-
-
-class ClaimBusy(EngineError):
-    """Another open transaction holds this claim's key."""
+log = logging.getLogger(__name__)
 
 
 # After a taken key: what the transaction goes on with (the retake of an idempotent
@@ -100,3 +103,62 @@ def insert_claim(
             ) from exc
         raise
     return None if row is None else int(row[0])
+
+
+def take_claim(
+    *, run: Run, step: Step, stepdef: StepDef, attempt: Attempt, item: str | None
+) -> Claim:
+    """Take (or, on a retry of the same logical invocation, take over) the claim.
+
+    INSERT … ON CONFLICT makes the key's uniqueness the arbiter: a retry re-owns an
+    in-flight claim with the same key, or an abandoned one (an idempotent step that gave
+    up, retried by an operator: the same key is what makes that safe); a claim that
+    succeeded, failed or is unresolved is never taken again (ClaimNotTakeable)."""
+    key = step_claim_key(run, step, stepdef)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id,
+                                    error, resolved_by, resolution_note, created_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', '', now())
+            ON CONFLICT (key) DO UPDATE
+                SET attempt_id = EXCLUDED.attempt_id, status = EXCLUDED.status, error = '',
+                    completed_at = NULL
+                WHERE runs_claim.status IN (%s, %s)
+            RETURNING id, (xmax = 0) AS inserted
+            """,
+            [
+                key,
+                run.id,
+                step.id,
+                item,
+                step.kind,
+                ClaimStatus.IN_FLIGHT,
+                attempt.id,
+                ClaimStatus.IN_FLIGHT,
+                ClaimStatus.ABANDONED,
+            ],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        existing = Claim.objects.get(key=key)
+        raise ClaimNotTakeable(f"claim {key} is {existing.status}; the engine will not retake it")
+    claim = Claim(
+        id=row[0],
+        key=key,
+        run_id=run.id,
+        step_id=step.id,
+        item_key=item,
+        kind=step.kind,
+        status=ClaimStatus.IN_FLIGHT,
+        attempt_id=attempt.id,
+    )
+    events.append_event(
+        run.id,
+        events.CLAIM_TAKEN,
+        step_id=step.id,
+        attempt_number=attempt.number,
+        key=key,
+        retaken=not row[1],
+    )
+    return claim

@@ -33,61 +33,27 @@ from django.db.models import Count, Exists, F, OuterRef
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core import keys
+from runs.engine.core.jsonvalues import ensure_json
+from runs.engine.core.locks import lock_run
+from runs.engine.core.principals import actor_name
+from runs.engine.core.publish import publish_on_commit
+from runs.engine.state.ready import step_succeeded
+from runs.engine.state.run import fail_run
+from runs.errors import (
+    ClaimAlreadyResolved,
+    ClaimNotFound,
+    ClaimNotUnresolved,
+    InvalidResolution,
+    ResolutionError,
+    resolved_as,
+)
 from runs.history import snapshot
 from runs.models import Claim, Run, Step
 from runs.states import RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
-from . import keys
-from .complete import ensure_json, fail_run, step_succeeded
-from .dispatch import publish_on_commit
-from .errors import EngineError
-from .locks import lock_run
-
 OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
-
-
-class ResolutionError(EngineError):
-    """A resolution was refused; the message says why, and nothing was changed."""
-
-
-class ClaimNotFound(ResolutionError):
-    pass
-
-
-def _resolved_as(claim: Claim) -> str:
-    when = claim.resolved_at.isoformat(timespec="seconds") if claim.resolved_at else "?"
-    return f"resolved as {claim.status} by {claim.resolved_by} at {when}"
-
-
-class ClaimAlreadyResolved(ResolutionError):
-    """Someone resolved the claim first: who, when and what are in the message and on
-    `claim` (resolved_by, resolved_at, status, resolution_note)."""
-
-    def __init__(self, claim: Claim) -> None:
-        super().__init__(f"claim {claim.key} was already {_resolved_as(claim)}")
-        self.claim = claim
-
-
-class ClaimNotUnresolved(ResolutionError):
-    """Only an unresolved claim can be resolved (or taken, or probed: `doing`)."""
-
-    def __init__(self, claim: Claim, *, doing: str = "resolved") -> None:
-        state = _resolved_as(claim) if claim.resolved_at else claim.status
-        super().__init__(
-            f"claim {claim.key} is {state}, not unresolved: only unresolved claims can be {doing}"
-        )
-        self.claim = claim
-
-
-class InvalidResolution(ResolutionError):
-    """A decision that cannot be applied as given. `field` names the input at fault
-    ("outcome", "note", "result", "evidence", or on the operator side "reference",
-    "claims"), so a form can show the message next to it; None if no one field is."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -98,14 +64,6 @@ class Resolution:
     # The claim was already resolved by this very decision (a double submit): nothing
     # was written this time; the statuses are the current ones.
     replayed: bool = False
-
-
-def actor_name(actor: AbstractBaseUser | str) -> str:
-    name = actor if isinstance(actor, str) else actor.get_username()
-    name = name.strip()
-    if not name:
-        raise InvalidResolution("a resolution needs an actor (a user or a name)")
-    return name
 
 
 def _json(value: Any, what: str) -> Any:
@@ -442,7 +400,7 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
             run_status=current.status,
         )
     if claim.status != ClaimStatus.UNRESOLVED:
-        said = _resolved_as(claim) if claim.resolved_at else f"{claim.status}, not unresolved"
+        said = resolved_as(claim) if claim.resolved_at else f"{claim.status}, not unresolved"
         return replace(
             base,
             action=NOT_UNRESOLVED,
@@ -596,13 +554,8 @@ __all__ = [
     "REFUSED",
     "RESUMES",
     "RETRIES",
-    "ClaimAlreadyResolved",
-    "ClaimNotFound",
-    "ClaimNotUnresolved",
-    "InvalidResolution",
     "Preview",
     "Resolution",
-    "ResolutionError",
     "preview_resolution",
     "preview_resolutions",
     "resolve_claim",

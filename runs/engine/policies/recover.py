@@ -26,20 +26,18 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Now
 
 from runs import events, metrics
+from runs.engine.attempts.start import Started
+from runs.engine.core.jsonvalues import ensure_json
+from runs.engine.core.locks import lock_run
+from runs.engine.core.publish import publish_on_commit, publish_probes
+from runs.engine.state.run import fail_run, statuses_going_on
+from runs.engine.state.unresolved import close_claims_on_give_up, mark_unresolved
 from runs.logcontext import payload
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 
-from .complete import (
-    close_claims_on_give_up,
-    ensure_json,
-    fail_run,
-    mark_unresolved,
-    statuses_going_on,
-)
-from .dispatch import publish_on_commit
-from .locks import lock_run
-from .start import Started
+from .probe import give_up_probe
+from .waits import wake_due
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +77,6 @@ def sweep(*, limit: int = 200) -> SweepReport:
             tried.add(attempt_id)
             if recover_attempt(attempt_id=attempt_id):
                 report.crashed.append(attempt_id)
-    from .waits import wake_due
-
     report.woken = wake_due(limit=limit)
     report.republished = republish_stale(limit=limit)
     report.probes = republish_probes(limit=limit)
@@ -302,8 +298,6 @@ def republish_probes(*, limit: int = 200) -> list[int]:
     died or stalled while asking) with tries left: send them again. probe_requested_at
     says when a message last went out: once after the probe that took the claim
     (probed_at), and again only if that message seems lost too."""
-    from .probe import publish_probes
-
     bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
     never_run = Q(probed_at__isnull=True, probe_requested_at__lt=Now() - bound)
     lease_ended = Q(
@@ -328,8 +322,6 @@ def republish_probes(*, limit: int = 200) -> list[int]:
 def give_up_probes(*, limit: int = 200) -> list[int]:
     """Claims whose probe used up its tries, the last one's lease passed without an
     answer: each is left to the operator in its own transaction (probe.give_up_probe)."""
-    from .probe import give_up_probe
-
     candidates = list(
         Claim.objects.filter(
             status=ClaimStatus.UNRESOLVED,

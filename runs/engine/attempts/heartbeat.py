@@ -22,9 +22,8 @@ from typing import Any
 
 from django.db import connection
 
+from runs.errors import AttemptFenced
 from runs.states import AttemptStatus
-
-from .errors import AttemptFenced
 
 _RENEW = """
     UPDATE runs_attempt

@@ -41,60 +41,31 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import events, metrics
-from runs.models import Claim, Run, Step
-from runs.states import ClaimStatus
-from runs.workflows import registry
-from runs.workflows.definition import Context, ProbeResult, StepDef
-
-from .complete import ensure_json
-from .errors import EngineError
-from .execute import dependency_results
-from .locks import lock_run
-from .resolve import (
+from runs.engine.core.jsonvalues import ensure_json
+from runs.engine.core.locks import lock_run
+from runs.engine.core.principals import actor_name
+from runs.engine.core.publish import publish_probes
+from runs.engine.state.results import dependency_results
+from runs.engine.state.unresolved import probe_of, seconds_until_probe
+from runs.errors import (
     ClaimAlreadyResolved,
     ClaimNotFound,
     ClaimNotUnresolved,
-    Resolution,
+    NoProbe,
+    ProbeError,
+    ProbeInFlight,
+    ProbeNotDue,
     ResolutionError,
-    actor_name,
-    resolve_claim,
 )
+from runs.models import Claim
+from runs.states import ClaimStatus
+from runs.workflows.definition import Context, ProbeResult, StepDef
+
+from .resolve import Resolution, resolve_claim
 
 log = logging.getLogger(__name__)
 
 PROBE_ACTOR = "probe"
-
-
-class ProbeError(EngineError):
-    """An operator's "check again" was refused; nothing was asked or written."""
-
-
-class NoProbe(ProbeError):
-    """The claim's step declares no probe: only an operator can decide."""
-
-
-class ProbeNotDue(ProbeError):
-    """The claim's probe_after is still ahead (on the database's clock)."""
-
-    def __init__(self, claim: Claim, until: datetime, seconds: float) -> None:
-        super().__init__(
-            f"claim {claim.key} cannot be probed before "
-            f"{until.isoformat(timespec='seconds')} (in {seconds:.0f}s): its attempt's "
-            "lease ended only recently, and a paused worker's effect may still land"
-        )
-        self.claim, self.until, self.seconds = claim, until, seconds
-
-
-class ProbeInFlight(ProbeError):
-    """Another probe holds the claim: its probe lease (database clock) has not passed."""
-
-    def __init__(self, claim: Claim, until: datetime, seconds: float) -> None:
-        super().__init__(
-            f"claim {claim.key} is being probed: that probe holds it until "
-            f"{until.isoformat(timespec='seconds')} (in {seconds:.0f}s); check again once "
-            "it has answered, or after that time if it never does"
-        )
-        self.claim, self.until, self.seconds = claim, until, seconds
 
 
 @dataclass(frozen=True)
@@ -128,45 +99,6 @@ class ProbeOutcome:
 
 def _said(answer: str) -> str:
     return answer.replace("_", " ")
-
-
-def probe_of(run: Run, step: Step) -> StepDef | None:
-    """The step's definition if it declares a probe (registry lookup, no query)."""
-    wf = registry.get(run.workflow, run.version)
-    stepdef = wf.stepdef(step.name) if wf else None
-    return stepdef if stepdef is not None and stepdef.probe is not None else None
-
-
-def request_probes(*, run_id: uuid.UUID, step: Step, probe_after: Any) -> None:
-    """Called in the transaction that made the step's claims unresolved: if the step
-    has a probe, mark its claims and send a probe message after commit, due at
-    `probe_after` (a database time or expression)."""
-    run = Run.objects.only("workflow", "version").get(pk=run_id)
-    if probe_of(run, step) is None:
-        return
-    ids = list(
-        Claim.objects.filter(
-            step=step, status=ClaimStatus.UNRESOLVED, probed_at__isnull=True
-        ).values_list("id", flat=True)
-    )
-    if not ids:
-        return
-    Claim.objects.filter(pk__in=ids).update(probe_requested_at=Now(), probe_after=probe_after)
-    for claim_id in ids:
-        events.append_event(run.id, events.PROBE_REQUESTED, step_id=step.id, claim_id=claim_id)
-    delays = seconds_until_probe(ids)
-    transaction.on_commit(lambda: publish_probes(ids, delays))
-
-
-def seconds_until_probe(claim_ids: list[int]) -> dict[int, float]:
-    """For each claim, how long until its probe is due, on the database's clock."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, GREATEST(0, EXTRACT(EPOCH FROM probe_after - now()))::float "
-            "FROM runs_claim WHERE id = ANY(%s) AND probe_after IS NOT NULL",
-            [claim_ids],
-        )
-        return {int(pk): float(delay) for pk, delay in cursor.fetchall()}
 
 
 # The compare-and-set that lets one probe ask: the claim is unresolved, due, and free
@@ -222,17 +154,6 @@ def _lock_run(run_id: uuid.UUID, *, skip_locked: bool = False) -> bool:
     """The run's row first (locks.py), before the claim and before the event that needs
     the row anyway. False if skipped (or gone)."""
     return lock_run(run_id, skip_locked=skip_locked) is not None
-
-
-def publish_probes(claim_ids: list[int], delays: dict[int, float] | None = None) -> None:
-    from runs.tasks import probe_claim
-
-    for claim_id in claim_ids:
-        delay = (delays or {}).get(claim_id) or None
-        try:
-            probe_claim.apply_async((claim_id,), countdown=delay)
-        except Exception:
-            log.exception("could not publish probe of claim %s; the sweeper will retry", claim_id)
 
 
 def probe_claim(*, claim_id: int) -> str:
@@ -441,14 +362,9 @@ def _json_or_repr(evidence: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "NoProbe",
-    "ProbeError",
-    "ProbeInFlight",
-    "ProbeNotDue",
     "ProbeOutcome",
     "ask_probe",
     "give_up_probe",
     "probe_claim",
-    "probe_of",
     "reprobe_claim",
 ]

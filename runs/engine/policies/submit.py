@@ -26,16 +26,15 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core.keys import canonical_json
+from runs.engine.core.principals import NOBODY, Principal
+from runs.engine.core.publish import publish_on_commit
+from runs.engine.state.ready import make_ready
+from runs.errors import InvalidSubmissionKey, SubmissionKeyConflict, UnknownVersion, UnknownWorkflow
 from runs.models import Run, Step, SubmissionKey
 from runs.states import StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
-
-from .complete import make_ready
-from .dispatch import publish_on_commit
-from .errors import InvalidSubmissionKey, SubmissionKeyConflict, UnknownVersion, UnknownWorkflow
-from .keys import canonical_json
-from .principals import NOBODY, Principal
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9._~:/+=@-]{1,200}")
 

@@ -1,47 +1,46 @@
 """execute_step(): the body of the Celery task. Start an attempt, run the effect as its
-kind requires, finish or fail it. Nothing here decides state on its own: every
-decision is a fenced, conditional write in start.py, complete.py or mapping.py."""
+kind requires, finish or fail it. Nothing here decides state on its own: every decision
+is a fenced, conditional write of the layers below (attempts/start.py, attempts/finish.py,
+attempts/items.py, and the policies for waits and takeovers)."""
 
 from __future__ import annotations
 
 import logging
 import time
 import traceback
-import uuid
 from typing import Any
 
 from django.db import connection
 
 from runs import metrics
+from runs.engine.attempts import heartbeat
+from runs.engine.attempts.finish import defer_attempt, fail_attempt, finish_attempt
+from runs.engine.attempts.items import run_batch
+from runs.engine.attempts.lease import renew_lease
+from runs.engine.attempts.start import (
+    NotStartableHere,
+    Started,
+    refuse,
+    republish_if_early,
+    start_queued,
+)
+from runs.engine.core import faults
+from runs.engine.core.keys import step_claim_key
+from runs.engine.policies.recover import recover_attempt, settle_late_finish
+from runs.engine.policies.waits import reach_wait
+from runs.engine.state.results import RunResults, collected, dependency_results
+from runs.errors import AttemptFenced, ClaimBusy, ClaimNotTakeable, PostconditionFailed
 from runs.logcontext import log_context, payload
 from runs.models import Step
-from runs.states import EffectKind
-from runs.workflows.definition import Context, FencingToken, NotApplied, StepDef
-
-from . import faults, heartbeat
-from .claims import ClaimBusy
-from .complete import defer_attempt, fail_attempt, finish_attempt, renew_lease
-from .errors import AttemptFenced
-from .mapping import run_batch
-from .recover import settle_late_finish
-from .results import RunResults, collected
-from .start import Started, start_attempt
+from runs.states import EffectKind, StepStatus
+from runs.workflows import registry
+from runs.workflows.definition import Context, FencingToken, NotApplied
 
 log = logging.getLogger(__name__)
 
 
 def _describe(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
-
-
-def dependency_results(run_id: uuid.UUID, stepdef: StepDef) -> dict[str, Any]:
-    """The results of the step's dependencies, by name: read up front for ctx.results
-    (which reads any other earlier step when asked for it)."""
-    return dict(
-        Step.objects.filter(run_id=run_id, name__in=stepdef.after, parent__isnull=True).values_list(
-            "name", "result"
-        )
-    )
 
 
 def _context_factory(started: Started) -> Any:
@@ -165,7 +164,7 @@ def run_attempt(started: Started) -> str:
             counts = run_batch(started, make_context)
             finish_attempt(started, result=counts, batch_counts=counts)
         elif step.kind == EffectKind.TRANSACTIONAL:
-            ctx = make_context(key=_key(started))
+            ctx = make_context(key=step_claim_key(started.run, started.step, started.stepdef))
             faults.hit("before_claim", step.name)
             finish_attempt(started, effect=lambda: _checked(started, stepdef.fn(ctx)))
         else:
@@ -240,12 +239,6 @@ def _still_owned_before_effect(started: Started) -> bool:
     return True
 
 
-def _key(started: Started) -> str:
-    from .start import step_claim_key
-
-    return step_claim_key(started.run, started.step, started.stepdef)
-
-
 def _checked(started: Started, result: Any) -> Any:
     """Apply the step's postcondition; a failed one is an error (escalated for a
     guarded step, retried otherwise)."""
@@ -253,10 +246,6 @@ def _checked(started: Started, result: Any) -> Any:
     if verify is not None and not verify(result):
         raise PostconditionFailed(f"verify() rejected the result of {started.step.key}: {result!r}")
     return result
-
-
-class PostconditionFailed(Exception):
-    pass
 
 
 def _fail(started: Started, exc: BaseException, *, uncertain: bool) -> str:
@@ -275,3 +264,55 @@ def _defer(started: Started, exc: ClaimBusy) -> str:
         log.warning("late deferral of step %s ignored: %s", started.step.key, fenced)
         settle_late_finish(started, {})
         return "fenced"
+
+
+def start_attempt(*, step_id: int, worker: str) -> Started | None:
+    """Start an attempt of the step, or say why not. The one start statement
+    (attempts/start.py) is the transition; this path first handles what it leaves to
+    it: an unknown workflow (refused, recorded), a wait (parked or ended without an
+    attempt), a redelivery that finds a running step (a takeover if its lease expired),
+    a claim that may not be taken again, a retry's message that came early."""
+    if not faults.enabled():
+        # The common case, a queued step: one statement moves it to running, creates its
+        # attempt and returns all the attempt needs (no read before, no re-read after).
+        try:
+            started = start_queued(step_id, worker)
+        except (NotStartableHere, ClaimNotTakeable):
+            started = None  # rolled back; the careful path below says why
+        if started is not None:
+            return started
+    step = Step.objects.select_related("run").filter(pk=step_id).first()
+    if step is None:
+        log.info("step %s does not exist (deleted?); message dropped", step_id)
+        return None
+    run = step.run
+    wf = registry.get(run.workflow, run.version)
+    stepdef = wf.stepdef(step.name) if wf is not None else None
+    if wf is None or stepdef is None:
+        refuse(step, worker, f"workflow {run.workflow} v{run.version} is unknown to its worker")
+        return None
+    if stepdef.is_wait:
+        # Waits hold no worker and take no attempt: parked or ended in one transaction.
+        outcome = reach_wait(step_id=step.id, workflow=wf, stepdef=stepdef)
+        log.info("wait step %s: %s", step.key, outcome)
+        return None
+    if step.status == StepStatus.RUNNING and step.current_attempt_id is not None:
+        # A redelivery that finds an expired lease may take over; a live one wins.
+        if not recover_attempt(attempt_id=step.current_attempt_id):
+            return None
+    if step.status not in (StepStatus.QUEUED, StepStatus.RETRYING, StepStatus.RUNNING):
+        return None
+    if step.parent_id is None and step.kind != EffectKind.TRANSACTIONAL:
+        faults.hit("before_claim", step.name)
+
+    try:
+        started = start_queued(step_id, worker)
+    except NotStartableHere:
+        started = None
+    except ClaimNotTakeable as exc:
+        # Nothing was written (the start rolled back); say why on the step.
+        refuse(step, worker, str(exc))
+        return None
+    if started is None:
+        republish_if_early(step_id)
+    return started

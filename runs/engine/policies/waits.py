@@ -33,15 +33,14 @@ from django.db.models import Exists, OuterRef, Value
 from django.db.models.functions import Now
 
 from runs import events
-from runs.models import Run, Signal, Step
-from runs.roles import can_operate, can_submit
-from runs.states import RUN_ACTIVE, RunStatus, StepStatus
-from runs.workflows import registry
-from runs.workflows.definition import SIGNALLING_ROLES, Context, StepDef, WaitSpec, Workflow
-
-from .complete import ensure_json, fail_run, step_succeeded
-from .dispatch import publish_on_commit
-from .errors import (
+from runs.engine.core.jsonvalues import ensure_json
+from runs.engine.core.locks import lock_run
+from runs.engine.core.principals import actor_name, user_principal
+from runs.engine.core.publish import publish_on_commit
+from runs.engine.state.ready import step_succeeded
+from runs.engine.state.results import context_for
+from runs.engine.state.run import active_run, fail_run
+from runs.errors import (
     DuplicateSignal,
     RunNotActive,
     RunNotFound,
@@ -49,11 +48,11 @@ from .errors import (
     UnknownSignal,
     WaitFinished,
 )
-from .locks import lock_run
-from .principals import user_principal
-from .resolve import actor_name
-from .results import RunResults
-from .start import active_run
+from runs.models import Run, Signal, Step
+from runs.roles import can_operate, can_submit
+from runs.states import RUN_ACTIVE, RunStatus, StepStatus
+from runs.workflows import registry
+from runs.workflows.definition import SIGNALLING_ROLES, StepDef, WaitSpec, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -124,20 +123,6 @@ def _deadline(step: Step, stepdef: StepDef) -> Any:
     raise TypeError(
         f"sleep step {step.name!r}: its deadline must be a timedelta or an aware datetime, "
         f"got {value!r}"
-    )
-
-
-def context_for(run_id: uuid.UUID, run_input: dict[str, Any], step_name: str) -> Context:
-    """A context for the engine's own calls into a definition (conditions, deadlines):
-    no idempotency key, no attempt, no heartbeat."""
-    return Context(
-        run_id=str(run_id),
-        step_name=step_name,
-        input=run_input,
-        results=RunResults(run_id),
-        idempotency_key=None,
-        attempt=0,
-        heartbeat=lambda: None,
     )
 
 
@@ -421,4 +406,4 @@ def _insert_signal(
     return None if row is None else int(row[0])
 
 
-__all__ = ["context_for", "reach_wait", "send_signal", "wake_due"]
+__all__ = ["reach_wait", "send_signal", "wake_due"]

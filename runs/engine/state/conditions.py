@@ -3,6 +3,7 @@ done, inside the transaction that found it ready."""
 
 from __future__ import annotations
 
+import logging
 import traceback
 import uuid
 
@@ -10,17 +11,21 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Run, Step
-from runs.states import StepStatus
+from runs.states import (
+    StepStatus,
+)
 from runs.workflows.definition import StepDef
+
+from .results import context_for
+from .run import fail_run
+
+log = logging.getLogger(__name__)
 
 
 def condition_holds(run_id: uuid.UUID, step: Step, stepdef: StepDef) -> bool | None:
     """Evaluate the step's condition with a context of the run's input and results.
     None if it raised: then the step has failed (pending → failed, with its event)
     and so has the run, since a condition that cannot be decided cannot be guessed."""
-    from .complete import fail_run
-    from .waits import context_for
-
     assert stepdef.when is not None
     run_input = Run.objects.values_list("input", flat=True).get(pk=run_id)
     try:

@@ -55,6 +55,8 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import metrics
+from runs.engine.core import faults
+from runs.errors import UnknownPolicy
 from runs.history import Projection, fold
 from runs.models import (
     Claim,
@@ -67,9 +69,6 @@ from runs.models import (
     SubmissionKey,
 )
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus
-
-from . import faults
-from .errors import UnknownPolicy
 
 STAGES = ("registry", "payloads", "events", "dedup")
 

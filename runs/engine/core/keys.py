@@ -20,7 +20,11 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runs.models import Run, Step
+    from runs.workflows.definition import StepDef
 
 # Claim.key is varchar(300): 36 (run id) + 1 + 100 (step name) + 1 + 10 (revision, a
 # positive int4) + 1 + 128 (item key) = 277. Claim.item_key is varchar(200).
@@ -69,3 +73,9 @@ def canonical_json(value: Any) -> str:
 def digest(value: Any) -> str:
     canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def step_claim_key(run: Run, step: Step, stepdef: StepDef) -> str:
+    """The claim key of the step's logical invocation (docs/reliability.md, "Keys")."""
+    of_input = digest(run.input) if stepdef.key_includes_input else None
+    return step_key(run.id, step.name, step.plan_revision, of_input, step.claim_generation)

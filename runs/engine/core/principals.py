@@ -15,6 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
+
+from runs.errors import InvalidResolution
+
 VIAS = ("page", "api-token", "api-session", "cli", "schedule", "")
 SHOWN_VIA = {
     "page": "web page",
@@ -59,3 +63,11 @@ def shown(submitted_by: str, via: str = "") -> str:
     who = name if kind == "user" else submitted_by.replace(":", " ", 1)
     how = SHOWN_VIA.get(via)
     return f"{who} ({how})" if how and kind == "user" else who
+
+
+def actor_name(actor: AbstractBaseUser | str) -> str:
+    name = actor if isinstance(actor, str) else actor.get_username()
+    name = name.strip()
+    if not name:
+        raise InvalidResolution("a resolution needs an actor (a user or a name)")
+    return name

@@ -1,0 +1,277 @@
+"""Finishing an attempt: success, failure, and what follows from them (successors,
+map expansion, run completion).
+
+Every finish is fenced (docs/reliability.md): its first statement moves the attempt out of
+`running` only if it is still running and its lease, on the database's clock, has
+not expired. A finish that loses the fence raises AttemptFenced and its transaction,
+effect included, rolls back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
+from psycopg.types.json import Jsonb
+
+from runs import events, prepared
+from runs.engine.core import faults, sql
+from runs.engine.core.clock import db_now_plus
+from runs.engine.core.jsonvalues import ensure_json
+from runs.engine.core.keys import step_claim_key
+from runs.engine.core.locks import lock_run
+from runs.engine.core.publish import publish_on_commit
+from runs.engine.state import ready
+from runs.engine.state.ready import dependents_of, dependents_params, step_succeeded
+from runs.engine.state.run import fail_run, statuses_going_on
+from runs.engine.state.unresolved import close_claims_on_give_up, mark_unresolved
+from runs.errors import AttemptFenced
+from runs.models import Claim, Step
+from runs.states import (
+    AttemptStatus,
+    ClaimStatus,
+    EffectKind,
+    StepStatus,
+)
+
+from .claims import insert_claim
+from .lease import fence
+from .start import Started, start_successor
+
+log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__, includes=ready.SQL)
+
+
+def _leave_running(started: Started, **fields: Any) -> None:
+    """The step's own transition out of `running`, conditional on the attempt."""
+    n = Step.objects.filter(
+        pk=started.step.id, status=StepStatus.RUNNING, current_attempt_id=started.attempt.id
+    ).update(current_attempt=None, **fields)
+    if n != 1:
+        raise AttemptFenced(f"step {started.step.key} is no longer owned by its attempt")
+
+
+def finish_attempt(
+    started: Started,
+    *,
+    result: Any = None,
+    effect: Callable[[], Any] | None = None,
+    batch_counts: dict[str, int] | None = None,
+) -> None:
+    """Record a successful attempt. For a transactional step, `effect` runs inside this
+    transaction together with its claim, so the effect commits exactly when the
+    completion does."""
+    step, run, attempt = started.step, started.run, started.attempt
+    name = step.name
+    with transaction.atomic(), events.buffered():
+        claim: Claim | None = started.claim
+        if effect is not None:
+            # The effect runs BEFORE the fence: a paused worker holding this transaction
+            # open does not lock its attempt row, so the sweeper can still declare it
+            # crashed; the claim's unique key makes a successor wait for us, and our
+            # fence then fails and rolls the effect back (DESIGN.md §7).
+            claim = _insert_transactional_claim(started)
+            faults.hit("after_claim", name)
+            result = ensure_json(effect())
+            faults.hit("after_effect", name)
+        else:
+            result = ensure_json(result)
+        found = _fence_and_succeed(started, result, claim)
+        if claim is not None:
+            events.append_event(
+                run.id,
+                events.CLAIM_SUCCEEDED,
+                step_id=step.id,
+                attempt_number=attempt.number,
+                key=claim.key,
+            )
+        if batch_counts is not None:
+            events.append_event(
+                run.id,
+                events.BATCH_FINISHED,
+                step_id=step.id,
+                attempt_number=attempt.number,
+                step=step.key,
+                **batch_counts,
+            )
+        events.append_event(
+            run.id,
+            events.STEP_SUCCEEDED,
+            step_id=step.id,
+            attempt_number=attempt.number,
+            step=step.key,
+        )
+        ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
+        continuing = started.may_continue and len(ready) == 1
+        if continuing:
+            # This worker runs it next (execute.py), no message: started here, committed
+            # with this finish, or else after the commit.
+            following = start_successor(started, ready[0])
+        else:
+            # For a map step the fault points apply per item (mapping.py), not per batch.
+            publish_on_commit(ready, fault_step=None if step.parent_id else name)
+    # Only once the commit succeeded: a start that rolled back with a failed finish must
+    # not be run.
+    if continuing:
+        started.continued = following
+        started.continue_with = ready[0] if following is None else None
+
+
+def _fence_and_succeed(
+    started: Started, result: Any, claim: Claim | None
+) -> list[tuple[Any, ...]] | None:
+    """The fence, the claim's outcome and the step's own transition, in one statement:
+    the attempt leaves `running` only while it still holds its lease (database clock),
+    the claim succeeds only if it is still this attempt's and in flight, the step only
+    if this attempt still owns it. Anything less raises AttemptFenced, and the whole
+    transaction (a transactional effect included) rolls back.
+
+    For a step of the plan (not a batch, not a compensation) the same statement goes on
+    with what step_succeeded() would do next: the run's remaining-steps counter and the
+    dependents' counters (ready.sql), only if the step's own transition happened;
+    its rows are returned for step_succeeded(found=...). None otherwise."""
+    params: dict[str, Any] = {
+        "attempt": started.attempt.id,
+        "attempt_succeeded": AttemptStatus.SUCCEEDED,
+        "attempt_running": AttemptStatus.RUNNING,
+        "claim": claim.id if claim is not None else None,
+        "claim_succeeded": ClaimStatus.SUCCEEDED,
+        "in_flight": ClaimStatus.IN_FLIGHT,
+        "result": Jsonb(result),
+        "succeeded": StepStatus.SUCCEEDED,
+        "running": StepStatus.RUNNING,
+        "step": started.step.id,
+    }
+    step = started.step
+    with_dependents = step.parent_id is None and not step.compensates
+    if with_dependents:
+        direct, careful = dependents_of(started.workflow, step.name)
+        params.update(dependents_params(started.run.id, direct, careful))
+    with prepared.cursor() as cursor:
+        cursor.execute(SQL["succeed_and_dependents" if with_dependents else "succeed"], params)
+        rows = cursor.fetchall()
+    if with_dependents:  # always one row at least: (done, claimed, dependents...)
+        done, claimed = rows[0][0], rows[0][1]
+    else:  # a row only if the step's transition happened: (claimed,)
+        done, claimed = len(rows), rows[0][0] if rows else 0
+    if not done:
+        raise AttemptFenced(
+            f"attempt {started.attempt.id} no longer owns step {started.step.key} "
+            "(lease expired, or recovered by another worker)"
+        )
+    if claim is not None and claimed != 1:
+        raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
+    if not with_dependents:
+        return None
+    # As ready.sql's dependents statement returns them; none when the run compensates (r is empty).
+    return [row[2:] for row in rows if row[2] is not None]
+
+
+def _insert_transactional_claim(started: Started) -> Claim:
+    key = step_claim_key(started.run, started.step, started.stepdef)
+    claim_id = insert_claim(
+        key=key,
+        run_id=started.run.id,
+        step_id=started.step.id,
+        item_key=None,
+        kind=started.step.kind,
+        attempt_id=started.attempt.id,
+    )
+    if claim_id is None:
+        # Only possible if the step already committed its effect under another
+        # attempt, which the fence excludes; refuse rather than apply twice.
+        raise AttemptFenced(f"claim {key} already exists")
+    return Claim(id=claim_id, key=key)
+
+
+def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
+    """Record a failed attempt and decide what follows, by effect kind (DESIGN.md §3):
+    an uncertain guarded effect becomes unresolved; otherwise retry with backoff while
+    attempts remain, then fail the step and the run. Returns the outcome word.
+
+    `uncertain`: the effect may have happened (anything but NotApplied). When a step
+    gives up, its in-flight claims close as `failed` only if the effect certainly did
+    not happen; an idempotent step's become `abandoned` (outcome unknown)."""
+    step, run, attempt = started.step, started.run, started.attempt
+    with transaction.atomic():
+        if started.step.kind == EffectKind.GUARDED and uncertain:
+            fence(attempt.id, AttemptStatus.UNRESOLVED, error)
+            _leave_running(started, status=StepStatus.UNRESOLVED, error=error)
+            mark_unresolved(
+                run_id=run.id,
+                step=step,
+                attempt_number=attempt.number,
+                reason=error,
+                probe_after=Now(),
+            )
+            return "unresolved"
+        fence(attempt.id, AttemptStatus.FAILED, error)
+        # Decided on the run as it is now, under its lock (locks.py): an operator's retry
+        # that reopened it meanwhile is seen, and none can commit between this decision
+        # and its writes.
+        current = lock_run(run.id)
+        assert current is not None  # this step's row refers to it
+        going_on = current.status in statuses_going_on(step)
+        if step.has_attempts_left and going_on:
+            _retry_later(started, error=error, delay=started.stepdef.retry.delay(step.attempts))
+            return "retrying"
+        _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
+        close_claims_on_give_up(run_id=run.id, step=step, error=error, maybe_applied=uncertain)
+        events.append_event(
+            run.id,
+            events.STEP_FAILED,
+            step_id=step.id,
+            attempt_number=attempt.number,
+            step=step.key,
+            error=error,
+        )
+        fail_run(run.id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
+        return "failed"
+
+
+def defer_attempt(started: Started, *, reason: str) -> str:
+    """The attempt gave way to a claim key held by another session's open transaction
+    (claims.ClaimBusy): its transaction rolled back, nothing was applied. Retry later
+    without counting it against max_attempts, so a partitioned worker cannot use up a
+    step's attempts while PostgreSQL has not yet noticed that it is gone."""
+    with transaction.atomic():
+        fence(started.attempt.id, AttemptStatus.DEFERRED, reason)
+        _retry_later(
+            started,
+            error=reason,
+            delay=float(settings.RUNS_CLAIM_BUSY_RETRY_SECONDS),
+            deferred=True,
+        )
+    return "deferred"
+
+
+def _retry_later(started: Started, *, error: str, delay: float, deferred: bool = False) -> None:
+    """running → retrying, due `delay` seconds from now on the database's clock, with
+    its event; the message goes out after commit with the same countdown. A deferred
+    attempt is not counted against max_attempts."""
+    step = started.step
+    extra: dict[str, Any] = {"deferred_attempts": F("deferred_attempts") + 1} if deferred else {}
+    _leave_running(
+        started,
+        status=StepStatus.RETRYING,
+        error=error,
+        next_attempt_at=db_now_plus(delay),
+        **extra,
+    )
+    events.append_event(
+        started.run.id,
+        events.STEP_RETRYING,
+        step_id=step.id,
+        attempt_number=started.attempt.number,
+        step=step.key,
+        error=error,
+        delay=round(delay, 3),
+        **({"deferred": True} if deferred else {}),
+    )
+    publish_on_commit([step.id], countdown=delay)

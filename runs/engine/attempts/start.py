@@ -1,0 +1,334 @@
+"""Starting an attempt: one statement moves a queued step to running, creates its
+attempt and returns all the attempt needs. A start that cannot decide here (an
+unknown workflow, a wait, a takeover) rolls back and leaves it to the careful path
+(runs/engine/entry/execute.py), which then runs the same statement."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Field, Model
+from django.db.models.functions import Now
+
+from runs import events, prepared
+from runs.engine.core import faults, sql
+from runs.engine.core.clock import lease_for
+from runs.engine.core.locks import lock_run
+from runs.engine.core.publish import publish_now
+from runs.errors import ClaimNotTakeable
+from runs.models import Attempt, Claim, Run, Step
+from runs.states import (
+    RUN_ACTIVE,
+    AttemptStatus,
+    EffectKind,
+    RunStatus,
+    StepStatus,
+)
+from runs.workflows import registry
+from runs.workflows.definition import StepDef, Workflow
+
+from .claims import take_claim
+from .lease import renew_lease
+
+log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__)
+# The statuses in which a step of the plan, or a compensation, may start.
+ACTIVE = list(RUN_ACTIVE)
+COMPENSATING = [RunStatus.COMPENSATING]
+
+
+# Kinds whose claim is taken when the attempt starts (before the effect runs).
+CLAIM_AT_START = (EffectKind.IDEMPOTENT, EffectKind.GUARDED)
+
+
+@dataclass
+class Started:
+    """Everything an executing attempt needs, loaded once."""
+
+    step: Step
+    run: Run
+    attempt: Attempt
+    workflow: Workflow
+    stepdef: StepDef
+    lease_seconds: float
+    claim: Claim | None = None
+    # The results of the step's dependencies (ctx.results), when the start read them.
+    results: dict[str, Any] | None = None
+    # A batch's: its map parent's plan revision (part of its items' claim keys).
+    parent_revision: int | None = None
+    # This worker's clock when the lease was last set (before the statement that set it
+    # was sent): when a map's item fences renew it (mapping.py). Never a safety decision:
+    # whether the lease is held is asked of the database.
+    lease_from: float = field(default_factory=time.monotonic)
+    # Set by the executor: on success, keep a single ready successor for this worker,
+    # started in the finish's own transaction (continued: start_successor) or else after
+    # its commit (continue_with), instead of publishing a message for it (execute.py).
+    may_continue: bool = False
+    continue_with: int | None = None
+    continued: Started | None = None
+
+    @property
+    def is_batch(self) -> bool:
+        return self.step.parent_id is not None
+
+
+def republish_if_early(step_id: int) -> None:
+    """A retry's message can arrive before its time: Celery's countdown runs on the
+    worker's clock, `next_attempt_at` on the database's. Send it again with the delay
+    that remains on the database's clock, rather than leave the step for the sweeper's
+    republish bound."""
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["early_by"], {"step": step_id, "retrying": StepStatus.RETRYING})
+        row = cursor.fetchone()
+    if row is not None:
+        remaining = max(0.0, float(row[0]))
+        log.info("step %s woke %.3fs early; republished for its time", step_id, remaining)
+        publish_now([step_id], countdown=remaining)
+
+
+class NotStartableHere(Exception):
+    """The step's workflow (or the step) is unknown to this worker, or the step is a
+    wait: roll the start back and let the careful path handle it."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the step's and the run's columns sit in a row of the start statement
+    (`s.*, r.*, ...`), as each model's from_db() wants them: in its fields' order."""
+
+    width: int
+    step_at: tuple[int, ...]
+    run_at: tuple[int, ...]
+    extras: int
+
+    def step(self, row: Any) -> Step:
+        return _instance(Step, [row[i] for i in self.step_at])
+
+    def run(self, row: Any) -> Run:
+        return _instance(Run, [row[i] for i in self.run_at])
+
+
+_LAYOUT: _Layout | None = None
+
+
+def _layout(description: Any, width: int) -> _Layout:
+    """Read off the statement's columns once per process (a table never changes under a
+    running worker); `s.*` names exactly runs_step's columns, so the run's start where
+    the step model's end."""
+    global _LAYOUT
+    if _LAYOUT is None or _LAYOUT.width != width:
+        names = [column.name for column in description]
+        n_step = len(Step._meta.concrete_fields)
+        n_run = len(Run._meta.concrete_fields)
+
+        def positions(model: type[Model], start: int, count: int) -> tuple[int, ...]:
+            at = {name: start + i for i, name in enumerate(names[start : start + count])}
+            columns = [f.column for f in model._meta.concrete_fields]
+            if set(at) != set(columns):
+                raise RuntimeError(
+                    f"start.sql returned columns {sorted(at)} for {model.__name__}, whose "
+                    f"fields are {sorted(columns)}: is a migration missing?"
+                )
+            return tuple(at[c] for c in columns)
+
+        _LAYOUT = _Layout(
+            width=width,
+            step_at=positions(Step, 0, n_step),
+            run_at=positions(Run, n_step, n_run),
+            extras=n_step + n_run,
+        )
+    return _LAYOUT
+
+
+def _instance(model: type[Model], values: list[Any]) -> Any:
+    names = _attnames(model)
+    return model.from_db("default", names, _decoded(model, names, values))
+
+
+@cache
+def _attnames(model: type[Model]) -> list[str]:
+    return [f.attname for f in model._meta.concrete_fields]
+
+
+def start_queued(step_id: int, worker: str) -> Started | None:
+    """Start the step if it is queued (or retrying and due): one transaction, whose
+    events are written together at its end. None if it is not startable."""
+    with transaction.atomic(), events.buffered():
+        return _start_in_transaction(step_id, worker)
+
+
+def _start_in_transaction(step_id: int, worker: str) -> Started | None:
+    """The start's statement (start.sql), in the caller's transaction (its events in the
+    caller's buffer)."""
+    default_lease = float(settings.RUNS_LEASE_SECONDS)
+    sent = time.monotonic()
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            SQL["start"],
+            {
+                "step_id": step_id,
+                "running": StepStatus.RUNNING,
+                "queued": StepStatus.QUEUED,
+                "retrying": StepStatus.RETRYING,
+                "active": ACTIVE,
+                "compensating": COMPENSATING,
+                "running_attempt": AttemptStatus.RUNNING,
+                "worker": worker,
+                "lease": default_lease,
+            },
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        layout = _layout(cursor.description, len(row))
+    step, run = layout.step(row), layout.run(row)
+    results, _, parent_revision = row[layout.extras :]
+    if isinstance(results, str):  # jsonb arrives as text on Django's connections
+        results = json.loads(results)
+    step.run = run
+    wf = registry.get(run.workflow, run.version)
+    stepdef = wf.stepdef(step.name) if wf is not None else None
+    if wf is None or stepdef is None or stepdef.is_wait:
+        # Unknown here, or a wait (which takes no attempt): the careful path decides.
+        raise NotStartableHere
+
+    lease = lease_for(stepdef)
+    assert step.current_attempt_id is not None
+    if lease != default_lease:
+        renew_lease(step.current_attempt_id, lease)
+    attempt = Attempt(
+        id=step.current_attempt_id,
+        step_id=step.id,
+        run_id=run.id,
+        number=step.attempts,
+        worker=worker,
+        status=AttemptStatus.RUNNING,
+    )
+    step.current_attempt = attempt
+    # The run's status as of this statement's snapshot: a run already running never
+    # goes back to pending, so only a pending one needs the conditional UPDATE.
+    if run.status == RunStatus.PENDING and Run.objects.filter(
+        pk=run.id, status=RunStatus.PENDING
+    ).update(status=RunStatus.RUNNING, updated_at=Now()):
+        events.append_event(run.id, events.RUN_STARTED)
+    run.status = RunStatus.RUNNING
+    events.append_event(
+        run.id,
+        events.STEP_STARTED,
+        step_id=step.id,
+        attempt_number=attempt.number,
+        step=step.key,
+        worker=worker,
+    )
+    claim = None
+    if step.parent_id is None and step.kind in CLAIM_AT_START:
+        claim = take_claim(run=run, step=step, stepdef=stepdef, attempt=attempt, item=None)
+    return Started(
+        step=step,
+        run=run,
+        attempt=attempt,
+        workflow=wf,
+        stepdef=stepdef,
+        lease_seconds=lease,
+        claim=claim,
+        results=results,
+        parent_revision=parent_revision,
+        lease_from=sent,
+    )
+
+
+def start_successor(previous: Started, step_id: int) -> Started | None:
+    """Start the one step that `previous`'s success made ready, inside the transaction
+    that records that success, so that the finish and the successor's start commit
+    together: one commit per step of a chain instead of two. None: not started here
+    (the caller starts it after the commit, as a message would).
+
+    Committing the start early changes nothing a crash can observe: a worker that dies
+    after this commit leaves the successor running under a lease that the sweeper
+    recovers, as if it had died just after a start of its own. Only where nothing in the
+    start can fail after its UPDATE without taking the finish down with it: every
+    dependent `previous` can make ready is a plain step of its workflow (not a wait, a
+    map or a conditional step: the careful path decides those). A successor that takes
+    a claim starts under a savepoint, since an existing claim may refuse it. Not with
+    fault injection, whose `after_commit` point sits between the two."""
+    if faults.enabled():
+        return None
+    kinds = _plain_dependent_kinds(previous.workflow, previous.step)
+    if kinds is None:
+        return None
+    worker = previous.attempt.worker
+    if not any(kind in CLAIM_AT_START for kind in kinds):
+        return _start_in_transaction(step_id, worker)
+    mark = events.buffer_mark()
+    try:
+        with transaction.atomic():  # a savepoint
+            return _start_in_transaction(step_id, worker)
+    except ClaimNotTakeable:
+        events.rewind_buffer(mark)  # the savepoint's events went with it
+        return None
+
+
+_PLAIN_DEPENDENTS: dict[tuple[int, str], tuple[Workflow, tuple[str, ...] | None]] = {}
+
+
+def _plain_dependent_kinds(workflow: Workflow, step: Step) -> tuple[str, ...] | None:
+    """The effect kinds of the steps `step`'s success can make ready, if all of its
+    dependents are plain (no wait, map or condition); else None.
+    Computed once per process per step name (definitions do not change meanwhile)."""
+    if step.parent_id is not None or step.compensates:
+        return None  # a batch completes its map; a compensation, the compensating run
+    key = (id(workflow), step.name)
+    entry = _PLAIN_DEPENDENTS.get(key)
+    if entry is None or entry[0] is not workflow:
+        defs = [workflow.steps[n] for n in workflow.dependents(step.name)]
+        plain = bool(defs) and all(not (d.is_wait or d.is_map or d.when) for d in defs)
+        # A run that began compensating meanwhile makes a compensation ready instead.
+        kinds = [d.kind for d in defs] + [c.kind for c in workflow.compensations.values()]
+        entry = _PLAIN_DEPENDENTS[key] = (workflow, tuple(map(str, kinds)) if plain else None)
+    return entry[1]
+
+
+def _decoded(model: type[Model], names: list[str], values: Any) -> list[Any]:
+    """Raw column values as the model's fields hold them (JSON columns come back from
+    a raw cursor already decoded by psycopg; the fields' from_db_value expects text)."""
+    fields = _fields_by_attname(model)
+    out = list(values)
+    for i, name in enumerate(names):
+        convert = getattr(fields[name], "from_db_value", None)
+        if convert is not None and out[i] is not None:
+            out[i] = convert(out[i], None, connection)
+    return out
+
+
+@cache
+def _fields_by_attname(model: type[Model]) -> dict[str, Field[Any, Any]]:
+    return {f.attname: f for f in model._meta.concrete_fields}
+
+
+def refuse(step: Step, worker: str, reason: str) -> None:
+    """Leave the step as it is (queued, for a worker that knows its workflow; the
+    sweeper republishes it) and record why, once per distinct reason."""
+    log.warning("refusing step %s of run %s: %s", step.key, step.run_id, reason)
+    with transaction.atomic():
+        lock_run(step.run_id)  # the run before its steps (locks.py)
+        if (
+            Step.objects.filter(pk=step.id, status=StepStatus.QUEUED)
+            .exclude(error=reason)
+            .update(error=reason)
+        ):
+            events.append_event(
+                step.run_id,
+                events.STEP_REFUSED,
+                step_id=step.id,
+                step=step.key,
+                reason=reason,
+                worker=worker,
+            )

@@ -1,0 +1,18 @@
+"""Results and evidence are stored as JSON: what cannot round-trip is refused here."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def ensure_json(value: Any, what: str = "step result") -> Any:
+    """Results and evidence are stored as JSON: refuse what cannot round-trip, with a
+    clear error."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serializable: {exc}") from exc

@@ -1,0 +1,66 @@
+"""Publishing messages, by task name.
+
+A message is only a hint that a step may be ready (or a claim due for its probe), so it
+goes out after commit and carries only an id; a lost one is repaired by the sweeper. The
+engine names the task it sends (runs/tasks.py defines it) and never imports the tasks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from celery import current_app
+from django.db import transaction
+
+from . import faults
+
+log = logging.getLogger(__name__)
+
+# The names runs/tasks.py gives the tasks (a message names its task; the broker and the
+# worker know nothing else of the engine).
+EXECUTE_STEP = "runs.execute_step"
+PROBE_CLAIM = "runs.probe_claim"
+
+
+def send(task: str, arg: int, countdown: float | None = None) -> None:
+    """One message for `task`, with one id; the settings' routes pick its queue. The one
+    place a message leaves the engine (a test's transport replaces it)."""
+    current_app.send_task(task, args=(arg,), countdown=countdown)
+
+
+def publish_now(step_ids: Iterable[int], countdown: float | None = None) -> None:
+    for step_id in step_ids:
+        for _ in range(faults.message_copies()):
+            try:
+                send(EXECUTE_STEP, step_id, countdown)
+            except Exception:
+                # The row says queued; the sweeper will republish it.
+                log.exception("could not publish step %s; the sweeper will retry", step_id)
+
+
+def publish_on_commit(
+    step_ids: list[int],
+    *,
+    countdown: float | None = None,
+    fault_step: str | None = None,
+) -> None:
+    """After the surrounding transaction commits, publish a message per step.
+
+    `fault_step` marks the commit of that step's completion: the `after_commit` fault
+    point fires between the commit and the publish."""
+
+    def send() -> None:
+        if fault_step is not None:
+            faults.hit("after_commit", fault_step)
+        publish_now(step_ids, countdown)
+
+    transaction.on_commit(send)
+
+
+def publish_probes(claim_ids: list[int], delays: dict[int, float] | None = None) -> None:
+    for claim_id in claim_ids:
+        delay = (delays or {}).get(claim_id) or None
+        try:
+            send(PROBE_CLAIM, claim_id, delay)
+        except Exception:
+            log.exception("could not publish probe of claim %s; the sweeper will retry", claim_id)

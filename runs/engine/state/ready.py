@@ -1,0 +1,172 @@
+"""What a step's success (or skip) makes ready: its dependents' counters, a map's
+batches, the run's end."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.db.models.functions import Now
+
+from runs import events, prepared
+from runs.engine.core import sql
+from runs.models import Step
+from runs.states import (
+    RUN_ACTIVE,
+    RunStatus,
+    StepStatus,
+)
+from runs.workflows.definition import Workflow
+
+from .compensation import compensate_late_step, compensation_succeeded
+from .conditions import condition_holds
+from .expand import expand
+from .run import succeed_run
+
+SQL = sql.load(__file__)
+
+log = logging.getLogger(__name__)
+
+
+def step_succeeded(
+    *,
+    run_id: uuid.UUID,
+    step: Step,
+    workflow: Workflow,
+    found: list[tuple[Any, ...]] | None = None,
+) -> list[int]:
+    """Propagate a step's success; return the ids of steps that became queued.
+
+    A batch decrements its map parent; a top-level step decrements the run's counter
+    and its dependents' pending-dependency counters (an indexed lookup by name, never a
+    scan of the plan). `found`: the rows of that UPDATE when the finish's own statement
+    already ran it (_fence_and_succeed)."""
+    if step.parent_id is not None:
+        remaining = _batch_done(run_id, step.parent_id)
+        if remaining != 0:
+            return []
+        parent = Step.objects.get(pk=step.parent_id)
+        n = Step.objects.filter(pk=parent.id, status=StepStatus.RUNNING).update(
+            status=StepStatus.SUCCEEDED,
+            finished_at=Now(),
+            result={"items": _count_items(parent), "batches": parent.batches.count()},
+        )
+        if n != 1:
+            raise RuntimeError(f"map step {parent.key} was not running")
+        events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
+        return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
+
+    if step.compensates:
+        return compensation_succeeded(run_id=run_id, step=step)
+    direct, careful = dependents_of(workflow, step.name)
+    # One statement: the run's counter of remaining steps goes down and, while the run is
+    # active and has steps left, so do the dependents' pending-dependency counters; a
+    # plain dependent whose last dependency this was is queued in the same UPDATE (a map
+    # step, or one with a condition, is made ready below). Dependents are found by index
+    # (the run's steps, or (run, name)), never by a scan of the plan. A cancelled (or
+    # failed) run queues nothing after this step. While a run compensates,
+    # steps_remaining counts its compensations: a step of the plan that finishes
+    # meanwhile (it was running) does not touch it, but gets a compensation of its own.
+    if found is None:
+        with prepared.cursor() as cursor:
+            cursor.execute(SQL["dependents"], dependents_params(run_id, direct, careful))
+            found = cursor.fetchall()
+    if not found or found[0][1] not in RUN_ACTIVE:
+        # The run compensates (the counter UPDATE matched no row: it exists, this step's
+        # row refers to it), or was cancelled or failed while this step ran: nothing
+        # follows this step, but its compensation, if it names one, must run.
+        return compensate_late_step(run_id=run_id, step=step, workflow=workflow)
+    if int(found[0][0]) == 0:
+        succeed_run(run_id, workflow)
+        return []
+    rows = [row[2:] for row in found if row[2] is not None]
+    queued: list[int] = []
+    for step_id, key, name, pending, status in rows:
+        if pending != 0:
+            continue
+        if name in careful:  # a map step, or one with a condition
+            queued.extend(make_ready(run_id, Step.objects.get(pk=step_id), workflow))
+            continue
+        if status != StepStatus.QUEUED:
+            raise RuntimeError(f"step {key} was not pending")
+        events.append_event(run_id, events.STEP_QUEUED, step_id=step_id, step=key)
+        queued.append(step_id)
+    return queued
+
+
+def dependents_params(run_id: uuid.UUID, direct: list[str], careful: list[str]) -> dict[str, Any]:
+    return {
+        "run": run_id,
+        "names": direct + careful,
+        "plain": direct,
+        "pending": StepStatus.PENDING,
+        "queued": StepStatus.QUEUED,
+        "compensating": RunStatus.COMPENSATING,
+        "active": list(RUN_ACTIVE),
+    }
+
+
+_DEPENDENTS: dict[int, tuple[Workflow, dict[str, tuple[list[str], list[str]]]]] = {}
+
+
+def dependents_of(workflow: Workflow, step_name: str) -> tuple[list[str], list[str]]:
+    """The step's dependents: those queued directly by the UPDATE that makes them ready,
+    and those make_ready() decides (map steps, expanded; steps with a condition, maybe
+    skipped). Computed once per worker process (a workflow's definition does not change
+    while the process runs)."""
+    entry = _DEPENDENTS.get(id(workflow))
+    if entry is None or entry[0] is not workflow:
+        entry = _DEPENDENTS[id(workflow)] = (workflow, {})
+    found = entry[1].get(step_name)
+    if found is None:
+        names = workflow.dependents(step_name)
+        careful = {n for n in names if workflow.steps[n].is_map or workflow.steps[n].when}
+        found = entry[1][step_name] = (
+            [n for n in names if n not in careful],
+            [n for n in names if n in careful],
+        )
+    return found
+
+
+def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
+    """A pending step's dependencies are done: queue it (expand it, for a map step), or
+    skip it if its condition is false (its dependents then proceed, as after a
+    success)."""
+    stepdef = workflow.steps[step.name]
+    if stepdef.when is not None:
+        holds = condition_holds(run_id, step, stepdef)
+        if holds is None:  # the condition raised: the step failed, and the run
+            return []
+        if not holds:
+            n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
+                status=StepStatus.SKIPPED, finished_at=Now()
+            )
+            if n != 1:
+                raise RuntimeError(f"step {step.key} was not pending")
+            events.append_event(run_id, events.STEP_SKIPPED, step_id=step.id, step=step.key)
+            return step_succeeded(run_id=run_id, step=step, workflow=workflow)
+    if stepdef.is_map:
+        batches = expand(run_id=run_id, parent=step, workflow=workflow)
+        if batches is None:  # an empty collection: the map step succeeded at once
+            return step_succeeded(run_id=run_id, step=step, workflow=workflow)
+        return batches
+    n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
+        status=StepStatus.QUEUED, queued_at=Now()
+    )
+    if n != 1:
+        raise RuntimeError(f"step {step.key} was not pending")
+    events.append_event(run_id, events.STEP_QUEUED, step_id=step.id, step=step.key)
+    return [step.id]
+
+
+def _batch_done(run_id: uuid.UUID, parent_id: int) -> int:
+    with prepared.cursor() as cursor:
+        cursor.execute(SQL["batch_done"], {"run": run_id, "parent": parent_id})
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _count_items(parent: Step) -> int:
+    return sum(len(items or []) for items in parent.batches.values_list("items", flat=True))

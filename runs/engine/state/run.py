@@ -1,0 +1,87 @@
+"""The run's own status: where its steps may go on, and its end (failed, or
+compensating first; succeeded)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.db.models import Exists, OuterRef
+from django.db.models.functions import Now
+
+from runs import events
+from runs.engine.core.locks import lock_run
+from runs.models import Run, Step
+from runs.states import (
+    RUN_ACTIVE,
+    RunStatus,
+)
+from runs.workflows.definition import Workflow
+
+from .compensation import begin_compensation
+
+log = logging.getLogger(__name__)
+
+
+def active_run() -> Exists:
+    """`EXISTS (the step's run is active)`: a correlated subquery that keeps an UPDATE
+    of runs_step a single-table statement."""
+    return Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ACTIVE))
+
+
+def compensating_run() -> Exists:
+    """`EXISTS (the step's run is compensating)`: where compensation steps may start."""
+    return Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.COMPENSATING))
+
+
+def run_may_go_on(step: Step) -> Exists:
+    """Where this step may start: an active run, or a compensating one for a
+    compensation step."""
+    return compensating_run() if step.compensates else active_run()
+
+
+def statuses_going_on(step: Step) -> tuple[str, ...]:
+    """The run statuses in which this step may still be retried."""
+    return (RunStatus.COMPENSATING,) if step.compensates else RUN_ACTIVE
+
+
+def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> None:
+    """A step failed for good: the run fails, or compensates first if steps with a
+    compensation have succeeded (runs/engine/compensate.py). A compensation that fails
+    for good (`compensation=True`) ends its compensating run as failed, naming it.
+    Decided under the run row's lock (locks.py); a run no longer active is left as it
+    is."""
+    run = lock_run(run_id)
+    if run is None:
+        return
+    if compensation:
+        if run.status == RunStatus.COMPENSATING:
+            Run.objects.filter(pk=run_id).update(
+                status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
+            )
+            events.append_event(run_id, events.RUN_FAILED, error=error)
+        return
+    if run.status not in RUN_ACTIVE:
+        return
+    if begin_compensation(run, ends_as=RunStatus.FAILED, error=error):
+        return
+    Run.objects.filter(pk=run_id).update(
+        status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
+    )
+    events.append_event(run_id, events.RUN_FAILED, error=error)
+
+
+def succeed_run(run_id: uuid.UUID, workflow: Workflow) -> None:
+    leaves = [s for s in workflow.steps if not workflow.dependents(s)]
+    result = dict(
+        Step.objects.filter(run_id=run_id, name__in=leaves, parent__isnull=True).values_list(
+            "name", "result"
+        )
+    )
+    n = Run.objects.filter(
+        pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION]
+    ).update(status=RunStatus.SUCCEEDED, result=result, finished_at=Now(), updated_at=Now())
+    if n == 1:
+        events.append_event(run_id, events.RUN_SUCCEEDED)
+    else:
+        log.info("run %s finished its steps but is no longer running; left as it is", run_id)

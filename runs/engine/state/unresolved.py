@@ -1,0 +1,141 @@
+"""Claims closing: failed or abandoned when a step gives up, unresolved when its
+effect's outcome is unknown (then the run waits for a resolution, and the step's
+probe, if it has one, is asked first)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Expression
+from django.db.models.functions import Now
+
+from runs import events
+from runs.engine.core.publish import publish_probes
+from runs.models import Claim, Run, Step
+from runs.states import (
+    ClaimStatus,
+    EffectKind,
+    RunStatus,
+)
+from runs.workflows import registry
+from runs.workflows.definition import StepDef
+
+log = logging.getLogger(__name__)
+
+
+def _close_in_flight_claims(
+    *,
+    run_id: uuid.UUID,
+    step: Step,
+    status: ClaimStatus,
+    event: str,
+    error: str,
+    attempt_number: int | None = None,
+    **payload: Any,
+) -> None:
+    """Move the step's in-flight claims to `status` (failed: done; unresolved: waiting
+    for a resolution), with one event each."""
+    fields: dict[str, Any] = {"status": status, "error": error}
+    if status == ClaimStatus.UNRESOLVED:
+        fields["unresolved_at"] = Now()
+    else:
+        fields["completed_at"] = Now()
+    claims = list(
+        Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT).values_list("id", "key")
+    )
+    Claim.objects.filter(pk__in=[pk for pk, _ in claims], status=ClaimStatus.IN_FLIGHT).update(
+        **fields
+    )
+    for _, key in claims:
+        events.append_event(
+            run_id, event, step_id=step.id, attempt_number=attempt_number, key=key, **payload
+        )
+
+
+def close_claims_on_give_up(
+    *, run_id: uuid.UUID, step: Step, error: str, maybe_applied: bool
+) -> None:
+    """A step failed for good: close its in-flight claims. `failed` means the effect
+    did not happen; an idempotent effect that may have happened is `abandoned` (its
+    outcome is unknown, and a retry with the same key is safe)."""
+    if maybe_applied and step.kind == EffectKind.IDEMPOTENT:
+        status, event = ClaimStatus.ABANDONED, events.CLAIM_ABANDONED
+    else:
+        status, event = ClaimStatus.FAILED, events.CLAIM_FAILED
+    _close_in_flight_claims(run_id=run_id, step=step, status=status, event=event, error=error)
+
+
+def mark_unresolved(
+    *,
+    run_id: uuid.UUID,
+    step: Step,
+    attempt_number: int,
+    reason: str,
+    probe_after: Expression | Any,
+) -> None:
+    """The step's in-flight claim becomes unresolved and the run waits for a human (or
+    its probe, which runs no earlier than `probe_after`, on the database's clock)."""
+    _close_in_flight_claims(
+        run_id=run_id,
+        step=step,
+        status=ClaimStatus.UNRESOLVED,
+        event=events.CLAIM_UNRESOLVED,
+        error=reason,
+        attempt_number=attempt_number,
+        reason=reason,
+    )
+    events.append_event(
+        run_id,
+        events.STEP_UNRESOLVED,
+        step_id=step.id,
+        attempt_number=attempt_number,
+        step=step.key,
+        reason=reason,
+    )
+    if Run.objects.filter(pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.WAITING]).update(
+        status=RunStatus.NEEDS_RECONCILIATION, updated_at=Now()
+    ):
+        events.append_event(run_id, events.RUN_NEEDS_RECONCILIATION, step=step.key)
+    request_probes(run_id=run_id, step=step, probe_after=probe_after)
+
+
+def probe_of(run: Run, step: Step) -> StepDef | None:
+    """The step's definition if it declares a probe (registry lookup, no query)."""
+    wf = registry.get(run.workflow, run.version)
+    stepdef = wf.stepdef(step.name) if wf else None
+    return stepdef if stepdef is not None and stepdef.probe is not None else None
+
+
+def request_probes(*, run_id: uuid.UUID, step: Step, probe_after: Any) -> None:
+    """Called in the transaction that made the step's claims unresolved: if the step
+    has a probe, mark its claims and send a probe message after commit, due at
+    `probe_after` (a database time or expression)."""
+    run = Run.objects.only("workflow", "version").get(pk=run_id)
+    if probe_of(run, step) is None:
+        return
+    ids = list(
+        Claim.objects.filter(
+            step=step, status=ClaimStatus.UNRESOLVED, probed_at__isnull=True
+        ).values_list("id", flat=True)
+    )
+    if not ids:
+        return
+    Claim.objects.filter(pk__in=ids).update(probe_requested_at=Now(), probe_after=probe_after)
+    for claim_id in ids:
+        events.append_event(run.id, events.PROBE_REQUESTED, step_id=step.id, claim_id=claim_id)
+    delays = seconds_until_probe(ids)
+    transaction.on_commit(lambda: publish_probes(ids, delays))
+
+
+def seconds_until_probe(claim_ids: list[int]) -> dict[int, float]:
+    """For each claim, how long until its probe is due, on the database's clock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, GREATEST(0, EXTRACT(EPOCH FROM probe_after - now()))::float "
+            "FROM runs_claim WHERE id = ANY(%s) AND probe_after IS NOT NULL",
+            [claim_ids],
+        )
+        return {int(pk): float(delay) for pk, delay in cursor.fetchall()}
