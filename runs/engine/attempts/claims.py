@@ -20,6 +20,7 @@ from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
 from runs import events, prepared
+from runs.engine.core import sql
 from runs.engine.core.keys import step_claim_key
 from runs.errors import ClaimBusy, ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
@@ -30,12 +31,9 @@ from runs.workflows.definition import StepDef
 
 log = logging.getLogger(__name__)
 
-
-# After a taken key: what the transaction goes on with (the retake of an idempotent
-# item waits for row locks) must not be bounded by the claim's lock timeout.
-_RESTORE_LOCK_TIMEOUT = (
-    "SELECT set_config('lock_timeout', current_setting('runs.lock_timeout_before'), true)"
-)
+SQL = sql.load(__file__)
+# The claims a retry of the same logical invocation may take over (claims.sql, take).
+RETAKEABLE = [ClaimStatus.IN_FLIGHT, ClaimStatus.ABANDONED]
 
 
 def insert_claim(
@@ -52,11 +50,8 @@ def insert_claim(
     is already claimed (committed by an earlier attempt). Raises ClaimBusy if another
     session's open transaction holds the key for longer than the lock timeout.
 
-    lock_timeout is set for this statement's wait only: the subquery saves the
-    transaction's value and sets the bound (both local to the transaction) before the
-    insert can wait, and RETURNING restores the saved value, so the step's own effect
-    runs with whatever lock_timeout it had. A taken key returns no row, so RETURNING
-    does not run: a second statement restores it then (not on the common path).
+    The wait for a key another transaction holds is bounded for this statement only
+    (claims.sql, insert_bounded).
 
     `status`: a map item inserts its claim already `succeeded` (mapping.py): no other
     session can see the row before this transaction commits, and it commits only with
@@ -65,36 +60,22 @@ def insert_claim(
     try:
         with prepared.cursor() as cursor:
             cursor.execute(
-                """
-                INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status,
-                                        attempt_id, error, resolved_by, resolution_note,
-                                        created_at, completed_at)
-                SELECT %s, %s, %s, %s, %s, %s, %s, '', '', '', now(),
-                       CASE WHEN %s = %s THEN now() END
-                FROM (SELECT set_config('lock_timeout', %s, true)
-                      FROM (SELECT set_config('runs.lock_timeout_before',
-                                              current_setting('lock_timeout'), true))
-                           AS saved) AS bounded_wait
-                ON CONFLICT (key) DO NOTHING
-                RETURNING id, set_config('lock_timeout',
-                                         current_setting('runs.lock_timeout_before'), true)
-                """,
-                [
-                    key,
-                    run_id,
-                    step_id,
-                    item_key,
-                    kind,
-                    status,
-                    attempt_id,
-                    status,
-                    ClaimStatus.SUCCEEDED,
-                    f"{timeout_ms}ms",
-                ],
+                SQL["insert_bounded"],
+                {
+                    "key": key,
+                    "run": run_id,
+                    "step": step_id,
+                    "item": item_key,
+                    "kind": kind,
+                    "status": status,
+                    "attempt": attempt_id,
+                    "completed": status == ClaimStatus.SUCCEEDED,
+                    "lock_timeout": f"{timeout_ms}ms",
+                },
             )
             row = cursor.fetchone()
             if row is None:
-                cursor.execute(_RESTORE_LOCK_TIMEOUT)
+                cursor.execute(SQL["restore_lock_timeout"])
     except OperationalError as exc:
         if isinstance(exc.__cause__, pg_errors.LockNotAvailable):
             raise ClaimBusy(
@@ -110,34 +91,22 @@ def take_claim(
 ) -> Claim:
     """Take (or, on a retry of the same logical invocation, take over) the claim.
 
-    INSERT … ON CONFLICT makes the key's uniqueness the arbiter: a retry re-owns an
-    in-flight claim with the same key, or an abandoned one (an idempotent step that gave
-    up, retried by an operator: the same key is what makes that safe); a claim that
-    succeeded, failed or is unresolved is never taken again (ClaimNotTakeable)."""
+    The key's uniqueness is the arbiter (claims.sql, take); a claim that succeeded,
+    failed or is unresolved is never taken again (ClaimNotTakeable)."""
     key = step_claim_key(run, step, stepdef)
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id,
-                                    error, resolved_by, resolution_note, created_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, '', '', '', now())
-            ON CONFLICT (key) DO UPDATE
-                SET attempt_id = EXCLUDED.attempt_id, status = EXCLUDED.status, error = '',
-                    completed_at = NULL
-                WHERE runs_claim.status IN (%s, %s)
-            RETURNING id, (xmax = 0) AS inserted
-            """,
-            [
-                key,
-                run.id,
-                step.id,
-                item,
-                step.kind,
-                ClaimStatus.IN_FLIGHT,
-                attempt.id,
-                ClaimStatus.IN_FLIGHT,
-                ClaimStatus.ABANDONED,
-            ],
+            SQL["take"],
+            {
+                "key": key,
+                "run": run.id,
+                "step": step.id,
+                "item": item,
+                "kind": step.kind,
+                "in_flight": ClaimStatus.IN_FLIGHT,
+                "attempt": attempt.id,
+                "retakeable": RETAKEABLE,
+            },
         )
         row = cursor.fetchone()
     if row is None:

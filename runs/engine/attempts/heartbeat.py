@@ -22,14 +22,11 @@ from typing import Any
 
 from django.db import connection
 
+from runs.engine.core import sql
 from runs.errors import AttemptFenced
 from runs.states import AttemptStatus
 
-_RENEW = """
-    UPDATE runs_attempt
-    SET lease_expires_at = statement_timestamp() + make_interval(secs => %s)
-    WHERE id = %s AND status = %s AND lease_expires_at > statement_timestamp()
-"""
+SQL = sql.load(__file__)
 
 
 class _Local(threading.local):
@@ -45,7 +42,12 @@ def renew_lease_aside(attempt_id: int, seconds: float) -> None:
     conn = _connection()
     try:
         renewed = conn.execute(
-            _RENEW, [float(seconds), attempt_id, AttemptStatus.RUNNING.value]
+            SQL["renew"],
+            {
+                "lease": float(seconds),
+                "attempt": attempt_id,
+                "running": AttemptStatus.RUNNING.value,
+            },
         ).rowcount
     except Exception:
         close()  # never reuse a connection in an unknown state; the next one is new

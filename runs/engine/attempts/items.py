@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
 from runs import prepared
-from runs.engine.core import faults, keys
+from runs.engine.core import faults, keys, sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.errors import AttemptFenced
 from runs.models import Claim, MapRegistry, Step
@@ -35,6 +35,8 @@ from .lease import renew_lease
 from .start import Started
 
 log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__)
 
 
 def run_batch(started: Started, make_context: Any) -> dict[str, int]:
@@ -121,41 +123,6 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
     )
 
 
-# The item's fence when the lease is fresh: a share lock on the attempt row (no new row
-# version, no index or constraint work), held to the commit like the UPDATE's lock, so
-# recovery's UPDATE of the attempt waits for the item or the item sees it crashed.
-_FENCE_HELD = """
-    WITH held AS (
-        SELECT 1 FROM runs_attempt
-        WHERE id = %(attempt)s AND status = %(running)s
-          AND lease_expires_at > statement_timestamp()
-        FOR SHARE
-    ), outcome AS (
-        UPDATE runs_claim SET result = %(result)s
-        WHERE id = %(claim)s AND EXISTS (SELECT 1 FROM held)
-        RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM outcome)
-"""
-
-
-# ... and once a quarter of it is spent (by this worker's clock), the fence renews it.
-_FENCE_RENEWING = """
-    WITH held AS (
-        UPDATE runs_attempt
-        SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
-        WHERE id = %(attempt)s AND status = %(running)s
-          AND lease_expires_at > statement_timestamp()
-        RETURNING 1
-    ), outcome AS (
-        UPDATE runs_claim SET result = %(result)s
-        WHERE id = %(claim)s AND EXISTS (SELECT 1 FROM held)
-        RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM held), (SELECT count(*) FROM outcome)
-"""
-
-
 def _renewal_due(started: Started) -> bool:
     return time.monotonic() - started.lease_from >= started.lease_seconds / 4
 
@@ -177,13 +144,13 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
         params["lease"] = started.lease_seconds
         started.lease_from = time.monotonic()
     with prepared.cursor() as cursor:
-        cursor.execute(_FENCE_RENEWING if renew else _FENCE_HELD, params)
+        cursor.execute(SQL["fence_renewing" if renew else "fence_held"], params)
         row = cursor.fetchone()
     if row is None or row[0] != 1:
         raise AttemptFenced(f"attempt {started.attempt.id} lost its lease")
 
 
-# SQLSTATE of the item fence's refusal at commit (migration 0019).
+# SQLSTATE of the item fence's refusal at commit (runs/sql/schema.sql).
 ITEM_FENCE_REFUSED = "DR001"
 
 
@@ -195,7 +162,7 @@ def _transactional_item(started: Started, ctx: Context, key: str, item_key: str,
     effect and the fence, so no one can ever see it succeeded without its effect; a
     second insert of the key waits for this transaction, as it would for `in_flight`.
 
-    The fence is a deferred constraint trigger on that claim (migration 0019): at the
+    The fence is a deferred constraint trigger on that claim (runs/sql/schema.sql): at the
     COMMIT, the attempt must still run under a live lease (database clock), else the
     commit fails and the item rolls back. It comes last so a paused worker's open
     transaction never locks its attempt row: recovery can still take the batch over, and
@@ -208,7 +175,7 @@ def _transactional_item(started: Started, ctx: Context, key: str, item_key: str,
         with transaction.atomic():
             if nested:
                 with connection.cursor() as cursor:
-                    cursor.execute("SET CONSTRAINTS runs_claim_item_fence IMMEDIATE")
+                    cursor.execute(SQL["fence_at_insert"])
             claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
             if claim_id is None:
                 return False

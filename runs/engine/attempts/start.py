@@ -110,10 +110,12 @@ class _Layout:
     extras: int
 
     def step(self, row: Any) -> Step:
-        return _instance(Step, [row[i] for i in self.step_at])
+        step: Step = _instance(Step, [row[i] for i in self.step_at])
+        return step
 
     def run(self, row: Any) -> Run:
-        return _instance(Run, [row[i] for i in self.run_at])
+        run: Run = _instance(Run, [row[i] for i in self.run_at])
+        return run
 
 
 _LAYOUT: _Layout | None = None
@@ -125,13 +127,13 @@ def _layout(description: Any, width: int) -> _Layout:
     the step model's end."""
     global _LAYOUT
     if _LAYOUT is None or _LAYOUT.width != width:
-        names = [column.name for column in description]
+        names = [str(column.name) for column in description]
         n_step = len(Step._meta.concrete_fields)
         n_run = len(Run._meta.concrete_fields)
 
         def positions(model: type[Model], start: int, count: int) -> tuple[int, ...]:
             at = {name: start + i for i, name in enumerate(names[start : start + count])}
-            columns = [f.column for f in model._meta.concrete_fields]
+            columns = [str(f.column) for f in model._meta.concrete_fields]
             if set(at) != set(columns):
                 raise RuntimeError(
                     f"start.sql returned columns {sorted(at)} for {model.__name__}, whose "

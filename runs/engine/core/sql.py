@@ -12,7 +12,7 @@ statement once per connection. Values, statuses included, are always parameters
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 _NAME = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
@@ -32,7 +32,7 @@ class Statements(Mapping[str, str]):
         except KeyError:
             raise KeyError(f"{self.path.name} has no statement named {name!r}") from None
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._blocks)
 
     def __len__(self) -> int:

@@ -22,6 +22,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core import sql
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
 from runs.models import Run, Step
@@ -37,6 +38,8 @@ from runs.workflows.definition import Workflow
 from .revision import bump_revision
 
 log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__)
 
 
 def _compensable(workflow: Workflow) -> dict[str, str]:
@@ -147,11 +150,7 @@ def compensation_succeeded(*, run_id: uuid.UUID, step: Step) -> list[int]:
     """A compensation succeeded: queue the next one, or end the run as it was ending
     when this was the last."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_run SET steps_remaining = steps_remaining - 1 "
-            "WHERE id = %s AND status = %s RETURNING steps_remaining, ends_as",
-            [run_id, RunStatus.COMPENSATING],
-        )
+        cursor.execute(SQL["one_done"], {"run": run_id, "compensating": RunStatus.COMPENSATING})
         row = cursor.fetchone()
     if row is None:
         return []  # the run ended meanwhile (a compensation failed for good)

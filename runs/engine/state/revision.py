@@ -8,18 +8,18 @@ import uuid
 
 from django.db import connection
 
+from runs.engine.core import sql
+
 log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__)
 
 
 def bump_revision(run_id: uuid.UUID) -> int:
     """The run's plan changes (batches or compensations enter it): its next revision,
     part of the idempotency keys of the steps that enter the plan with it."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_run SET plan_revision = plan_revision + 1 WHERE id = %s "
-            "RETURNING plan_revision",
-            [run_id],
-        )
+        cursor.execute(SQL["bump"], {"run": run_id})
         row = cursor.fetchone()
     assert row is not None
     return int(row[0])

@@ -13,6 +13,7 @@ from django.db.models import Expression
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core import sql
 from runs.engine.core.publish import publish_probes
 from runs.models import Claim, Run, Step
 from runs.states import (
@@ -24,6 +25,8 @@ from runs.workflows import registry
 from runs.workflows.definition import StepDef
 
 log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__)
 
 
 def _close_in_flight_claims(
@@ -133,9 +136,5 @@ def request_probes(*, run_id: uuid.UUID, step: Step, probe_after: Any) -> None:
 def seconds_until_probe(claim_ids: list[int]) -> dict[int, float]:
     """For each claim, how long until its probe is due, on the database's clock."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, GREATEST(0, EXTRACT(EPOCH FROM probe_after - now()))::float "
-            "FROM runs_claim WHERE id = ANY(%s) AND probe_after IS NOT NULL",
-            [claim_ids],
-        )
+        cursor.execute(SQL["seconds_until_probe"], {"claims": claim_ids})
         return {int(pk): float(delay) for pk, delay in cursor.fetchall()}
