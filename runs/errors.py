@@ -150,7 +150,7 @@ class DuplicateSignal(EngineError):
 
 class AttemptFenced(EngineError):
     """The attempt no longer owns its step (declared crashed, lease expired): its
-    finish must change nothing (docs/reliability.md)."""
+    finish must change nothing (docs/architecture.md, "Fences")."""
 
     code = "attempt_fenced"
 

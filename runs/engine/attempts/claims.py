@@ -53,7 +53,7 @@ def insert_claim(
     The wait for a key another transaction holds is bounded for this statement only
     (claims.sql, insert_bounded).
 
-    `status`: a map item inserts its claim already `succeeded` (mapping.py): no other
+    `status`: a map item inserts its claim already `succeeded` (items.py): no other
     session can see the row before this transaction commits, and it commits only with
     the effect."""
     timeout_ms = int(float(settings.RUNS_CLAIM_LOCK_TIMEOUT_SECONDS) * 1000)

@@ -1,10 +1,10 @@
-"""Finishing an attempt: success, failure, and what follows from them (successors,
-map expansion, run completion).
+"""Finishing an attempt: its success (and the successor this worker runs next), its
+failure (a retry, the step's end, or an unresolved claim), its deferral.
 
-Every finish is fenced (docs/reliability.md): its first statement moves the attempt out of
-`running` only if it is still running and its lease, on the database's clock, has
-not expired. A finish that loses the fence raises AttemptFenced and its transaction,
-effect included, rolls back.
+Every finish is fenced (docs/architecture.md, "Fences"): its first statement moves the
+attempt out of `running` only if it is still running and its lease, on the database's
+clock, has not expired. A finish that loses the fence raises AttemptFenced and its
+transaction, effect included, rolls back.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def finish_attempt(
             # The effect runs BEFORE the fence: a paused worker holding this transaction
             # open does not lock its attempt row, so the sweeper can still declare it
             # crashed; the claim's unique key makes a successor wait for us, and our
-            # fence then fails and rolls the effect back (DESIGN.md §7).
+            # fence then fails and rolls the effect back (docs/architecture.md, "Fences").
             claim = _insert_transactional_claim(started)
             faults.hit("after_claim", name)
             result = ensure_json(effect())
@@ -110,11 +110,11 @@ def finish_attempt(
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
         continuing = started.may_continue and len(ready) == 1
         if continuing:
-            # This worker runs it next (execute.py), no message: started here, committed
+            # This worker runs it next (entry/execute.py), no message: started here, committed
             # with this finish, or else after the commit.
             following = start_successor(started, ready[0])
         else:
-            # For a map step the fault points apply per item (mapping.py), not per batch.
+            # For a map step the fault points apply per item (items.py), not per batch.
             publish_on_commit(ready, fault_step=None if step.parent_id else name)
     # Only once the commit succeeded: a start that rolled back with a failed finish must
     # not be run.
@@ -191,9 +191,10 @@ def _insert_transactional_claim(started: Started) -> Claim:
 
 
 def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
-    """Record a failed attempt and decide what follows, by effect kind (DESIGN.md §3):
-    an uncertain guarded effect becomes unresolved; otherwise retry with backoff while
-    attempts remain, then fail the step and the run. Returns the outcome word.
+    """Record a failed attempt and decide what follows, by effect kind
+    (docs/architecture.md, "Effect kinds"): an uncertain guarded effect becomes
+    unresolved; otherwise retry with backoff while attempts remain, then fail the step
+    and the run. Returns the outcome word.
 
     `uncertain`: the effect may have happened (anything but NotApplied). When a step
     gives up, its in-flight claims close as `failed` only if the effect certainly did
@@ -212,7 +213,7 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             )
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
-        # Decided on the run as it is now, under its lock (locks.py): an operator's retry
+        # Decided on the run as it is now, under its lock (core/locks.py): an operator's retry
         # that reopened it meanwhile is seen, and none can commit between this decision
         # and its writes.
         current = lock_run(run.id)

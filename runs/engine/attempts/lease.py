@@ -31,7 +31,7 @@ def fence(attempt_id: int, status: AttemptStatus, error: str = "") -> None:
 def renew_lease(attempt_id: int, seconds: float, *, entering_effect: bool = False) -> None:
     """Heartbeat: extend a live lease, or raise AttemptFenced if it was lost.
     `entering_effect`: the guarded step's function is called next; the same conditional
-    UPDATE records it (recover.py retries a crashed attempt that never got here)."""
+    UPDATE records it (policies/recover.py retries a crashed attempt that never got here)."""
     fields: dict[str, Any] = {"lease_expires_at": db_now_plus(seconds)}
     if entering_effect:
         fields["effect_entered_at"] = Now()

@@ -22,10 +22,10 @@ from runs.engine.core import faults, sql
 from runs.engine.core.clock import lease_for
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_now
+from runs.engine.state.run import ACTIVE, COMPENSATING
 from runs.errors import ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import (
-    RUN_ACTIVE,
     AttemptStatus,
     EffectKind,
     RunStatus,
@@ -40,9 +40,6 @@ from .lease import renew_lease
 log = logging.getLogger(__name__)
 
 SQL = sql.load(__file__)
-# The statuses in which a step of the plan, or a compensation, may start.
-ACTIVE = list(RUN_ACTIVE)
-COMPENSATING = [RunStatus.COMPENSATING]
 
 
 # Kinds whose claim is taken when the attempt starts (before the effect runs).
@@ -65,12 +62,12 @@ class Started:
     # A batch's: its map parent's plan revision (part of its items' claim keys).
     parent_revision: int | None = None
     # This worker's clock when the lease was last set (before the statement that set it
-    # was sent): when a map's item fences renew it (mapping.py). Never a safety decision:
+    # was sent): when a map's item fences renew it (items.py). Never a safety decision:
     # whether the lease is held is asked of the database.
     lease_from: float = field(default_factory=time.monotonic)
     # Set by the executor: on success, keep a single ready successor for this worker,
     # started in the finish's own transaction (continued: start_successor) or else after
-    # its commit (continue_with), instead of publishing a message for it (execute.py).
+    # its commit (continue_with), instead of publishing a message for it (entry/execute.py).
     may_continue: bool = False
     continue_with: int | None = None
     continued: Started | None = None
@@ -320,7 +317,7 @@ def refuse(step: Step, worker: str, reason: str) -> None:
     sweeper republishes it) and record why, once per distinct reason."""
     log.warning("refusing step %s of run %s: %s", step.key, step.run_id, reason)
     with transaction.atomic():
-        lock_run(step.run_id)  # the run before its steps (locks.py)
+        lock_run(step.run_id)  # the run before its steps (core/locks.py)
         if (
             Step.objects.filter(pk=step.id, status=StepStatus.QUEUED)
             .exclude(error=reason)

@@ -1,5 +1,5 @@
 """The database's clock: leases and deadlines are arithmetic on it, never on a
-worker's (docs/reliability.md)."""
+worker's (docs/architecture.md, "Fences")."""
 
 from __future__ import annotations
 

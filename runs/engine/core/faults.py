@@ -1,5 +1,6 @@
-"""Fault injection (DESIGN.md §9): the worker process kills itself with SIGKILL at a
-named point, so crash tests exercise real process death rather than an exception.
+"""Fault injection (README.md, "Fault injection"): the worker process kills itself with
+SIGKILL at a named point, so crash tests exercise real process death rather than an
+exception.
 
     RUNS_ALLOW_FAULTS=1 RUNS_FAULTS="after_effect:migrate:120,after_commit:list_records"
 

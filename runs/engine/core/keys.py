@@ -1,10 +1,10 @@
-"""Idempotency keys (DESIGN.md §3): stable per logical invocation.
+"""Idempotency keys (docs/architecture.md, "Effect kinds"): stable per logical invocation.
 
 Built from the run id, the step name, the plan revision in which the step entered the
 plan (fixed for its life, so a later revision never changes an existing key), the item
 key for map items and, where the step asks for it, a digest of its input.
 
-A map item's key (DESIGN.md §4) is the canonical JSON of the item (keys sorted, no
+A map item's key is the canonical JSON of the item (keys sorted, no
 spaces, non-ASCII kept), so `1` and `"1"` differ and the same item has the same key in
 every process and every Python version; or, when the map step declares `key=fn`, the
 string of fn(item). Past ITEM_KEY_MAX characters it is replaced by `sha256:<hex>` of
@@ -76,6 +76,6 @@ def digest(value: Any) -> str:
 
 
 def step_claim_key(run: Run, step: Step, stepdef: StepDef) -> str:
-    """The claim key of the step's logical invocation (docs/reliability.md, "Keys")."""
+    """The claim key of the step's logical invocation (docs/architecture.md, "Claims and keys")."""
     of_input = digest(run.input) if stepdef.key_includes_input else None
     return step_key(run.id, step.name, step.plan_revision, of_input, step.claim_generation)

@@ -1,5 +1,5 @@
 """Who acts on a run: the principal that submitted it (recorded on the run) and what a
-signaller may do (runs/engine/waits.py). The engine decides these rules, so the API, the
+signaller may do (policies/waits.py). The engine decides these rules, so the API, the
 pages, the command line and schedules share them (docs/api.md, "Roles").
 
 A principal is a name and the way it came in:

@@ -1,1 +1,1 @@
-"""Where work comes in: a step's message becomes an attempt (execute.py)."""
+"""Where work comes in: a step's message becomes an attempt (entry/execute.py)."""

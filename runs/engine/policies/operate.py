@@ -64,10 +64,6 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
     return run
 
 
-def run_is_active(run_id: Any) -> bool:
-    return Run.objects.filter(pk=run_id, status__in=RUN_ACTIVE).exists()
-
-
 # --- retrying failed steps ---------------------------------------------------------------
 @dataclass(frozen=True)
 class Effect:

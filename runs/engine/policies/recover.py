@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from runs import events, metrics
@@ -30,11 +30,11 @@ from runs.engine.attempts.start import Started
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit, publish_probes
-from runs.engine.state.run import fail_run, statuses_going_on
+from runs.engine.state.run import active_run, compensating_run, fail_run, statuses_going_on
 from runs.engine.state.unresolved import close_claims_on_give_up, mark_unresolved
 from runs.logcontext import payload
 from runs.models import Attempt, Claim, Run, Step
-from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .probe import give_up_probe
 from .waits import wake_due
@@ -270,12 +270,10 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     message was lost (broker restart, a worker killed between commit and publish).
     A duplicate of a message that was merely slow is harmless."""
     bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
-    active_run = Exists(Run.objects.filter(pk=OuterRef("run_id"), status__in=RUN_ACTIVE))
-    compensating = Exists(Run.objects.filter(pk=OuterRef("run_id"), status=RunStatus.COMPENSATING))
     with transaction.atomic():
         stale = list(
             Step.objects.select_for_update(skip_locked=True)
-            .filter(Q(active_run) | (Q(compensating) & ~Q(compensates="")))
+            .filter(Q(active_run()) | (Q(compensating_run()) & ~Q(compensates="")))
             .filter(
                 Q(status=StepStatus.QUEUED, queued_at__lt=Now() - bound)
                 | Q(status=StepStatus.RETRYING, next_attempt_at__lt=Now() - bound)

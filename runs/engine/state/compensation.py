@@ -1,4 +1,4 @@
-"""Compensation (issue 13): when a run is cancelled or fails after steps that name a
+"""Compensation: when a run is cancelled or fails after steps that name a
 compensation (`compensate=`) succeeded, the run goes `compensating` and those
 compensations run as steps of their own (own effect kind, claim, retries, probe), one
 after another in reverse order of the completions they undo. When the last one
@@ -182,7 +182,7 @@ def compensate_late_step(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -
     failed): if it names a compensation, that compensation is planned and queued (it
     undoes the newest completion). Returns the ids to publish.
 
-    Decided under the run row's lock (locks.py), so the last compensation cannot end the
+    Decided under the run row's lock (core/locks.py), so the last compensation cannot end the
     run between this decision and its effect:
     - the run compensates: the compensation joins it (counted in steps_remaining);
     - the run already ended (cancelled or failed, its compensations done or none

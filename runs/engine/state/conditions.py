@@ -1,4 +1,4 @@
-"""Conditions (`when=` on a step, issue 13): decided when the step's dependencies are
+"""Conditions (`when=` on a step): decided when the step's dependencies are
 done, inside the transaction that found it ready."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from runs.workflows.definition import Workflow
 from .compensation import compensate_late_step, compensation_succeeded
 from .conditions import condition_holds
 from .expand import expand
-from .run import succeed_run
+from .run import ACTIVE, succeed_run
 
 SQL = sql.load(__file__)
 
@@ -103,7 +103,7 @@ def dependents_params(run_id: uuid.UUID, direct: list[str], careful: list[str]) 
         "pending": StepStatus.PENDING,
         "queued": StepStatus.QUEUED,
         "compensating": RunStatus.COMPENSATING,
-        "active": list(RUN_ACTIVE),
+        "active": ACTIVE,
     }
 
 

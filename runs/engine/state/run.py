@@ -23,6 +23,13 @@ from .compensation import begin_compensation
 log = logging.getLogger(__name__)
 
 
+# "The run is active" is RUN_ACTIVE (runs/states.py), the one definition: as a
+# correlated EXISTS for the ORM's statements below, and as this text[] parameter for the
+# .sql statements that test it (the start, the dependents' counters).
+ACTIVE = list(RUN_ACTIVE)
+COMPENSATING = [RunStatus.COMPENSATING]
+
+
 def active_run() -> Exists:
     """`EXISTS (the step's run is active)`: a correlated subquery that keeps an UPDATE
     of runs_step a single-table statement."""
@@ -47,9 +54,9 @@ def statuses_going_on(step: Step) -> tuple[str, ...]:
 
 def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> None:
     """A step failed for good: the run fails, or compensates first if steps with a
-    compensation have succeeded (runs/engine/compensate.py). A compensation that fails
+    compensation have succeeded (state/compensation.py). A compensation that fails
     for good (`compensation=True`) ends its compensating run as failed, naming it.
-    Decided under the run row's lock (locks.py); a run no longer active is left as it
+    Decided under the run row's lock (core/locks.py); a run no longer active is left as it
     is."""
     run = lock_run(run_id)
     if run is None:
