@@ -13,7 +13,7 @@ not list is refused, and so is a user with no role.
 
 (1) A wait declares who may send its signal (operators by default); an approval
 (`four_eyes`) must come from someone other than the run's submitter. The engine decides
-(runs/engine/waits.py), so the pages and the API agree.
+(runs/engine/policies/waits.py), so the pages and the API agree.
 
 Anonymous callers get 401 (with WWW-Authenticate: Token), users without the role 403.
 """

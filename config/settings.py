@@ -183,7 +183,7 @@ RUNS_DB_CONNECT_TIMEOUT_SECONDS = env_float("RUNS_DB_CONNECT_TIMEOUT_SECONDS", 5
 # A worker cut off from the network keeps its session, its open transaction and the
 # claim key it locked until PostgreSQL notices: TCP keepalives (both ends) notice a dead
 # peer within about a minute, and a transaction left idle longer than any transactional
-# effect may take is ended by the server (runs/engine/claims.py bounds the wait of
+# effect may take is ended by the server (runs/engine/attempts/claims.py bounds the wait of
 # whoever needs that key meanwhile).
 RUNS_IDLE_IN_TRANSACTION_SECONDS = env_float("RUNS_IDLE_IN_TRANSACTION_SECONDS", 300.0)
 # Sent at connection start, except through a pooler (config/database.py).
@@ -459,7 +459,7 @@ CELERY_TASK_ROUTES = {
     "runs.probe_claim": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
     "runs.fire_schedules": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
 }
-# How often the beat looks for due schedule ticks (runs/engine/schedules.py): the most a
+# How often the beat looks for due schedule ticks (runs/engine/policies/schedules.py): the most a
 # tick can be late. Ticks are exactly-once whatever the interval or number of beats.
 RUNS_SCHEDULE_INTERVAL = env_float("RUNS_SCHEDULE_INTERVAL", 10.0)
 CELERY_BEAT_SCHEDULE = {
@@ -557,7 +557,7 @@ LOGGING = {
     },
 }
 
-# --- Retention (runs/engine/retention.py) ------------------------------------
+# --- Retention (runs/engine/policies/retention.py) ------------------------------------
 # No policy may keep claims and submission keys (its dedup window) for fewer days than
 # this; a purge works in transactions of at most RUNS_RETENTION_BATCH rows, and beat
 # starts one every RUNS_RETENTION_INTERVAL seconds.

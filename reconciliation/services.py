@@ -1,8 +1,8 @@
 """The operator side of reconciliation: the services the pages and the REST API call.
 
 The rule that applies an outcome to a claim, its step and its run is the engine's
-(runs/engine/resolve.py); so is what a decision would do (preview_resolution) and the
-probe ("check again", runs/engine/probe.py). This module adds what operators need
+(runs/engine/policies/resolve.py); so is what a decision would do (preview_resolution) and the
+probe ("check again", runs/engine/policies/probe.py). This module adds what operators need
 around them:
 
 - taking a claim ("on it"): take_claim / release_claim, decided by the database;

@@ -199,7 +199,7 @@ CODE_OWNED = ("name", "workflow", "version", "cron", "timezone", "input", "misse
 class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Schedules (#13): a row per schedule; those declared in code can only be paused
     here. Saving a new schedule, a changed cron or time zone, or one enabled again
-    starts it at its next tick (runs/engine/schedules.py)."""
+    starts it at its next tick (runs/engine/policies/schedules.py)."""
 
     list_display = (
         "name",

@@ -47,7 +47,7 @@ class Run(models.Model):
     # While compensating: how the run ends once its compensations are done (cancelled
     # or failed, as it was ending when they started).
     ends_as = models.CharField(max_length=16, blank=True, default="")
-    # Who submitted it (runs/engine/submit.py, Principal): "user:<username>", "cli",
+    # Who submitted it (runs/engine/policies/submit.py, Principal): "user:<username>", "cli",
     # "schedule:<name>", or "" (a direct call into the engine). Submission keys are
     # scoped to it, a submitter reads only its own runs, and a four-eyes wait refuses
     # its signal from the same person. `submitted_via`: page, api-token, api-session,
@@ -57,7 +57,7 @@ class Run(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Retention (runs/engine/retention.py), each set once, in the transaction that did it:
+    # Retention (runs/engine/policies/retention.py), each set once, in the transaction that did it:
     # the first stage that touched the run (from then on it is not retried: what a
     # retried step would read may be gone); bodies of inputs and results replaced by
     # their size and digest; events removed (RunHistorySummary keeps what they said);
@@ -231,7 +231,7 @@ class Step(models.Model):
                 name="step_succeeded_at_idx",
                 condition=Q(status=StepStatus.SUCCEEDED),
             ),
-            # the sweeper's "timers due" scan (runs/engine/waits.py)
+            # the sweeper's "timers due" scan (runs/engine/policies/waits.py)
             models.Index(
                 fields=["wake_at"],
                 name="step_timer_idx",
@@ -275,7 +275,7 @@ class Step(models.Model):
 
 
 class Signal(models.Model):
-    """A named signal sent to a run (runs/engine/waits.py), kept until a wait step of
+    """A named signal sent to a run (runs/engine/policies/waits.py), kept until a wait step of
     the run consumes it, so a signal sent before the run reaches its wait is not lost.
 
     `on_duplicate` is copied from the definition when the signal is received: under
@@ -676,7 +676,7 @@ class RetentionPurge(models.Model):
     dry_run = models.BooleanField(default=False)
     started_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
-    # stage -> {"runs": n, "rows": n, ...}; see runs/engine/retention.py
+    # stage -> {"runs": n, "rows": n, ...}; see runs/engine/policies/retention.py
     counts = models.JSONField(default=dict)
     batches = models.PositiveIntegerField(default=0)
 
@@ -696,7 +696,7 @@ class RetentionPurge(models.Model):
 class Schedule(models.Model):
     """Submit a run of a workflow at every tick of a cron expression (#13). Declared in
     code (`wf.schedule(...)`, synced into this table) or edited in the admin. The beat
-    task (runs/engine/schedules.py) submits each tick with the submission key
+    task (runs/engine/policies/schedules.py) submits each tick with the submission key
     `schedule:<name>:<tick>`, so a tick yields one run however many beats fire it."""
 
     class Missed(models.TextChoices):

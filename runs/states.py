@@ -48,7 +48,7 @@ class RunStatus(models.TextChoices):
 
 
 # Active: its steps may still start. A compensating run is not active (its own steps
-# no longer start); only its compensation steps do (runs/engine/compensate.py).
+# no longer start); only its compensation steps do (runs/engine/state/compensation.py).
 RUN_ACTIVE = (
     RunStatus.PENDING,
     RunStatus.RUNNING,

@@ -154,7 +154,7 @@ class RetryOffer:
 
 
 def retry_offer(data: pages.RunPage) -> RetryOffer:
-    """Only what the engine would do (runs/engine/operate.py retry_steps): the failed
+    """Only what the engine would do (runs/engine/policies/operate.py retry_steps): the failed
     steps of a failed run; in a run that was undone (its compensations ran) only its
     failed compensations; never a run retention has touched. The engine's own preview
     has the last word."""

@@ -1,4 +1,4 @@
-"""A claim insert bounds its own wait for the key and nothing else (runs/engine/claims.py):
+"""A claim insert bounds its own wait for the key and nothing else (runs/engine/attempts/claims.py):
 whether it inserted the claim or found the key taken, the transaction goes on with
 the lock_timeout it had."""
 

@@ -1,4 +1,4 @@
-"""A map item's fence (runs/engine/mapping.py, _fence_item): a share lock while the
+"""A map item's fence (runs/engine/attempts/items.py, _fence_item): a share lock while the
 lease is fresh, a renewal once a quarter of it is spent by the worker's clock, and in
 both cases a refusal once the database's clock says the lease is gone."""
 

@@ -133,7 +133,7 @@ def test_due_ticks_on_whole_seconds_and_time_zones():
     assert len(per_second) in (3, 4)  # [now-3s, now] holds 3 or 4 whole seconds
 
 
-# -- daylight saving time (the rule: runs/engine/schedules.py) ---------------------------
+# -- daylight saving time (the rule: runs/engine/policies/schedules.py) ---------------------------
 NEW_YORK = "America/New_York"
 
 

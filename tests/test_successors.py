@@ -1,5 +1,5 @@
 """A worker that finishes a step and has exactly one successor to run starts it in the
-finish's own transaction (runs/engine/start.py, start_successor): one commit per step
+finish's own transaction (runs/engine/attempts/start.py, start_successor): one commit per step
 of a chain. These tests run the engine in-process; the crash of a worker holding such
 a start is in tests/integration/test_successors_live.py."""
 

@@ -115,7 +115,7 @@ class Retry:
 
 _MISSING: Any = object()
 
-# Step.name is varchar(100), and runs/engine/keys.py bounds map item keys so that a
+# Step.name is varchar(100), and runs/engine/core/keys.py bounds map item keys so that a
 # claim key built from a name this long still fits Claim.key.
 STEP_NAME_MAX = 100
 
@@ -148,7 +148,7 @@ SIGNALLING_ROLES = ("operators", "submitters")
 
 @dataclass(frozen=True)
 class WaitSpec:
-    """What a wait or sleep step waits for (runs/engine/waits.py).
+    """What a wait or sleep step waits for (runs/engine/policies/waits.py).
 
     A wait (`signal` set) ends when a signal of that name is consumed, or when
     `timeout` passes: then `on_timeout="fail"` fails the step (and the run),
@@ -211,8 +211,9 @@ class StepDef:
 @dataclass(frozen=True)
 class ScheduleDef:
     """A schedule declared in code (`wf.schedule(...)`): one run per cron tick. Its row
-    in runs.Schedule is created or updated from this declaration (runs/engine/schedules.py);
-    the admin may pause it, the code owns its cron and input."""
+    in runs.Schedule is created or updated from this declaration
+    (runs/engine/policies/schedules.py); the admin may pause it, the code owns its cron
+    and input."""
 
     name: str
     workflow: str

@@ -1,4 +1,4 @@
-"""A step started in its predecessor's finish transaction (runs/engine/start.py,
+"""A step started in its predecessor's finish transaction (runs/engine/attempts/start.py,
 start_successor) belongs to a worker that may die before it runs it: the real worker
 is SIGKILLed inside that step, and the step is recovered like any crashed attempt."""
 

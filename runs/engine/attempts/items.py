@@ -5,7 +5,7 @@ ONE transaction: fence + claim + effect + claim outcome, nothing else (no event,
 lock on the run row), so items of one run can run in parallel on several workers and
 a crash loses at most the item in flight. The claims ARE the completed-item registry:
 a retried batch skips every item whose claim succeeded, or that the map's compacted
-registry covers (MapRegistry, written by retention: runs/engine/retention.py).
+registry covers (MapRegistry, written by retention: runs/engine/policies/retention.py).
 """
 
 from __future__ import annotations
