@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from runs.engine import ClaimAlreadyResolved, ClaimNotUnresolved, ProbeInFlight, ProbeNotDue
 from runs.models import Claim
-from runs.templatetags.durable import humanize_delta
+from runs.timefmt import humanize_delta
 
 from .services import ClaimTakenByOther
 

@@ -30,12 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils import timezone
-
 from . import events as ev
 from .models import Attempt, Event, Run, Step
 from .states import RUN_FINISHED, AttemptStatus, StepStatus
-from .templatetags.durable import humanize_delta
+from .timefmt import absolute, compound, duration_text, humanize_delta, trimmed
 from .workflows.definition import WaitSpec
 
 # The cancel operation (issue 9, item 3) records this event type.
@@ -98,39 +96,6 @@ OUTCOME_WORDS = {
 }
 
 
-# --- times ---------------------------------------------------------------------------
-def absolute(t: datetime) -> str:
-    """`2025-01-31 12:00:03.512 UTC`: milliseconds matter on a two-second run."""
-    local = timezone.localtime(t)
-    return f"{local:%Y-%m-%d %H:%M:%S}.{local.microsecond // 1000:03d} {local.tzname() or ''}"
-
-
-def _trim(value: float, decimals: int) -> str:
-    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
-
-
-def compound(seconds: float, *, parts: int = 4) -> str:
-    """`1 d 2 h`, `1 min 30 s`: whole units, largest first, zeros left out."""
-    total = round(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    words = [
-        f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")) if n
-    ]
-    return " ".join(words[:parts]) or "0 s"
-
-
-def duration_text(seconds: float) -> str:
-    """A duration for people: `12 ms`, `2.35 s`, `12.3 s`, `4 min 5 s`, `1 d 2 h`."""
-    seconds = max(seconds, 0.0)
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{_trim(seconds, 2 if seconds < 10 else 1)} s"
-    return compound(seconds, parts=2)
-
-
 def tick_label(seconds: float, interval: float, total: float) -> str:
     """A tick's label, relative to the run's submission: milliseconds on an axis of at
     most a second, decimal seconds when the ticks are less than a second apart, whole
@@ -140,7 +105,7 @@ def tick_label(seconds: float, interval: float, total: float) -> str:
     if interval < 1:
         if total <= 1:
             return f"+{seconds * 1000:.0f} ms"
-        return f"+{_trim(seconds, 1 if interval >= 0.1 else 2)} s"
+        return f"+{trimmed(seconds, 1 if interval >= 0.1 else 2)} s"
     return f"+{compound(seconds)}"
 
 

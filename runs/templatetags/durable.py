@@ -1,4 +1,4 @@
-"""Template helpers for the page conventions (../shared/STYLE.md § Pages): a status is a
+"""Template helpers for the page conventions (README.md, "The operator pages"): a status is a
 word and a colour, ids are shortened with the full value in `title` and a copy button,
 times are relative with the absolute time in `title`, JSON is pretty-printed. Every
 value is escaped (format_html), so a payload can never inject markup."""
@@ -14,6 +14,9 @@ from django.http import QueryDict
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+
+from runs import pages
+from runs.timefmt import absolute, duration_text, humanize_delta
 
 register = template.Library()
 
@@ -40,33 +43,16 @@ def short_id(value: Any, length: int = 8, copy: bool = True) -> str:
     )
 
 
-def humanize_delta(delta: timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    future = seconds < 0
-    seconds = abs(seconds)
-    if seconds < 60:
-        text = f"{seconds} s"
-    elif seconds < 3600:
-        text = f"{seconds // 60} min"
-    elif seconds < 86400:
-        hours, minutes = divmod(seconds // 60, 60)
-        text = f"{hours} h {minutes} min" if minutes and hours < 10 else f"{hours} h"
-    else:
-        days, hours = divmod(seconds // 3600, 24)
-        text = f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
-    return f"in {text}" if future else f"{text} ago"
-
-
 @register.simple_tag
 def ago(value: datetime | None, now: datetime | None = None) -> str:
     if value is None:
         return mark_safe('<span class="muted">—</span>')  # a constant
     now = now or timezone.now()
-    absolute = timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+    exact = timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
         value.isoformat(),
-        absolute,
+        exact,
         humanize_delta(now - value),
     )
 
@@ -146,8 +132,6 @@ def offset(value: datetime | None, start: datetime | None) -> str:
     time in `title`: inside one run, "how long after it began" is what people compare."""
     if value is None or start is None:
         return mark_safe('<span class="muted">—</span>')  # a constant
-    from runs.timeline import absolute, duration_text
-
     seconds = (value - start).total_seconds()
     sign = "-" if seconds < 0 else "+"
     return format_html(
@@ -164,16 +148,12 @@ def took(start: datetime | None, end: datetime | None) -> str:
     """How long from start to end (or until now, for something still going on)."""
     if start is None:
         return "—"
-    from runs.timeline import duration_text
-
     return duration_text(((end or timezone.now()) - start).total_seconds())
 
 
 @register.filter
 def payload_summary(payload: Any) -> str:
-    from runs.pages import payload_summary as summary
-
-    return summary(payload)
+    return pages.payload_summary(payload)
 
 
 @register.filter
