@@ -12,7 +12,6 @@ deferred (retried later without counting against max_attempts).
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 from django.conf import settings
@@ -24,12 +23,8 @@ from runs.engine.core import sql
 from runs.engine.core.keys import step_claim_key
 from runs.errors import ClaimBusy, ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
-from runs.states import (
-    ClaimStatus,
-)
+from runs.states import ClaimStatus
 from runs.workflows.definition import StepDef
-
-log = logging.getLogger(__name__)
 
 SQL = sql.load(__file__)
 # The claims a retry of the same logical invocation may take over (claims.sql, take).

@@ -9,7 +9,6 @@ transaction, effect included, rolls back.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -32,18 +31,11 @@ from runs.engine.state.run import fail_run, statuses_going_on
 from runs.engine.state.unresolved import close_claims_on_give_up, mark_unresolved
 from runs.errors import AttemptFenced
 from runs.models import Claim, Step
-from runs.states import (
-    AttemptStatus,
-    ClaimStatus,
-    EffectKind,
-    StepStatus,
-)
+from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .claims import insert_claim
 from .lease import fence
 from .start import Started, start_successor
-
-log = logging.getLogger(__name__)
 
 SQL = sql.load(__file__, includes=ready.SQL)
 

@@ -10,7 +10,6 @@ registry covers (MapRegistry, written by retention: runs/engine/policies/retenti
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -23,18 +22,12 @@ from runs.engine.core import faults, keys, sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.errors import AttemptFenced
 from runs.models import Claim, MapRegistry, Step
-from runs.states import (
-    AttemptStatus,
-    ClaimStatus,
-    EffectKind,
-)
+from runs.states import AttemptStatus, ClaimStatus, EffectKind
 from runs.workflows.definition import Context
 
 from .claims import insert_claim
 from .lease import renew_lease
 from .start import Started
-
-log = logging.getLogger(__name__)
 
 SQL = sql.load(__file__)
 

@@ -4,7 +4,6 @@ transaction, effect included, rolls back."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.db.models.functions import Now
@@ -12,11 +11,7 @@ from django.db.models.functions import Now
 from runs.engine.core.clock import db_now_plus
 from runs.errors import AttemptFenced
 from runs.models import Attempt
-from runs.states import (
-    AttemptStatus,
-)
-
-log = logging.getLogger(__name__)
+from runs.states import AttemptStatus
 
 
 def fence(attempt_id: int, status: AttemptStatus, error: str = "") -> None:

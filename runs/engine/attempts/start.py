@@ -25,12 +25,7 @@ from runs.engine.core.publish import publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING
 from runs.errors import ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
-from runs.states import (
-    AttemptStatus,
-    EffectKind,
-    RunStatus,
-    StepStatus,
-)
+from runs.states import AttemptStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import StepDef, Workflow
 

@@ -3,21 +3,14 @@ worker's (docs/architecture.md, "Fences")."""
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import (
-    DateTimeField,
-    ExpressionWrapper,
-    Value,
-)
+from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
 from runs.workflows.definition import StepDef
-
-log = logging.getLogger(__name__)
 
 
 def db_now_plus(seconds: float) -> ExpressionWrapper[CombinedExpression]:

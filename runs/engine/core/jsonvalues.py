@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 
 def ensure_json(value: Any, what: str = "step result") -> Any:

@@ -14,7 +14,6 @@ and succeeds meanwhile gets its compensation added (compensate_late_step).
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 from django.db import connection
@@ -26,18 +25,11 @@ from runs.engine.core import sql
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
 from runs.models import Run, Step
-from runs.states import (
-    RUN_ACTIVE,
-    STEP_DONE,
-    RunStatus,
-    StepStatus,
-)
+from runs.states import RUN_ACTIVE, STEP_DONE, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
 from .revision import bump_revision
-
-log = logging.getLogger(__name__)
 
 SQL = sql.load(__file__)
 

@@ -3,7 +3,6 @@ done, inside the transaction that found it ready."""
 
 from __future__ import annotations
 
-import logging
 import traceback
 import uuid
 
@@ -11,15 +10,11 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.models import Run, Step
-from runs.states import (
-    StepStatus,
-)
+from runs.states import StepStatus
 from runs.workflows.definition import StepDef
 
 from .results import context_for
 from .run import fail_run
-
-log = logging.getLogger(__name__)
 
 
 def condition_holds(run_id: uuid.UUID, step: Step, stepdef: StepDef) -> bool | None:

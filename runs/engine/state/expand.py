@@ -4,7 +4,6 @@ any batch exists."""
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any
 
@@ -13,15 +12,11 @@ from django.db.models.functions import Now
 from runs import events
 from runs.engine.core import keys
 from runs.models import Run, Step
-from runs.states import (
-    StepStatus,
-)
+from runs.states import StepStatus
 from runs.workflows.definition import StepDef, Workflow
 
 from .revision import bump_revision
 from .run import fail_run
-
-log = logging.getLogger(__name__)
 
 
 def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int] | None:

@@ -3,7 +3,6 @@ batches, the run's end."""
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any
 
@@ -12,11 +11,7 @@ from django.db.models.functions import Now
 from runs import events, prepared
 from runs.engine.core import sql
 from runs.models import Step
-from runs.states import (
-    RUN_ACTIVE,
-    RunStatus,
-    StepStatus,
-)
+from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 
 from .compensation import compensate_late_step, compensation_succeeded
@@ -25,8 +20,6 @@ from .expand import expand
 from .run import ACTIVE, succeed_run
 
 SQL = sql.load(__file__)
-
-log = logging.getLogger(__name__)
 
 
 def step_succeeded(

@@ -4,21 +4,14 @@ its item registry one page of batches at a time)."""
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from runs.engine.core import keys
 from runs.models import Claim, Step
-from runs.states import (
-    ClaimStatus,
-    StepStatus,
-)
+from runs.states import ClaimStatus, StepStatus
 from runs.workflows.definition import Collected, Context, StepDef
-
-log = logging.getLogger(__name__)
-
 
 DONE = (StepStatus.SUCCEEDED, StepStatus.SKIPPED)
 

@@ -3,14 +3,11 @@ compensations), and the steps that enter with it carry it in their claim keys.""
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 from django.db import connection
 
 from runs.engine.core import sql
-
-log = logging.getLogger(__name__)
 
 SQL = sql.load(__file__)
 

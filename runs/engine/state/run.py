@@ -12,10 +12,7 @@ from django.db.models.functions import Now
 from runs import events
 from runs.engine.core.locks import lock_run
 from runs.models import Run, Step
-from runs.states import (
-    RUN_ACTIVE,
-    RunStatus,
-)
+from runs.states import RUN_ACTIVE, RunStatus
 from runs.workflows.definition import Workflow
 
 from .compensation import begin_compensation

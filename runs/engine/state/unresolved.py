@@ -4,7 +4,6 @@ probe, if it has one, is asked first)."""
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any
 
@@ -16,15 +15,9 @@ from runs import events
 from runs.engine.core import sql
 from runs.engine.core.publish import publish_probes
 from runs.models import Claim, Run, Step
-from runs.states import (
-    ClaimStatus,
-    EffectKind,
-    RunStatus,
-)
+from runs.states import ClaimStatus, EffectKind, RunStatus
 from runs.workflows import registry
 from runs.workflows.definition import StepDef
-
-log = logging.getLogger(__name__)
 
 SQL = sql.load(__file__)
 
