@@ -55,7 +55,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import metrics
-from runs.engine.core import faults
+from runs.engine.core import faults, sql
 from runs.errors import UnknownPolicy
 from runs.history import Projection, fold
 from runs.models import (
@@ -72,30 +72,7 @@ from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus
 
 STAGES = ("registry", "payloads", "events", "dedup")
 
-# The digest of a JSON value, computed by PostgreSQL from its text.
-_COMPACT = (
-    "jsonb_build_object('compacted', true, 'size', octet_length({col}::text), "
-    "'sha256', encode(sha256(convert_to({col}::text, 'UTF8')), 'hex'))"
-)
-
-
-def compacted(column: str) -> str:
-    return _COMPACT.format(col=column)
-
-
-def _compacted_or_null(column: str) -> str:
-    return f"CASE WHEN {column} IS NULL THEN NULL ELSE {compacted(column)} END"
-
-
-# A batch's items ([{"key", "item"}], copies of the mapped step's result): each item
-# compacted, its key kept, in order (the registry stage, verify_history and the run
-# page read the keys and how many there are).
-_ITEM = "(e.value->'item')"
-_COMPACT_ITEMS = (
-    "CASE WHEN items IS NULL THEN NULL ELSE (SELECT coalesce(jsonb_agg(jsonb_build_object("
-    f"'key', e.value->'key', 'item', {compacted(_ITEM)}) ORDER BY e.n), '[]'::jsonb) "
-    "FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)) END"
-)
+SQL = sql.load(__file__)
 
 
 @dataclass
@@ -120,51 +97,38 @@ class PolicyResult:
 
 
 # --- which runs a policy governs ------------------------------------------------------
-def _scope(policy: RetentionPolicy) -> tuple[str, list[Any]]:
-    """SQL condition (on alias r) for the runs the policy governs and are eligible,
-    with the window left as the first parameter (days)."""
-    finished = list(RUN_FINISHED)
-    where = [
-        "r.status = ANY(%s)",
-        "r.finished_at < now() - make_interval(days => %s)",
-        # no attempt still running (a cancelled run's step may still be finishing)
-        "NOT EXISTS (SELECT 1 FROM runs_attempt a WHERE a.run_id = r.id AND a.status = %s)",
-        # no claim whose outcome is still open: it belongs to the operators' queue
-        "NOT EXISTS (SELECT 1 FROM runs_claim c WHERE c.run_id = r.id "
-        "AND c.item_key IS NULL AND c.status = ANY(%s))",
-    ]
-    params: list[Any] = [
-        finished,
-        None,  # the window, filled in by the stage
-        AttemptStatus.RUNNING,
-        [ClaimStatus.UNRESOLVED, ClaimStatus.IN_FLIGHT],
-    ]
+def _scope(policy: RetentionPolicy, days: int) -> dict[str, Any]:
+    """The parameters of the `scope` condition (retention.sql): the runs the policy
+    governs and are eligible, for a window of `days`. A policy for one workflow
+    governs that workflow (`workflow`); the default policy (`workflow` NULL), every
+    workflow without a policy of its own (`overrides`)."""
     if policy.workflow:
-        where.append("r.workflow = %s")
-        params.append(policy.workflow)
+        overrides: list[str] = []
     else:
         overrides = list(
             RetentionPolicy.objects.exclude(workflow="").values_list("workflow", flat=True)
         )
-        where.append("NOT (r.workflow = ANY(%s))")
-        params.append(overrides)
-    return " AND ".join(where), params
+    return {
+        "finished": list(RUN_FINISHED),
+        "days": days,
+        "attempt_running": AttemptStatus.RUNNING,
+        "open": [ClaimStatus.UNRESOLVED, ClaimStatus.IN_FLIGHT],
+        "workflow": policy.workflow or None,
+        "overrides": overrides,
+    }
 
 
-def _with_window(scope: tuple[str, list[Any]], days: int) -> tuple[str, list[Any]]:
-    sql, params = scope
-    return sql, [days if p is None else p for p in params]
-
-
-def _fetch(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+# Django's own cursor, which binds parameters on the client: the planner sees the
+# policy's values, and simplifies the scope's conditions on them away (retention.sql).
+def _fetch(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(SQL[name], params)
         return list(cursor.fetchall())
 
 
-def _execute(sql: str, params: list[Any]) -> int:
+def _execute(name: str, params: dict[str, Any]) -> int:
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(SQL[name], params)
         return int(cursor.rowcount)
 
 
@@ -184,27 +148,14 @@ def _runs_per_batch(batch: int) -> int:
 
 
 # --- stage 1: map registries ----------------------------------------------------------
-def _registry_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
-    where, params = _with_window(_scope(policy), policy.payload_days)
-    sql = (
-        "SELECT s.id, s.run_id FROM runs_run r "
-        "JOIN runs_step s ON s.run_id = r.id AND s.pending_children IS NOT NULL "
-        "LEFT JOIN runs_mapregistry m ON m.step_id = s.id "
-        f"WHERE r.payloads_compacted_at IS NULL AND {where} "
-        "AND (m.step_id IS NULL OR m.watermark < m.items)"
-    )
-    return sql, params
-
-
 def _registry_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
-    sql, params = _registry_candidates(policy)
-    # The run row first (docs/architecture.md, "Locks"), skipped if held: a retry that
-    # holds it is reopening the run, which then is no candidate any more. Then the step.
-    rows = _fetch(sql + " ORDER BY r.finished_at, s.id LIMIT 1 FOR UPDATE OF r SKIP LOCKED", params)
+    # The run row first, skipped if held (a retry that holds it is reopening the run),
+    # then the step (retention.sql, registry_take).
+    rows = _fetch("registry_take", _scope(policy, policy.payload_days))
     if not rows:
         return {}
     step_id, run_id = rows[0]
-    _fetch("SELECT id FROM runs_step WHERE id = %s FOR UPDATE", [step_id])
+    _fetch("registry_lock_step", {"step": step_id})
     _mark_started([run_id])
     registry = MapRegistry.objects.filter(step_id=step_id).first()
     if registry is None:
@@ -254,121 +205,56 @@ def _registry_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
 
 
 def _registry_preview(policy: RetentionPolicy) -> dict[str, int]:
-    sql, params = _registry_candidates(policy)
     rows = _fetch(
-        f"SELECT count(*), coalesce(sum((SELECT count(*) FROM runs_claim c JOIN runs_step b "
-        f"ON b.id = c.step_id WHERE b.parent_id = x.id AND c.item_key IS NOT NULL "
-        f"AND c.status = %s)), 0) FROM ({sql}) x",
-        [ClaimStatus.SUCCEEDED, *params],
+        "registry_preview",
+        {**_scope(policy, policy.payload_days), "succeeded": ClaimStatus.SUCCEEDED},
     )
     steps, claims = rows[0]
     return {"steps": int(steps), "claims_deleted": int(claims)}
 
 
 # --- stage 2: payloads ----------------------------------------------------------------
-def _payload_candidates(
-    policy: RetentionPolicy, *, registry_done: bool = True
-) -> tuple[str, list[Any]]:
-    where, params = _with_window(_scope(policy), policy.payload_days)
-    sql = f"SELECT r.id FROM runs_run r WHERE r.payloads_compacted_at IS NULL AND {where}"
-    if registry_done:
-        # A map's registry is compacted first (stage 1), so its item claims are few.
-        sql += (
-            " AND NOT EXISTS (SELECT 1 FROM runs_step s LEFT JOIN runs_mapregistry m "
-            "ON m.step_id = s.id WHERE s.run_id = r.id AND s.pending_children IS NOT NULL "
-            "AND (m.step_id IS NULL OR m.watermark < m.items))"
-        )
-    return sql, params
-
-
 def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
-    sql, params = _payload_candidates(policy)
-    ids = [
-        row[0]
-        for row in _fetch(
-            sql + " ORDER BY r.finished_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
-            [*params, _runs_per_batch(batch)],
-        )
-    ]
+    # Runs whose maps' registries are done (stage 1), oldest first, locked.
+    take = {**_scope(policy, policy.payload_days), "limit": _runs_per_batch(batch)}
+    ids = [row[0] for row in _fetch("payload_take", take)]
     if not ids:
         return {}
-    rows = _execute(
-        f"UPDATE runs_run SET input = {compacted('input')}, result = CASE WHEN result IS NULL "
-        f"THEN NULL ELSE {compacted('result')} END, payloads_compacted_at = now(), "
-        "retention_started_at = coalesce(retention_started_at, now()) "
-        "WHERE id = ANY(%s) AND payloads_compacted_at IS NULL",
-        [ids],
-    )
+    rows = _execute("payload_runs", {"runs": ids})
     if rows != len(ids):
         raise RuntimeError("a locked run was compacted by someone else")
-    # The run's rows in the lock order (docs/architecture.md): steps, claims, signals.
-    rows += _execute(
-        f"UPDATE runs_step SET result = {_compacted_or_null('result')}, items = {_COMPACT_ITEMS} "
-        "WHERE run_id = ANY(%s) AND (result IS NOT NULL OR items IS NOT NULL)",
-        [ids],
-    )
-    # A resolved claim cannot change (runs_claim_resolution_final): it keeps its result
-    # and its evidence (only an unresolved claim gets evidence, and a resolution is the
-    # only way out of unresolved) until the dedup stage deletes it.
-    rows += _execute(
-        f"UPDATE runs_claim SET result = {_compacted_or_null('result')}, "
-        f"evidence = {_compacted_or_null('evidence')} WHERE run_id = ANY(%s) "
-        "AND (result IS NOT NULL OR evidence IS NOT NULL) AND resolved_at IS NULL",
-        [ids],
-    )
-    rows += _execute(
-        f"UPDATE runs_signal SET payload = {compacted('payload')} "
-        "WHERE run_id = ANY(%s) AND payload IS NOT NULL",
-        [ids],
-    )
+    # The run's rows in the lock order (docs/architecture.md): steps, claims, signals;
+    # a resolved claim keeps its result and evidence (retention.sql, payload_claims).
+    rows += _execute("payload_steps", {"runs": ids})
+    rows += _execute("payload_claims", {"runs": ids})
+    rows += _execute("payload_signals", {"runs": ids})
     return {"runs": len(ids), "rows_compacted": rows}
 
 
 def _payload_preview(policy: RetentionPolicy) -> dict[str, int]:
     # Counted as if stage 1 had run: the item claims it deletes are not counted here.
-    sql, params = _payload_candidates(policy, registry_done=False)
     rows = _fetch(
-        "SELECT count(*), coalesce(sum(1 "
-        "+ (SELECT count(*) FROM runs_step s WHERE s.run_id = x.id "
-        "AND (s.result IS NOT NULL OR s.items IS NOT NULL)) "
-        "+ (SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id "
-        "AND (c.result IS NOT NULL OR c.evidence IS NOT NULL) "
-        "AND c.resolved_at IS NULL AND NOT (c.item_key IS NOT NULL AND c.status = %s)) "
-        "+ (SELECT count(*) FROM runs_signal g WHERE g.run_id = x.id "
-        "AND g.payload IS NOT NULL)), 0) "
-        f"FROM ({sql}) x",
-        [ClaimStatus.SUCCEEDED, *params],
+        "payload_preview",
+        {**_scope(policy, policy.payload_days), "succeeded": ClaimStatus.SUCCEEDED},
     )
     runs, compact = rows[0]
     return {"runs": int(runs), "rows_compacted": int(compact)}
 
 
 # --- stage 3: events ------------------------------------------------------------------
-def _event_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
-    where, params = _with_window(_scope(policy), policy.event_days)
-    return f"SELECT r.id FROM runs_run r WHERE r.compacted_at IS NULL AND {where}", params
-
-
 def _event_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
-    sql, params = _event_candidates(policy)
-    ids = [
-        row[0]
-        for row in _fetch(
-            sql + " ORDER BY r.finished_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
-            [*params, _runs_per_batch(batch)],
-        )
-    ]
+    take = {**_scope(policy, policy.event_days), "limit": _runs_per_batch(batch)}
+    ids = [row[0] for row in _fetch("event_take", take)]
     if not ids:
         return {}
     with connection.cursor() as cursor:
-        # The only place that sets it (DESIGN.md §8). SET LOCAL ends with the transaction,
-        # and an error rolls it back with the batch; it is also switched off right after
-        # the deletes, so that a purge called inside a caller's transaction (where this
-        # batch is a savepoint) leaves no right to delete behind it.
-        cursor.execute("SET LOCAL durable_runs.retention = 'on'")
+        # The only place that sets it; switched off right after the deletes, so that a
+        # batch run as a savepoint of a caller's transaction leaves no right to delete
+        # behind it (retention.sql, retention_on).
+        cursor.execute(SQL["retention_on"])
         deleted, runs_done, touched = _delete_events(ids, batch)
         _mark_started(touched)
-        cursor.execute("SET LOCAL durable_runs.retention = 'off'")
+        cursor.execute(SQL["retention_off"])
     return {"runs": runs_done, "events_deleted": deleted}
 
 
@@ -379,13 +265,7 @@ def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
     events all fit in the budget are handled together, a few statements for all of
     them; a run too big for what is left of the budget is cut at it, its next events
     left to the next batch."""
-    remaining = dict(
-        _fetch(
-            "SELECT r, (SELECT count(*) FROM runs_event e WHERE e.run_id = r) "
-            "FROM unnest(%s::uuid[]) r",
-            [ids],
-        )
-    )
+    remaining = dict(_fetch("events_remaining", {"runs": ids}))
     budget = batch
     whole: list[Any] = []
     cut: tuple[Any, int] | None = None
@@ -400,31 +280,24 @@ def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
             break
     deleted = 0
     if whole:
-        events = _fetch(
-            "SELECT run_id, seq, type, payload FROM runs_event WHERE run_id = ANY(%s) "
-            "ORDER BY run_id, seq",
-            [whole],
-        )
+        events = _fetch("events_of_runs", {"runs": whole})
         by_run: dict[Any, list[tuple[Any, ...]]] = {}
         for run_id, *event in events:
             by_run.setdefault(run_id, []).append(tuple(event))
         summaries = {s.run_id: s for s in RunHistorySummary.objects.filter(run_id__in=whole)}
         for run_id, run_events in by_run.items():
             _fold_into_summary(run_id, run_events, summaries.get(run_id))
-        n = _execute("DELETE FROM runs_event WHERE run_id = ANY(%s)", [whole])
+        n = _execute("delete_events_of_runs", {"runs": whole})
         if n != len(events):
             raise RuntimeError(f"{n} events deleted, {len(events)} summarized")
         deleted += n
         Run.objects.filter(pk__in=whole, compacted_at__isnull=True).update(compacted_at=Now())
     if cut is not None:
         run_id, limit = cut
-        events = _fetch(
-            "SELECT seq, type, payload FROM runs_event WHERE run_id = %s ORDER BY seq LIMIT %s",
-            [run_id, limit],
-        )
+        events = _fetch("oldest_events", {"run": run_id, "limit": limit})
         _fold_into_summary(run_id, events, RunHistorySummary.objects.filter(run_id=run_id).first())
         last = events[-1][0]
-        n = _execute("DELETE FROM runs_event WHERE run_id = %s AND seq <= %s", [run_id, last])
+        n = _execute("delete_oldest_events", {"run": run_id, "last": last})
         if n != len(events):
             raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
         deleted += n
@@ -455,36 +328,15 @@ def _fold_into_summary(
 
 
 def _event_preview(policy: RetentionPolicy) -> dict[str, int]:
-    sql, params = _event_candidates(policy)
-    rows = _fetch(
-        "SELECT count(*), coalesce(sum((SELECT count(*) FROM runs_event e "
-        f"WHERE e.run_id = x.id)), 0) FROM ({sql}) x",
-        params,
-    )
+    rows = _fetch("event_preview", _scope(policy, policy.event_days))
     runs, events = rows[0]
     return {"runs": int(runs), "events_deleted": int(events)}
 
 
 # --- stage 4: the dedup window ends ---------------------------------------------------
-def _dedup_candidates(policy: RetentionPolicy) -> tuple[str, list[Any]]:
-    where, params = _with_window(_scope(policy), policy.dedup_days)
-    sql = (
-        "SELECT r.id FROM runs_run r WHERE r.claims_purged_at IS NULL "
-        "AND r.compacted_at IS NOT NULL AND r.payloads_compacted_at IS NOT NULL "
-        f"AND {where}"
-    )
-    return sql, params
-
-
 def _dedup_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
-    sql, params = _dedup_candidates(policy)
-    ids = [
-        row[0]
-        for row in _fetch(
-            sql + " ORDER BY r.finished_at LIMIT %s FOR UPDATE OF r SKIP LOCKED",
-            [*params, _runs_per_batch(batch)],
-        )
-    ]
+    take = {**_scope(policy, policy.dedup_days), "limit": _runs_per_batch(batch)}
+    ids = [row[0] for row in _fetch("dedup_take", take)]
     if not ids:
         return {}
     budget = batch
@@ -519,14 +371,7 @@ def _dedup_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
 
 
 def _dedup_preview(policy: RetentionPolicy) -> dict[str, int]:
-    sql, params = _dedup_candidates(policy)
-    rows = _fetch(
-        "SELECT count(*), "
-        "coalesce(sum((SELECT count(*) FROM runs_claim c WHERE c.run_id = x.id)), 0), "
-        "coalesce(sum((SELECT count(*) FROM runs_submissionkey k WHERE k.run_id = x.id)), 0) "
-        f"FROM ({sql}) x",
-        params,
-    )
+    rows = _fetch("dedup_preview", _scope(policy, policy.dedup_days))
     runs, claims, keys = rows[0]
     return {"runs": int(runs), "claims_deleted": int(claims), "submission_keys_deleted": int(keys)}
 
