@@ -41,6 +41,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import events, metrics
+from runs.engine.core import sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name
@@ -62,6 +63,8 @@ from runs.states import ClaimStatus
 from runs.workflows.definition import Context, ProbeResult, StepDef
 
 from .resolve import Resolution, resolve_claim
+
+SQL = sql.load(__file__)
 
 log = logging.getLogger(__name__)
 
@@ -101,36 +104,14 @@ def _said(answer: str) -> str:
     return answer.replace("_", " ")
 
 
-# The compare-and-set that lets one probe ask: the claim is unresolved, due, and free
-# (the worker's probe: never probed, or the previous probe's lease has passed, and
-# tries are left; an operator's: no probe holds it). It takes the claim under a lease,
-# all on the database's clock, and returns probed_at: the probe's token, with which its
-# answer clears the lease only if no later probe has taken the claim over meanwhile.
-_TAKE = """
-    UPDATE runs_claim
-    SET probed_at = statement_timestamp(),
-        probe_lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
-        probe_tries = probe_tries + %(counted)s
-    WHERE id = %(claim)s AND status = %(unresolved)s
-      AND (probe_after IS NULL OR probe_after <= statement_timestamp())
-      AND {free}
-    RETURNING probed_at
-"""
-_FREE_FOR_WORKER = (
-    "(probed_at IS NULL OR probe_lease_expires_at < statement_timestamp()) "
-    "AND probe_tries < %(max_tries)s"
-)
-_FREE_FOR_OPERATOR = (
-    "(probe_lease_expires_at IS NULL OR probe_lease_expires_at < statement_timestamp())"
-)
-
-
 def _take(claim_id: int, *, by_operator: bool = False) -> datetime | None:
-    """Take the claim for one probe (see _TAKE); None if it is not to be probed now."""
-    sql = _TAKE.format(free=_FREE_FOR_OPERATOR if by_operator else _FREE_FOR_WORKER)
+    """Take the claim for one probe, under a lease: the compare-and-set of probe.sql
+    (take_for_worker: never probed or its lease passed, tries left; take_for_operator:
+    no probe holds it). Its probed_at, the probe's token; None if it is not to be
+    probed now."""
     with connection.cursor() as cursor:
         cursor.execute(
-            sql,
+            SQL["take_for_operator" if by_operator else "take_for_worker"],
             {
                 "claim": claim_id,
                 "unresolved": ClaimStatus.UNRESOLVED,
@@ -224,11 +205,7 @@ def reprobe_claim(*, claim_id: int, actor: AbstractBaseUser | str) -> ProbeOutco
 def _refuse(claim: Claim) -> None:
     """Why an unresolved claim could not be taken for a probe: raise it."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT EXTRACT(EPOCH FROM probe_lease_expires_at - statement_timestamp())::float "
-            "FROM runs_claim WHERE id = %s",
-            [claim.id],
-        )
+        cursor.execute(SQL["lease_left"], {"claim": claim.id})
         row = cursor.fetchone()
     held = row[0] if row is not None else None
     if claim.probe_lease_expires_at is not None and held is not None and held > 0:
