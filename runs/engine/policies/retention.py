@@ -126,7 +126,8 @@ def _fetch(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall())
 
 
-def _execute(name: str, params: dict[str, Any]) -> int:
+def _change(name: str, params: dict[str, Any]) -> int:
+    """Run the statement; how many rows it changed."""
     with connection.cursor() as cursor:
         cursor.execute(SQL[name], params)
         return int(cursor.rowcount)
@@ -220,14 +221,14 @@ def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
     ids = [row[0] for row in _fetch("payload_take", take)]
     if not ids:
         return {}
-    rows = _execute("payload_runs", {"runs": ids})
+    rows = _change("payload_runs", {"runs": ids})
     if rows != len(ids):
         raise RuntimeError("a locked run was compacted by someone else")
     # The run's rows in the lock order (docs/architecture.md): steps, claims, signals;
     # a resolved claim keeps its result and evidence (retention.sql, payload_claims).
-    rows += _execute("payload_steps", {"runs": ids})
-    rows += _execute("payload_claims", {"runs": ids})
-    rows += _execute("payload_signals", {"runs": ids})
+    rows += _change("payload_steps", {"runs": ids})
+    rows += _change("payload_claims", {"runs": ids})
+    rows += _change("payload_signals", {"runs": ids})
     return {"runs": len(ids), "rows_compacted": rows}
 
 
@@ -287,7 +288,7 @@ def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
         summaries = {s.run_id: s for s in RunHistorySummary.objects.filter(run_id__in=whole)}
         for run_id, run_events in by_run.items():
             _fold_into_summary(run_id, run_events, summaries.get(run_id))
-        n = _execute("delete_events_of_runs", {"runs": whole})
+        n = _change("delete_events_of_runs", {"runs": whole})
         if n != len(events):
             raise RuntimeError(f"{n} events deleted, {len(events)} summarized")
         deleted += n
@@ -297,7 +298,7 @@ def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
         events = _fetch("oldest_events", {"run": run_id, "limit": limit})
         _fold_into_summary(run_id, events, RunHistorySummary.objects.filter(run_id=run_id).first())
         last = events[-1][0]
-        n = _execute("delete_oldest_events", {"run": run_id, "last": last})
+        n = _change("delete_oldest_events", {"run": run_id, "last": last})
         if n != len(events):
             raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
         deleted += n
