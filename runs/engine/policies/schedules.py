@@ -44,6 +44,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
+from runs.engine.core import sql
 from runs.engine.core.principals import Principal
 from runs.errors import SubmissionKeyConflict
 from runs.models import Schedule
@@ -51,6 +52,8 @@ from runs.workflows import registry
 from runs.workflows.definition import ScheduleDef
 
 from .submit import submit
+
+SQL = sql.load(__file__)
 
 # Counting skipped ticks walks the cron backwards; past this many, the count is a floor
 # (a per-second schedule down for a week would otherwise cost a long walk).
@@ -128,7 +131,7 @@ def tick_key(name: str, tick: datetime) -> str:
 def db_now() -> datetime:
     """The database's clock: every worker and beat agrees on it (DESIGN.md §7)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
+        cursor.execute(SQL["db_now"])
         now: datetime = cursor.fetchone()[0]
     return now
 
@@ -149,44 +152,21 @@ def sync_declared_schedules() -> int:
         return 0
     now = db_now()
     rows = [
-        (
-            s.name,
-            s.workflow,
-            s.version,
-            s.cron,
-            s.timezone,
-            s.missed,
-            s.max_catch_up,
-            _json(s.input or {}),
-            next_tick_after(s.cron, s.timezone, now),
-        )
+        {
+            "name": s.name,
+            "workflow": s.workflow,
+            "version": s.version,
+            "cron": s.cron,
+            "timezone": s.timezone,
+            "missed": s.missed,
+            "max_catch_up": s.max_catch_up,
+            "input": _json(s.input or {}),
+            "next_tick_at": next_tick_after(s.cron, s.timezone, now),
+        }
         for s in declared
     ]
     with connection.cursor() as cursor:
-        cursor.executemany(
-            """
-            INSERT INTO runs_schedule AS s (name, workflow, version, cron, timezone, missed,
-                max_catch_up, input, next_tick_at, enabled, declared_in_code, skipped_ticks,
-                last_error, created_at, updated_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, true, true, 0, '', now(), now())
-            ON CONFLICT (name) DO UPDATE SET
-                workflow = EXCLUDED.workflow, version = EXCLUDED.version,
-                missed = EXCLUDED.missed, max_catch_up = EXCLUDED.max_catch_up,
-                input = EXCLUDED.input, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
-                declared_in_code = true, updated_at = now(),
-                next_tick_at = CASE
-                    WHEN s.cron IS DISTINCT FROM EXCLUDED.cron
-                      OR s.timezone IS DISTINCT FROM EXCLUDED.timezone
-                      OR s.next_tick_at IS NULL
-                    THEN EXCLUDED.next_tick_at ELSE s.next_tick_at END
-            WHERE (s.workflow, s.version, s.cron, s.timezone, s.missed, s.max_catch_up, s.input,
-                   s.declared_in_code)
-               IS DISTINCT FROM (EXCLUDED.workflow, EXCLUDED.version, EXCLUDED.cron,
-                   EXCLUDED.timezone, EXCLUDED.missed, EXCLUDED.max_catch_up, EXCLUDED.input,
-                   true)
-            """,
-            rows,
-        )
+        cursor.executemany(SQL["sync_declared"], rows)
     return len(rows)
 
 
