@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core import sql
 from runs.engine.core.keys import canonical_json
 from runs.engine.core.principals import NOBODY, Principal
 from runs.engine.core.publish import publish_on_commit
@@ -35,6 +36,8 @@ from runs.models import Run, Step, SubmissionKey
 from runs.states import StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
+
+SQL = sql.load(__file__)
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9._~:/+=@-]{1,200}")
 
@@ -179,10 +182,7 @@ def _claim_key(scope: str, key: str, run_id: uuid.UUID, digest: str) -> bool:
     commit); False if the key exists. A concurrent insert of the same key makes this
     statement wait for that transaction: then it sees the committed key, or inserts
     its own if the other rolled back."""
+    params = {"scope": scope, "key": key, "run": run_id, "digest": digest}
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO runs_submissionkey (scope, key, run_id, request_digest, created_at) "
-            "VALUES (%s, %s, %s, %s, now()) ON CONFLICT (scope, key) DO NOTHING RETURNING key",
-            [scope, key, run_id, digest],
-        )
+        cursor.execute(SQL["claim_key"], params)
         return cursor.fetchone() is not None

@@ -33,6 +33,7 @@ from django.db.models import Exists, OuterRef, Value
 from django.db.models.functions import Now
 
 from runs import events
+from runs.engine.core import sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name, user_principal
@@ -53,6 +54,8 @@ from runs.roles import can_operate, can_submit
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import SIGNALLING_ROLES, StepDef, WaitSpec, Workflow
+
+SQL = sql.load(__file__)
 
 log = logging.getLogger(__name__)
 
@@ -138,18 +141,7 @@ def _due(step: Step) -> bool:
 def _consume(run_id: uuid.UUID, name: str, step: Step) -> dict[str, Any] | None:
     """Take the oldest unconsumed signal `name` of the run for this step."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE runs_signal SET consumed_by_step_id = %s, consumed_at = now()
-            WHERE id = (
-                SELECT id FROM runs_signal
-                WHERE run_id = %s AND name = %s AND consumed_by_step_id IS NULL
-                ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
-            )
-            RETURNING id, payload, actor
-            """,
-            [step.id, run_id, name],
-        )
+        cursor.execute(SQL["consume_signal"], {"step": step.id, "run": run_id, "name": name})
         row = cursor.fetchone()
     if row is None:
         return None
@@ -393,15 +385,15 @@ def _insert_signal(
     run_id: uuid.UUID, name: str, payload: Any, actor: str, on_duplicate: str
 ) -> int | None:
     """INSERT the signal; None if signal_one_per_name_when_refused already holds one."""
+    params = {
+        "run": run_id,
+        "name": name,
+        "payload": json.dumps(payload),
+        "actor": actor,
+        "on_duplicate": on_duplicate,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO runs_signal (run_id, name, payload, actor, on_duplicate, created_at)
-            VALUES (%s, %s, %s::jsonb, %s, %s, now())
-            ON CONFLICT DO NOTHING RETURNING id
-            """,
-            [run_id, name, json.dumps(payload), actor, on_duplicate],
-        )
+        cursor.execute(SQL["insert_signal"], params)
         row = cursor.fetchone()
     return None if row is None else int(row[0])
 

@@ -1,0 +1,11 @@
+-- Submissions (submit.py). Parameters only.
+
+-- name: claim_key
+-- Insert the key for the run about to be created (the foreign key is checked at
+-- commit); no row if the key exists. A concurrent insert of the same key makes this
+-- statement wait for that transaction: then it sees the committed key, or inserts its
+-- own if the other rolled back.
+    INSERT INTO runs_submissionkey (scope, key, run_id, request_digest, created_at)
+    VALUES (%(scope)s, %(key)s, %(run)s, %(digest)s, now())
+    ON CONFLICT (scope, key) DO NOTHING
+    RETURNING key
