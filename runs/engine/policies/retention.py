@@ -72,6 +72,8 @@ from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus
 
 STAGES = ("registry", "payloads", "events", "dedup")
 
+# Run on Django's own cursor, which binds parameters on the client: the planner sees
+# the policy's values and simplifies the scope's conditions on them away (retention.sql).
 SQL = sql.load(__file__)
 
 
@@ -118,21 +120,6 @@ def _scope(policy: RetentionPolicy, days: int) -> dict[str, Any]:
     }
 
 
-# Django's own cursor, which binds parameters on the client: the planner sees the
-# policy's values, and simplifies the scope's conditions on them away (retention.sql).
-def _fetch(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(SQL[name], params)
-        return list(cursor.fetchall())
-
-
-def _change(name: str, params: dict[str, Any]) -> int:
-    """Run the statement; how many rows it changed."""
-    with connection.cursor() as cursor:
-        cursor.execute(SQL[name], params)
-        return int(cursor.rowcount)
-
-
 def _mark_started(run_ids: list[Any]) -> None:
     """Mark the runs touched by retention, in the stage's transaction: from then on a
     run is not retried (operate.py), since what a retried step reads may be gone."""
@@ -150,13 +137,15 @@ def _runs_per_batch(batch: int) -> int:
 
 # --- stage 1: map registries ----------------------------------------------------------
 def _registry_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
-    # The run row first, skipped if held (a retry that holds it is reopening the run),
-    # then the step (retention.sql, registry_take).
-    rows = _fetch("registry_take", _scope(policy, policy.payload_days))
-    if not rows:
-        return {}
-    step_id, run_id = rows[0]
-    _fetch("registry_lock_step", {"step": step_id})
+    with connection.cursor() as cursor:
+        # The run row first, skipped if held (a retry that holds it is reopening the
+        # run), then the step (retention.sql, registry_take).
+        cursor.execute(SQL["registry_take"], _scope(policy, policy.payload_days))
+        row = cursor.fetchone()
+        if row is None:
+            return {}
+        step_id, run_id = row
+        cursor.execute(SQL["registry_lock_step"], {"step": step_id})
     _mark_started([run_id])
     registry = MapRegistry.objects.filter(step_id=step_id).first()
     if registry is None:
@@ -206,11 +195,10 @@ def _registry_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
 
 
 def _registry_preview(policy: RetentionPolicy) -> dict[str, int]:
-    rows = _fetch(
-        "registry_preview",
-        {**_scope(policy, policy.payload_days), "succeeded": ClaimStatus.SUCCEEDED},
-    )
-    steps, claims = rows[0]
+    params = {**_scope(policy, policy.payload_days), "succeeded": ClaimStatus.SUCCEEDED}
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["registry_preview"], params)
+        steps, claims = cursor.fetchone()
     return {"steps": int(steps), "claims_deleted": int(claims)}
 
 
@@ -218,55 +206,63 @@ def _registry_preview(policy: RetentionPolicy) -> dict[str, int]:
 def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
     # Runs whose maps' registries are done (stage 1), oldest first, locked.
     take = {**_scope(policy, policy.payload_days), "limit": _runs_per_batch(batch)}
-    ids = [row[0] for row in _fetch("payload_take", take)]
-    if not ids:
-        return {}
-    rows = _change("payload_runs", {"runs": ids})
-    if rows != len(ids):
-        raise RuntimeError("a locked run was compacted by someone else")
-    # The run's rows in the lock order (docs/architecture.md): steps, claims, signals;
-    # a resolved claim keeps its result and evidence (retention.sql, payload_claims).
-    rows += _change("payload_steps", {"runs": ids})
-    rows += _change("payload_claims", {"runs": ids})
-    rows += _change("payload_signals", {"runs": ids})
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["payload_take"], take)
+        ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return {}
+        runs = {"runs": ids}
+        cursor.execute(SQL["payload_runs"], runs)
+        rows = cursor.rowcount
+        if rows != len(ids):
+            raise RuntimeError("a locked run was compacted by someone else")
+        # The run's rows in the lock order (docs/architecture.md): steps, claims,
+        # signals; a resolved claim keeps its result and evidence (payload_claims).
+        cursor.execute(SQL["payload_steps"], runs)
+        rows += cursor.rowcount
+        cursor.execute(SQL["payload_claims"], runs)
+        rows += cursor.rowcount
+        cursor.execute(SQL["payload_signals"], runs)
+        rows += cursor.rowcount
     return {"runs": len(ids), "rows_compacted": rows}
 
 
 def _payload_preview(policy: RetentionPolicy) -> dict[str, int]:
     # Counted as if stage 1 had run: the item claims it deletes are not counted here.
-    rows = _fetch(
-        "payload_preview",
-        {**_scope(policy, policy.payload_days), "succeeded": ClaimStatus.SUCCEEDED},
-    )
-    runs, compact = rows[0]
+    params = {**_scope(policy, policy.payload_days), "succeeded": ClaimStatus.SUCCEEDED}
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["payload_preview"], params)
+        runs, compact = cursor.fetchone()
     return {"runs": int(runs), "rows_compacted": int(compact)}
 
 
 # --- stage 3: events ------------------------------------------------------------------
 def _event_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
     take = {**_scope(policy, policy.event_days), "limit": _runs_per_batch(batch)}
-    ids = [row[0] for row in _fetch("event_take", take)]
-    if not ids:
-        return {}
     with connection.cursor() as cursor:
+        cursor.execute(SQL["event_take"], take)
+        ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return {}
         # The only place that sets it; switched off right after the deletes, so that a
         # batch run as a savepoint of a caller's transaction leaves no right to delete
         # behind it (retention.sql, retention_on).
         cursor.execute(SQL["retention_on"])
-        deleted, runs_done, touched = _delete_events(ids, batch)
+        deleted, runs_done, touched = _delete_events(cursor, ids, batch)
         _mark_started(touched)
         cursor.execute(SQL["retention_off"])
     return {"runs": runs_done, "events_deleted": deleted}
 
 
-def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
+def _delete_events(cursor: Any, ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
     """Fold the runs' oldest events (at most `batch` in all) into their summaries and
     delete them; a run left without events is marked compacted. Returns (events
     deleted, runs compacted, runs whose events were deleted). Runs whose remaining
     events all fit in the budget are handled together, a few statements for all of
     them; a run too big for what is left of the budget is cut at it, its next events
     left to the next batch."""
-    remaining = dict(_fetch("events_remaining", {"runs": ids}))
+    cursor.execute(SQL["events_remaining"], {"runs": ids})
+    remaining = dict(cursor.fetchall())
     budget = batch
     whole: list[Any] = []
     cut: tuple[Any, int] | None = None
@@ -281,24 +277,28 @@ def _delete_events(ids: list[Any], batch: int) -> tuple[int, int, list[Any]]:
             break
     deleted = 0
     if whole:
-        events = _fetch("events_of_runs", {"runs": whole})
+        cursor.execute(SQL["events_of_runs"], {"runs": whole})
+        events = cursor.fetchall()
         by_run: dict[Any, list[tuple[Any, ...]]] = {}
         for run_id, *event in events:
             by_run.setdefault(run_id, []).append(tuple(event))
         summaries = {s.run_id: s for s in RunHistorySummary.objects.filter(run_id__in=whole)}
         for run_id, run_events in by_run.items():
             _fold_into_summary(run_id, run_events, summaries.get(run_id))
-        n = _change("delete_events_of_runs", {"runs": whole})
+        cursor.execute(SQL["delete_events_of_runs"], {"runs": whole})
+        n = cursor.rowcount
         if n != len(events):
             raise RuntimeError(f"{n} events deleted, {len(events)} summarized")
         deleted += n
         Run.objects.filter(pk__in=whole, compacted_at__isnull=True).update(compacted_at=Now())
     if cut is not None:
         run_id, limit = cut
-        events = _fetch("oldest_events", {"run": run_id, "limit": limit})
+        cursor.execute(SQL["oldest_events"], {"run": run_id, "limit": limit})
+        events = cursor.fetchall()
         _fold_into_summary(run_id, events, RunHistorySummary.objects.filter(run_id=run_id).first())
         last = events[-1][0]
-        n = _change("delete_oldest_events", {"run": run_id, "last": last})
+        cursor.execute(SQL["delete_oldest_events"], {"run": run_id, "last": last})
+        n = cursor.rowcount
         if n != len(events):
             raise RuntimeError(f"run {run_id}: {n} events deleted, {len(events)} summarized")
         deleted += n
@@ -329,15 +329,18 @@ def _fold_into_summary(
 
 
 def _event_preview(policy: RetentionPolicy) -> dict[str, int]:
-    rows = _fetch("event_preview", _scope(policy, policy.event_days))
-    runs, events = rows[0]
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["event_preview"], _scope(policy, policy.event_days))
+        runs, events = cursor.fetchone()
     return {"runs": int(runs), "events_deleted": int(events)}
 
 
 # --- stage 4: the dedup window ends ---------------------------------------------------
 def _dedup_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
     take = {**_scope(policy, policy.dedup_days), "limit": _runs_per_batch(batch)}
-    ids = [row[0] for row in _fetch("dedup_take", take)]
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["dedup_take"], take)
+        ids = [row[0] for row in cursor.fetchall()]
     if not ids:
         return {}
     budget = batch
@@ -372,8 +375,9 @@ def _dedup_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
 
 
 def _dedup_preview(policy: RetentionPolicy) -> dict[str, int]:
-    rows = _fetch("dedup_preview", _scope(policy, policy.dedup_days))
-    runs, claims, keys = rows[0]
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["dedup_preview"], _scope(policy, policy.dedup_days))
+        runs, claims, keys = cursor.fetchone()
     return {"runs": int(runs), "claims_deleted": int(claims), "submission_keys_deleted": int(keys)}
 
 
