@@ -109,17 +109,15 @@ def _take(claim_id: int, *, by_operator: bool = False) -> datetime | None:
     (take_for_worker: never probed or its lease passed, tries left; take_for_operator:
     no probe holds it). Its probed_at, the probe's token; None if it is not to be
     probed now."""
+    params: dict[str, Any] = {
+        "claim": claim_id,
+        "unresolved": ClaimStatus.UNRESOLVED,
+        "lease": float(settings.RUNS_PROBE_LEASE_SECONDS),
+        "counted": 0 if by_operator else 1,
+        "max_tries": int(settings.RUNS_PROBE_MAX_TRIES),
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            SQL["take_for_operator" if by_operator else "take_for_worker"],
-            {
-                "claim": claim_id,
-                "unresolved": ClaimStatus.UNRESOLVED,
-                "lease": float(settings.RUNS_PROBE_LEASE_SECONDS),
-                "counted": 0 if by_operator else 1,
-                "max_tries": int(settings.RUNS_PROBE_MAX_TRIES),
-            },
-        )
+        cursor.execute(SQL["take_for_operator" if by_operator else "take_for_worker"], params)
         row = cursor.fetchone()
     return None if row is None else row[0]
 

@@ -151,7 +151,7 @@ def sync_declared_schedules() -> int:
     if not declared:
         return 0
     now = db_now()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "name": s.name,
             "workflow": s.workflow,

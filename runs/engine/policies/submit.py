@@ -182,7 +182,7 @@ def _claim_key(scope: str, key: str, run_id: uuid.UUID, digest: str) -> bool:
     commit); False if the key exists. A concurrent insert of the same key makes this
     statement wait for that transaction: then it sees the committed key, or inserts
     its own if the other rolled back."""
-    params = {"scope": scope, "key": key, "run": run_id, "digest": digest}
+    params: dict[str, Any] = {"scope": scope, "key": key, "run": run_id, "digest": digest}
     with connection.cursor() as cursor:
         cursor.execute(SQL["claim_key"], params)
         return cursor.fetchone() is not None

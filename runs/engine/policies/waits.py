@@ -385,7 +385,7 @@ def _insert_signal(
     run_id: uuid.UUID, name: str, payload: Any, actor: str, on_duplicate: str
 ) -> int | None:
     """INSERT the signal; None if signal_one_per_name_when_refused already holds one."""
-    params = {
+    params: dict[str, Any] = {
         "run": run_id,
         "name": name,
         "payload": json.dumps(payload),
