@@ -1,8 +1,8 @@
 -- Retention (retention.py). Parameters only; statuses included. Every statement runs on
 -- Django's own cursor, which binds parameters on the client: the planner sees the
--- policy's values (its workflow, or the workflows with a policy of their own), so a
--- condition such as `NULL::text IS NULL` folds away before planning, as the
--- conditions written per policy did.
+-- policy's values, so the scope's two conditions on the workflow fold away before
+-- planning (`NULL::text IS NULL` is true): a policy for one workflow is planned with
+-- `r.workflow = ...` alone, the default policy with the overrides' condition alone.
 
 -- name: scope
 -- The runs the policy governs and that are eligible, on alias r: finished past the
@@ -42,7 +42,8 @@
     SELECT id FROM runs_step WHERE id = %(step)s FOR UPDATE
 
 -- name: registry_preview
--- The map steps stage 1 would compact, and their succeeded item claims it would delete.
+-- The map steps stage 1 would record in registries, and the succeeded item claims it
+-- would delete.
     SELECT count(*), coalesce(sum((SELECT count(*) FROM runs_claim c
                                    JOIN runs_step b ON b.id = c.step_id
                                    WHERE b.parent_id = x.id AND c.item_key IS NOT NULL
