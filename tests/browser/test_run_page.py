@@ -11,7 +11,7 @@ import pytest
 from runs import engine
 from runs.models import Attempt
 from runs.states import AttemptStatus, RunStatus
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, wait_for_address
 from tests.conftest import PASSWORD, make_user
 from tests.integration.harness import wait_for
 from tests.integration.helpers import wait_settled
@@ -93,7 +93,7 @@ def test_run_page_shows_where_the_worker_died_and_the_retry(cluster, browser):
 
     # The event log, filtered to the crash.
     page.select_option("#type", "attempt_crashed")
-    page.wait_for_url("**type=attempt_crashed**")
+    wait_for_address(page, lambda url: "type=attempt_crashed" in url, "?type=attempt_crashed")
     rows = page.locator("#events tbody tr")
     wait_for(lambda: rows.count() == 1, what="one attempt_crashed row")
     assert "attempt_crashed" in rows.first.inner_text()
