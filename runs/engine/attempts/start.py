@@ -182,7 +182,9 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         row = cursor.fetchone()
         if row is None:
             return None
-        layout = _layout(cursor.description, len(row))
+        layout = _LAYOUT if _LAYOUT is not None and _LAYOUT.width == len(row) else None
+        if layout is None:  # the first start of this process reads the columns' names
+            layout = _layout(cursor.description, len(row))
     step, run = layout.step(row), layout.run(row)
     results, _, parent_revision = row[layout.extras :]
     if isinstance(results, str):  # jsonb arrives as text on Django's connections
