@@ -113,13 +113,14 @@ class _Layout:
 _LAYOUT: _Layout | None = None
 
 
-def _layout(description: Any, width: int) -> _Layout:
+def _layout(cursor: Any, width: int) -> _Layout:
     """Read off the statement's columns once per process (a table never changes under a
     running worker); `s.*` names exactly runs_step's columns, so the run's start where
-    the step model's end."""
+    the step model's end. The cursor's description is read only then: psycopg builds
+    it anew on every read."""
     global _LAYOUT
     if _LAYOUT is None or _LAYOUT.width != width:
-        names = [str(column.name) for column in description]
+        names = [str(column.name) for column in cursor.description]
         n_step = len(Step._meta.concrete_fields)
         n_run = len(Run._meta.concrete_fields)
 
@@ -182,9 +183,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         row = cursor.fetchone()
         if row is None:
             return None
-        layout = _LAYOUT if _LAYOUT is not None and _LAYOUT.width == len(row) else None
-        if layout is None:  # the first start of this process reads the columns' names
-            layout = _layout(cursor.description, len(row))
+        layout = _layout(cursor, len(row))
     step, run = layout.step(row), layout.run(row)
     results, _, parent_revision = row[layout.extras :]
     if isinstance(results, str):  # jsonb arrives as text on Django's connections
