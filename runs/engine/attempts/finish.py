@@ -27,8 +27,8 @@ from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state import ready
 from runs.engine.state.ready import dependents_of, dependents_params, step_succeeded
-from runs.engine.state.run import fail_run, statuses_going_on
-from runs.engine.state.unresolved import close_claims_on_give_up, mark_unresolved
+from runs.engine.state.run import statuses_going_on, step_gave_up
+from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import AttemptFenced
 from runs.models import Claim, Step
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
@@ -215,16 +215,13 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             _retry_later(started, error=error, delay=started.stepdef.retry.delay(step.attempts))
             return "retrying"
         _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
-        close_claims_on_give_up(run_id=run.id, step=step, error=error, maybe_applied=uncertain)
-        events.append_event(
-            run.id,
-            events.STEP_FAILED,
-            step_id=step.id,
+        step_gave_up(
+            run_id=run.id,
+            step=step,
             attempt_number=attempt.number,
-            step=step.key,
             error=error,
+            maybe_applied=uncertain,
         )
-        fail_run(run.id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
         return "failed"
 
 

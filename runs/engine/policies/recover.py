@@ -30,8 +30,8 @@ from runs.engine.attempts.start import Started
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit, publish_probes
-from runs.engine.state.run import active_run, compensating_run, fail_run, statuses_going_on
-from runs.engine.state.unresolved import close_claims_on_give_up, mark_unresolved
+from runs.engine.state.run import active_run, compensating_run, statuses_going_on, step_gave_up
+from runs.engine.state.unresolved import mark_unresolved
 from runs.logcontext import payload
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
@@ -190,18 +190,13 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     else:
         error = f"attempt {attempt.number} crashed and no attempts remain"
     owned.update(status=StepStatus.FAILED, current_attempt=None, error=error, finished_at=Now())
-    close_claims_on_give_up(
-        run_id=step.run_id, step=step, error=error, maybe_applied=effect_started
-    )
-    events.append_event(
-        step.run_id,
-        events.STEP_FAILED,
-        step_id=step.id,
+    step_gave_up(
+        run_id=step.run_id,
+        step=step,
         attempt_number=attempt.number,
-        step=step.key,
         error=error,
+        maybe_applied=effect_started,
     )
-    fail_run(step.run_id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
 
 
 def settle_late_finish(

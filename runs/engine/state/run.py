@@ -16,6 +16,7 @@ from runs.states import RUN_ACTIVE, RunStatus
 from runs.workflows.definition import Workflow
 
 from .compensation import begin_compensation
+from .unresolved import close_claims_on_give_up
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,23 @@ def run_may_go_on(step: Step) -> Exists:
 def statuses_going_on(step: Step) -> tuple[str, ...]:
     """The run statuses in which this step may still be retried."""
     return (RunStatus.COMPENSATING,) if step.compensates else RUN_ACTIVE
+
+
+def step_gave_up(
+    *, run_id: uuid.UUID, step: Step, attempt_number: int, error: str, maybe_applied: bool
+) -> None:
+    """What follows a step's own move to `failed` (a failure with no retry left, or a
+    crash): its in-flight claims close, its event, and its run fails (or compensates)."""
+    close_claims_on_give_up(run_id=run_id, step=step, error=error, maybe_applied=maybe_applied)
+    events.append_event(
+        run_id,
+        events.STEP_FAILED,
+        step_id=step.id,
+        attempt_number=attempt_number,
+        step=step.key,
+        error=error,
+    )
+    fail_run(run_id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
 
 
 def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> None:
