@@ -90,6 +90,9 @@ def test_run_page_shows_where_the_worker_died_and_the_retry(cluster, browser):
     browser.screenshot("run-crashed-batch-collapsed")
     page.get_by_role("link", name="Show the 4 batches of migrate").click()
     page.locator(f'svg.timeline g.lane[data-lane="{batch.key}"]').wait_for()
+    # Settled the moment it shows: the filter that came with the swap is wired already
+    # (a change made while htmx still settled new content reached no listener).
+    assert page.locator(".htmx-added, .htmx-settling").count() == 0
 
     # The event log, filtered to the crash.
     page.select_option("#type", "attempt_crashed")
