@@ -4,14 +4,22 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install up test lint bench bench-ui bench-retention chaos stop clean
+.PHONY: help install lock up test lint bench bench-ui bench-retention chaos stop clean
+.DEFAULT_GOAL := help
 
-# The venv is (re)built when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+## help: this list (each target's `##` lines).
+help:
+	@grep -E '^##' $(MAKEFILE_LIST) | sed -E 's/^## ?//'
+
+# The venv is (re)built when pyproject.toml or the lock changes. It installs the pinned
+# versions of requirements/dev.txt, so every machine tests what CI tested; then the
+# project itself, editable, without resolving anything again.
+$(VENV)/.installed: pyproject.toml requirements/dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit("durable-runs needs Python >= 3.11, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -r requirements/dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $@
 
 # The browser tests' accessibility checker (axe-core, package.json), when npm is here; a
@@ -23,7 +31,16 @@ node_modules/.installed: package.json package-lock.json
 		echo "npm not found: the browser tests' accessibility checks need it (apt-get install npm)"; \
 	fi
 
+## install: the virtualenv (.venv, from the lock) and the browser tests' npm packages.
 install: $(VENV)/.installed node_modules/.installed
+
+## lock: re-pin requirements/dev.txt and requirements/bench.txt from pyproject.toml's
+##     ranges (uv pip compile, for every platform, Python 3.11 up); commit what changed.
+LOCK := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --quiet
+lock: $(VENV)/.installed
+	$(PY) -m pip install --quiet uv
+	$(LOCK) --extra dev -o requirements/dev.txt
+	$(LOCK) --extra dev --extra bench -o requirements/bench.txt
 
 ## up: embedded PostgreSQL + Redis (unless DATABASE_URL / CELERY_BROKER_URL are set),
 ##     migrations, an operator login, then web + worker + beat; a worker or beat that
@@ -35,6 +52,8 @@ up: install
 test: install
 	$(PY) scripts/stack.py test $(PYTEST_ARGS)
 
+## lint: ruff (check and format), the import contracts (lint-imports) and mypy; the same
+##     checks run before each commit once `pre-commit install` is done.
 lint: install
 	@# A merge left unfinished must never land: no conflict markers in tracked files.
 	@! git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . 2>/dev/null
@@ -49,7 +68,7 @@ lint: install
 ##     brings the peer it is compared with (DBOS Transact) and psutil.
 BENCH_ARGS ?=
 bench: install
-	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m pip install --quiet -r requirements/bench.txt
 	$(PY) scripts/stack.py run $(PY) bench/engine.py $(BENCH_ARGS)
 
 ## bench-ui: server time and queries of each page with 100,000 runs and 1,000,000 events,
@@ -80,5 +99,6 @@ chaos: install
 stop:
 	$(PY) scripts/stack.py stop
 
+## clean: stop, then remove var/ (embedded servers' data) and .venv.
 clean: stop
 	rm -rf var $(VENV)
