@@ -67,7 +67,7 @@ CREATE OR REPLACE TRIGGER runs_claim_resolution_final
 -- The step edges that the engine's conditional UPDATEs take, enforced for every writer
 -- (a hand-written UPDATE included): only a pending step is skipped, and skipped is
 -- final; only a queued step starts waiting, and a waiting step only goes back to queued.
-CREATE OR REPLACE FUNCTION runs_step_authoring_edges() RETURNS trigger AS $$
+CREATE OR REPLACE FUNCTION runs_step_status_edges() RETURNS trigger AS $$
 BEGIN
     IF NEW.status = OLD.status THEN
         RETURN NEW;
@@ -83,9 +83,9 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql;
 
-CREATE OR REPLACE TRIGGER runs_step_authoring_edges
+CREATE OR REPLACE TRIGGER runs_step_status_edges
     BEFORE UPDATE OF status ON runs_step
-    FOR EACH ROW EXECUTE FUNCTION runs_step_authoring_edges();
+    FOR EACH ROW EXECUTE FUNCTION runs_step_status_edges();
 
 
 -- The run edges into and out of `waiting` and `compensating`, for every writer:
@@ -96,7 +96,7 @@ CREATE OR REPLACE TRIGGER runs_step_authoring_edges
 --   cancelled or failed one in which a step turned out to have succeeded after the run
 --   stopped (its effect must be compensated too);
 -- - a compensating run only ends cancelled or failed.
-CREATE OR REPLACE FUNCTION runs_run_authoring_edges() RETURNS trigger AS $$
+CREATE OR REPLACE FUNCTION runs_run_status_edges() RETURNS trigger AS $$
 BEGIN
     IF NEW.status = OLD.status THEN
         RETURN NEW;
@@ -113,9 +113,9 @@ BEGIN
 END;
 $$ LANGUAGE plpgsql;
 
-CREATE OR REPLACE TRIGGER runs_run_authoring_edges
+CREATE OR REPLACE TRIGGER runs_run_status_edges
     BEFORE UPDATE OF status ON runs_run
-    FOR EACH ROW EXECUTE FUNCTION runs_run_authoring_edges();
+    FOR EACH ROW EXECUTE FUNCTION runs_run_status_edges();
 
 
 -- A map item's fence, checked as its transaction commits: the item's claim is inserted
