@@ -1,13 +1,12 @@
-"""Public API for writing workflows: see definition.py and the README."""
+"""Public API for writing workflows: see the README, definition.py (declaring a
+workflow and its steps) and context.py (what a step receives)."""
 
+from .context import Collected, Context, FencingToken
 from .definition import (
     GUARDED,
     IDEMPOTENT,
     PURE,
     TRANSACTIONAL,
-    Collected,
-    Context,
-    FencingToken,
     Field,
     NotApplied,
     ProbeResult,
