@@ -24,7 +24,7 @@ from runs.errors import InvalidInput
 from runs.inputs import json_problem
 from runs.states import EffectKind
 
-from . import types
+from . import inputs
 from .schedules import check_schedule_fields
 
 PURE = EffectKind.PURE
@@ -126,7 +126,7 @@ MAX_PROBLEMS = 10
 
 @dataclass(frozen=True)
 class Field:
-    """One declared input field: its type (see types.py for the supported ones), an
+    """One declared input field: its type (see inputs.py for the supported ones), an
     optional default and, for a number, a lower bound. Checked when the workflow is
     declared: an unsupported type, a default that does not fit the type, or `min` on
     anything but a number is refused then."""
@@ -237,7 +237,7 @@ class Workflow:
 
     name: str
     version: int = 1
-    # field name -> a type (types.py says which) or a Field
+    # field name -> a type (inputs.py says which) or a Field
     input: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     # Optional, for `manage.py crashcheck`: count the external effects a run made
@@ -261,7 +261,7 @@ class Workflow:
         self.fields: dict[str, Field] = {
             k: v if isinstance(v, Field) else Field(v) for k, v in self.input.items()
         }
-        self.types: dict[str, types.InputType] = {}
+        self.types: dict[str, inputs.InputType] = {}
         self.defaults: dict[str, Any] = {}
         for key, spec in self.fields.items():
             self._check_field(key, spec)
@@ -269,8 +269,8 @@ class Workflow:
     def _check_field(self, key: str, spec: Field) -> None:
         where = f"workflow {self.name!r} v{self.version}, input field {key!r}"
         try:
-            tp = types.parse(spec.type)
-        except types.UnsupportedType as exc:
+            tp = inputs.parse(spec.type)
+        except inputs.UnsupportedType as exc:
             raise WorkflowDefinitionError(f"{where}: {exc}") from None
         if spec.min is not None:
             if not tp.numeric:
