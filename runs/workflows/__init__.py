@@ -1,5 +1,5 @@
 """Public API for writing workflows: see the README, definition.py (declaring a
-workflow and its steps) and context.py (what a step receives)."""
+workflow and its steps), inputs.py (its input) and context.py (what a step receives)."""
 
 from .context import Collected, Context, FencingToken
 from .definition import (
@@ -7,14 +7,14 @@ from .definition import (
     IDEMPOTENT,
     PURE,
     TRANSACTIONAL,
-    Field,
     NotApplied,
     ProbeResult,
     Retry,
     StepDef,
     Workflow,
-    WorkflowDefinitionError,
 )
+from .errors import WorkflowDefinitionError
+from .inputs import Field
 from .registry import register
 
 
