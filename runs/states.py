@@ -2,7 +2,7 @@
 
 The allowed transitions are listed here for readers; the WHERE clause of each
 conditional UPDATE in runs/engine/ is what enforces them, and CHECK constraints in
-runs/models.py keep the values themselves valid.
+runs/models/ keep the values themselves valid.
 """
 
 from django.db import models

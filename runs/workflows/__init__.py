@@ -1,21 +1,20 @@
-"""Public API for writing workflows: see definition.py and the README."""
+"""Public API for writing workflows: see the README, definition.py (declaring a
+workflow and its steps), inputs.py (its input) and context.py (what a step receives)."""
 
+from .context import Collected, Context, FencingToken
 from .definition import (
     GUARDED,
     IDEMPOTENT,
     PURE,
     TRANSACTIONAL,
-    Collected,
-    Context,
-    FencingToken,
-    Field,
     NotApplied,
     ProbeResult,
     Retry,
     StepDef,
     Workflow,
-    WorkflowDefinitionError,
 )
+from .errors import WorkflowDefinitionError
+from .inputs import Field
 from .registry import register
 
 

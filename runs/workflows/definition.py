@@ -8,23 +8,23 @@ their effect kind (DESIGN.md §3), their dependencies and their retry policy.
         return payments.charge(ctx.input["amount"], idempotency_key=ctx.idempotency_key)
 
 Definitions are plain data checked when they are declared, so a mistake in a
-workflow fails at import time, not in the middle of a run.
+workflow fails at import time, not in the middle of a run. The input a workflow
+declares is checked, validated and described by inputs.py; what a step's function
+receives while it runs (its Context) is context.py.
 """
 
 from __future__ import annotations
 
-import copy
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
-from runs.errors import InvalidInput
-from runs.inputs import json_problem
 from runs.states import EffectKind
 
-from . import types
+from .errors import WorkflowDefinitionError
+from .inputs import DeclaredInput, Field, InputType
 from .schedules import check_schedule_fields
 
 PURE = EffectKind.PURE
@@ -55,10 +55,6 @@ KINDS_HELP = "\n".join(
         ),
     )
 )
-
-
-class WorkflowDefinitionError(Exception):
-    """A workflow was declared wrongly (caught at import time)."""
 
 
 class NotApplied(Exception):
@@ -113,32 +109,9 @@ class Retry:
         return float(raw * random.uniform(0.5, 1.0) if self.jitter else raw)
 
 
-_MISSING: Any = object()
-
 # Step.name is varchar(100), and runs/engine/core/keys.py bounds map item keys so that a
 # claim key built from a name this long still fits Claim.key.
 STEP_NAME_MAX = 100
-
-# validate_input lists at most this many problems: a list of 10,000 wrong items
-# deserves one clear message, not 10,000.
-MAX_PROBLEMS = 10
-
-
-@dataclass(frozen=True)
-class Field:
-    """One declared input field: its type (see types.py for the supported ones), an
-    optional default and, for a number, a lower bound. Checked when the workflow is
-    declared: an unsupported type, a default that does not fit the type, or `min` on
-    anything but a number is refused then."""
-
-    type: Any
-    default: Any = _MISSING
-    min: float | None = None
-
-    @property
-    def required(self) -> bool:
-        return self.default is _MISSING
-
 
 ON_TIMEOUT = ("fail", "continue")
 ON_DUPLICATE = ("refuse", "queue")
@@ -237,7 +210,7 @@ class Workflow:
 
     name: str
     version: int = 1
-    # field name -> a type (types.py says which) or a Field
+    # field name -> a type (inputs.py says which) or a Field; or a pydantic model
     input: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     # Optional, for `manage.py crashcheck`: count the external effects a run made
@@ -252,45 +225,27 @@ class Workflow:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
             raise WorkflowDefinitionError("a workflow needs a name and a positive int version")
         self.schedules: list[ScheduleDef] = []
-        # Typed input: a pydantic model validates and documents the input instead of
-        # the field mapping (see validate_input and input_schema).
-        self.model: Any = None
-        if isinstance(self.input, type):
-            self.model = _pydantic_model(self.input, f"workflow {self.name!r} v{self.version}")
+        self.declared_input = DeclaredInput(self.input, f"workflow {self.name!r} v{self.version}")
+        if self.declared_input.model is not None:
             self.input = {}
-        self.fields: dict[str, Field] = {
-            k: v if isinstance(v, Field) else Field(v) for k, v in self.input.items()
-        }
-        self.types: dict[str, types.InputType] = {}
-        self.defaults: dict[str, Any] = {}
-        for key, spec in self.fields.items():
-            self._check_field(key, spec)
 
-    def _check_field(self, key: str, spec: Field) -> None:
-        where = f"workflow {self.name!r} v{self.version}, input field {key!r}"
-        try:
-            tp = types.parse(spec.type)
-        except types.UnsupportedType as exc:
-            raise WorkflowDefinitionError(f"{where}: {exc}") from None
-        if spec.min is not None:
-            if not tp.numeric:
-                raise WorkflowDefinitionError(
-                    f"{where}: min= needs a number type (int, float, int | None, "
-                    f"float | None), not {tp.name}"
-                )
-            if isinstance(spec.min, bool) or not isinstance(spec.min, int | float):
-                raise WorkflowDefinitionError(f"{where}: min= must be a number")
-        if not spec.required:
-            problems: list[str] = []
-            default = tp.check(spec.default, "default", problems)
-            if problems:
-                raise WorkflowDefinitionError(f"{where}: {problems[0]}")
-            if spec.min is not None and default is not None and default < spec.min:
-                raise WorkflowDefinitionError(
-                    f"{where}: default {spec.default!r} is below min={spec.min!r}"
-                )
-            self.defaults[key] = default
-        self.types[key] = tp
+    # The declared input (inputs.py): its fields, their parsed types and defaults, or
+    # the pydantic model that stands instead of them.
+    @property
+    def fields(self) -> dict[str, Field]:
+        return self.declared_input.fields
+
+    @property
+    def types(self) -> dict[str, InputType]:
+        return self.declared_input.types
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return self.declared_input.defaults
+
+    @property
+    def model(self) -> Any:
+        return self.declared_input.model
 
     # -- declaring steps --------------------------------------------------------
     def step(
@@ -672,111 +627,20 @@ class Workflow:
 
     def validate_input(self, data: Any) -> dict[str, Any]:
         """Return the input with defaults filled in, or raise InvalidInput naming every
-        problem (the first MAX_PROBLEMS of them) by its path. Unknown fields are
-        refused: a typo must not be silently ignored."""
-        if not isinstance(data, dict):
-            raise InvalidInput(["input must be a JSON object"])
-        clean = self._validate_model(data) if self.model is not None else self._validate(data)
-        unusable = json_problem(clean)
-        if unusable:  # whatever the way in (a form, a script): PostgreSQL could not store it
-            raise InvalidInput([f"input is not usable: {unusable}"])
-        return clean
-
-    def _validate(self, data: dict[str, Any]) -> dict[str, Any]:
-        problems: list[str] = []
-        # The problems of each top-level field, for a form to show next to it.
-        by_field: dict[str, list[str]] = {}
-        clean: dict[str, Any] = {}
-        for key in sorted(set(data) - set(self.fields)):
-            problems.append(f"unknown field {key!r}")
-        for key, spec in self.fields.items():
-            tp = self.types[key]
-            before = len(problems)
-            if key not in data:
-                if spec.required:
-                    problems.append(f"missing field {key!r} ({tp.name})")
-                else:  # a copy: a run must never share a mutable default with the next
-                    clean[key] = copy.deepcopy(self.defaults[key])
-            else:
-                value = tp.check(data[key], f"field {key!r}", problems)
-                if len(problems) == before:
-                    if spec.min is not None and value is not None and value < spec.min:
-                        problems.append(
-                            f"field {key!r} must be at least {spec.min:g}, got {data[key]!r}"
-                        )
-                    else:
-                        clean[key] = value
-            if len(problems) > before:
-                by_field[key] = problems[before:]
-        if problems:
-            raise InvalidInput(_capped(problems), by_field)
-        return clean
-
-    def _validate_model(self, data: dict[str, Any]) -> dict[str, Any]:
-        """Validate with the declared pydantic model; each problem names its field path
-        (`field 'address.zip': …`), and the clean input is the model's JSON dump, so
-        defaults are filled in and the stored input is plain JSON."""
-        import pydantic
-
-        try:
-            value = self.model.model_validate(data)
-        except pydantic.ValidationError as exc:
-            problems: list[str] = []
-            by_field: dict[str, list[str]] = {}
-            for error in exc.errors():
-                path = ".".join(str(part) for part in error["loc"])
-                if error["type"] == "missing":
-                    text = f"missing field {path!r}"
-                elif error["type"] == "extra_forbidden":
-                    text = f"unknown field {path!r}"
-                else:
-                    text = f"field {path!r}: {error['msg']}"
-                problems.append(text)
-                if error["loc"]:
-                    by_field.setdefault(str(error["loc"][0]), []).append(text)
-            raise InvalidInput(_capped(problems), by_field) from None
-        return dict(value.model_dump(mode="json"))
+        problem by its path (inputs.DeclaredInput.validate)."""
+        return self.declared_input.validate(data)
 
     def input_schema(self) -> dict[str, Any]:
         """The input as a JSON Schema (draft 2020-12) object: what validate_input
         accepts, for clients, the API's documentation and the submit form."""
-        if self.model is not None:
-            schema = dict(self.model.model_json_schema())
-            schema.setdefault("title", f"{self.name} v{self.version} input")
-            if self.description:
-                schema.setdefault("description", self.description)
-            return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-        properties: dict[str, Any] = {}
-        for key, spec in self.fields.items():
-            fragment = self.types[key].schema()
-            if not spec.required:
-                fragment["default"] = self.defaults[key]
-            if spec.min is not None:
-                fragment["minimum"] = spec.min
-            properties[key] = fragment
-        return {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": f"{self.name} v{self.version} input",
-            **({"description": self.description} if self.description else {}),
-            "type": "object",
-            "properties": properties,
-            "required": [k for k, spec in self.fields.items() if spec.required],
-            "additionalProperties": False,
-        }
+        return self.declared_input.schema(f"{self.name} v{self.version} input", self.description)
 
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "version": self.version,
             "description": self.description,
-            "input": self._describe_model()
-            if self.model is not None
-            else {
-                k: {"type": self.types[k].name, "required": f.required}
-                | ({} if f.required else {"default": self.defaults[k]})
-                | ({} if f.min is None else {"min": f.min})
-                for k, f in self.fields.items()
-            },
+            "input": self.declared_input.describe(),
             "schedules": [
                 {"name": s.name, "cron": s.cron, "timezone": s.timezone, "missed": s.missed}
                 for s in self.schedules
@@ -794,87 +658,3 @@ class Workflow:
                 for s in self.steps.values()
             ],
         }
-
-    def _describe_model(self) -> dict[str, Any]:
-        schema = self.input_schema()
-        required = set(schema.get("required", []))
-        return {
-            key: {"type": prop.get("type", "any"), "required": key in required}
-            | ({"default": prop["default"]} if "default" in prop else {})
-            for key, prop in schema.get("properties", {}).items()
-        }
-
-
-def _capped(problems: list[str]) -> list[str]:
-    if len(problems) > MAX_PROBLEMS:
-        more = len(problems) - MAX_PROBLEMS
-        return [*problems[:MAX_PROBLEMS], f"and {more} more problems"]
-    return problems
-
-
-def _pydantic_model(cls: type, where: str) -> Any:
-    """`input=` given a class: it must be a pydantic model, and its JSON Schema must
-    exist (checked now, so a model the API cannot document fails at import time)."""
-    try:
-        import pydantic
-    except ImportError:  # pragma: no cover - pydantic is a dependency
-        raise WorkflowDefinitionError(f"{where}: a typed input needs pydantic") from None
-    if not issubclass(cls, pydantic.BaseModel):
-        raise WorkflowDefinitionError(
-            f"{where}: input= takes a mapping of field types or a pydantic model, "
-            f"not the class {cls.__name__}"
-        )
-    try:
-        cls.model_json_schema()
-    except Exception as exc:
-        raise WorkflowDefinitionError(f"{where}: input model has no JSON Schema: {exc}") from None
-    return cls
-
-
-class FencingToken(NamedTuple):
-    """Handed to guarded steps as `ctx.fencing_token`: the claim key plus the attempt
-    number, which increases with every attempt of the same logical effect. An external
-    system that remembers the highest `number` it has accepted per `key` can refuse a
-    stale writer (a worker that was paused past its lease and woke up)."""
-
-    key: str
-    number: int
-
-    def __str__(self) -> str:
-        return f"{self.key}#{self.number}"
-
-
-@dataclass
-class Context:
-    """What a step function receives. `results` maps the name of any earlier step of
-    the run that completed (or was skipped: None) to its result, read when asked for;
-    `collected` is set for a step declared with `collect=`."""
-
-    run_id: str
-    step_name: str
-    input: dict[str, Any]
-    results: Mapping[str, Any]
-    idempotency_key: str | None
-    attempt: int
-    heartbeat: Callable[[], None]
-    item: Any = None
-    item_key: str | None = None
-    # Guarded steps only (see FencingToken).
-    fencing_token: FencingToken | None = None
-    # Steps declared with collect=: the map step's per-item results, in item order.
-    collected: Collected | None = None
-
-
-class Collected:
-    """A map step's per-item results in item order, read from its item registry (the
-    item claims) one batch at a time, so a map of any size is never loaded at once.
-    Iterate it (or `list()` it when it is small); `len()` is the number of items."""
-
-    def __init__(self, fetch: Callable[[], Iterator[Any]], count: int) -> None:
-        self._fetch, self._count = fetch, count
-
-    def __iter__(self) -> Iterator[Any]:
-        return self._fetch()
-
-    def __len__(self) -> int:
-        return self._count

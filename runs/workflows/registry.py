@@ -9,7 +9,8 @@ from typing import Any, Protocol
 
 from runs.errors import EngineError
 
-from .definition import Workflow, WorkflowDefinitionError
+from .definition import Workflow
+from .errors import WorkflowDefinitionError
 from .schedules import check_schedule_fields
 
 

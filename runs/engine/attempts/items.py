@@ -23,7 +23,7 @@ from runs.engine.core.jsonvalues import ensure_json
 from runs.errors import AttemptFenced
 from runs.models import Claim, MapRegistry, Step
 from runs.states import AttemptStatus, ClaimStatus, EffectKind
-from runs.workflows.definition import Context
+from runs.workflows import Context
 
 from .claims import insert_claim
 from .lease import renew_lease

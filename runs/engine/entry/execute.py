@@ -33,8 +33,7 @@ from runs.errors import AttemptFenced, ClaimBusy, ClaimNotTakeable, Postconditio
 from runs.logcontext import log_context, payload
 from runs.models import Step
 from runs.states import EffectKind, StepStatus
-from runs.workflows import registry
-from runs.workflows.definition import Context, FencingToken, NotApplied
+from runs.workflows import Context, FencingToken, NotApplied, registry
 
 log = logging.getLogger(__name__)
 

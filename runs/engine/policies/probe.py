@@ -60,7 +60,7 @@ from runs.errors import (
 )
 from runs.models import Claim
 from runs.states import ClaimStatus
-from runs.workflows.definition import Context, ProbeResult, StepDef
+from runs.workflows import Context, ProbeResult, StepDef
 
 from .resolve import Resolution, resolve_claim
 

@@ -11,7 +11,7 @@ from typing import Any
 from runs.engine.core import keys
 from runs.models import Claim, Step
 from runs.states import ClaimStatus, StepStatus
-from runs.workflows.definition import Collected, Context, StepDef
+from runs.workflows import Collected, Context, StepDef
 
 DONE = (StepStatus.SUCCEEDED, StepStatus.SKIPPED)
 
