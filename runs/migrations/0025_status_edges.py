@@ -21,5 +21,5 @@ class Migration(migrations.Migration):
             """,
             reverse_sql=migrations.RunSQL.noop,
         ),
-        LoadSchema("b5400ea4f936bf23"),
+        LoadSchema("e29b715a40919308"),
     ]

@@ -12,7 +12,7 @@
 -- To remove one: delete it here and DROP it in that same migration.
 --
 -- Not here: indexes and constraints. Each one the tables have is declared in
--- runs/models.py. The RunSQL of migrations 0010, 0017 and 0023 that drops or builds
+-- runs/models/. The RunSQL of migrations 0010, 0017 and 0023 that drops or builds
 -- indexes and keys did by hand, once, what the model state says (where Django's own
 -- operations would have rebuilt more); a one-time change stays in its migration.
 --
