@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install lock up test lint bench bench-ui bench-retention chaos stop clean
+.PHONY: help install lock up demo test lint bench bench-ui bench-retention chaos stop clean
 .DEFAULT_GOAL := help
 
 ## help: this list (each target's `##` lines).
@@ -47,6 +47,15 @@ lock: $(VENV)/.installed
 ##     dies is restarted. Ctrl-C stops everything.
 up: install
 	$(PY) scripts/stack.py up
+
+## demo: on the stack `make up` runs (in another shell), fill the dashboard in under a
+##     minute: unresolved claims (one with a probe's evidence, one with a late result), a
+##     run waiting for approval, a failed and a compensated run (`manage.py demo`).
+DEMO_ARGS ?=
+demo: install
+	@test -n "$$DATABASE_URL" || test -f "$${DURABLE_RUNS_VAR:-var}/services.env" || \
+		{ echo "make demo needs the running stack: start \`make up\` in another shell first"; exit 1; }
+	$(PY) manage.py demo $(DEMO_ARGS)
 
 ## test: the whole suite, on DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers.
 test: install

@@ -27,6 +27,13 @@ View = TypeVar("View", bound=Callable[..., Any])
 
 
 class AdminSite(admin.AdminSite):
+    # The product's name, where Django's admin says "Django administration"; the link
+    # back to the dashboard is templates/admin/base_site.html's.
+    site_header = "durable-runs administration"
+    site_title = "durable-runs admin"
+    index_title = "Retention policies and schedules"
+    site_url = "/"
+
     def admin_view(self, view: View, cacheable: bool = False) -> View:
         inner = super().admin_view(view, cacheable)
 

@@ -181,3 +181,7 @@ def decide(ctx: Context) -> dict[str, Any]:
 def refund(ctx: Context) -> dict[str, Any]:
     """The irreversible step, only after a person's approval."""
     return Bank().refund(run_id=ctx.run_id, ticket=ctx.input["ticket"], amount=ctx.input["amount"])
+
+
+# --- the workflows `manage.py demo` runs, registered with these ----------------------
+from examples import demo as _demo  # noqa: E402, F401

@@ -64,7 +64,29 @@ def test_someone_signed_out_goes_to_the_login_page_once(browser, transactional_d
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(f"{browser.base_url}/admin/")
-    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    expect(page.get_by_role("heading", name="Retention policies and schedules")).to_be_visible()
+
+
+def test_the_admin_carries_the_product_name_and_leads_back_to_the_dashboard(
+    browser, transactional_db
+):
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/admin/")
+
+    header = page.get_by_role("banner")
+    expect(header.get_by_role("link", name="durable-runs administration")).to_be_visible()
+    expect(page).to_have_title("Retention policies and schedules | durable-runs admin")
+    expect(page.get_by_role("heading", name="Retention policies and schedules")).to_be_visible()
+    expect(page.get_by_text("Django administration")).to_have_count(0)
+    browser.check_accessibility("the admin's index, branded")
+
+    # From a page deeper in, too.
+    page.get_by_role("link", name="Schedules").click()
+    expect(page).to_have_title("Select schedule to change | durable-runs admin")
+    header.get_by_role("link", name="Back to the dashboard").click()
+    expect(page).to_have_url(f"{browser.base_url}/")
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
 
 
 def admin_message(page: Any) -> Any:

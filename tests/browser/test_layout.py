@@ -77,10 +77,10 @@ def test_the_brand_and_each_navigation_link_land_where_they_say(browser, transac
     # An operator edits retention policies and schedules in the admin.
     nav.get_by_role("link", name="Admin").click()
     wait_for_path(page, "/admin/")
-    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    expect(page.get_by_role("heading", name="Retention policies and schedules")).to_be_visible()
     expect(page.get_by_role("link", name="Retention policies")).to_be_visible()
     expect(page.get_by_role("link", name="Schedules")).to_be_visible()
-    page.get_by_role("link", name="View site").click()  # and back to the product
+    page.get_by_role("link", name="Back to the dashboard").click()  # and back to the product
     wait_for_path(page, "/")
     expect(overview).to_be_visible()
 
