@@ -10,10 +10,15 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
-from kombu import Queue  # type: ignore[attr-defined]
+from kombu.entity import Queue
 
 from config.database import default_database
+
+# Django's generic classes subscriptable at run time as django-stubs types them
+# (admin.ModelAdmin[Schedule]); it adds __class_getitem__ and nothing else.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Local state of `make up` (embedded servers, services.env, static files); a test or a
