@@ -456,8 +456,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 RUNS_SWEEP_INTERVAL = env_float("RUNS_SWEEP_INTERVAL", 15.0)
 CELERY_RECOVERY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-recovery"
 CELERY_TASK_QUEUES = [
-    Queue(name, routing_key=name)  # type: ignore[no-untyped-call]
-    for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_RECOVERY_QUEUE)
+    Queue(name, routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_RECOVERY_QUEUE)
 ]
 CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
