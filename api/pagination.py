@@ -48,6 +48,7 @@ class PageNumberPagination(pagination.PageNumberPagination):
         return list(self.page)
 
     def get_paginated_response(self, data: Any) -> Response:
+        assert self.page is not None  # set by paginate_queryset, which DRF calls first
         return Response(
             OrderedDict(
                 [

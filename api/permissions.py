@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib.auth.models import User
 from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
 
 from runs import roles
 
@@ -33,6 +35,14 @@ READ_RUNS: tuple[Check, str] = (roles.can_read_runs, "viewer, submitter or opera
 READ_CLAIMS: tuple[Check, str] = (roles.can_view, "viewer or operator")
 SUBMIT: tuple[Check, str] = (roles.can_submit, "submitter or operator")
 OPERATE: tuple[Check, str] = (roles.can_operate, "operator")
+
+
+class SignedInRequest(Request):
+    """A request RolePermission let through to an action: its `user` is a user, never the
+    anonymous one. Only a type: DRF builds the request, nothing makes one of these, and the
+    bare annotation adds nothing to Request at run time."""
+
+    user: User
 
 
 class RolePermission(BasePermission):

@@ -8,7 +8,8 @@ is the whole contract of one operation.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
@@ -19,6 +20,7 @@ from drf_spectacular.utils import (
     PolymorphicProxySerializer,
     extend_schema,
 )
+from rest_framework.serializers import Serializer
 
 from runs.engine import KEY_PATTERN
 
@@ -127,6 +129,10 @@ def _errors(operation: str, *codes: int) -> dict[int, OpenApiResponse]:
     return out
 
 
+# A view method: the decorators below describe it and return it as it was.
+View = TypeVar("View", bound=Callable[..., Any])
+
+
 def _operation(
     operation: str,
     *,
@@ -135,10 +141,10 @@ def _operation(
     description: str,
     ok: dict[int, OpenApiResponse],
     errors: tuple[int, ...],
-    parameters: list[object] | None = None,
+    parameters: list[OpenApiParameter | type[Serializer[Any]]] | None = None,
     request: object = None,
     examples: list[OpenApiExample] | None = None,
-) -> Any:
+) -> Callable[[View], View]:
     """The decorator that describes one operation, its common errors included."""
     return extend_schema(
         examples=examples or [],

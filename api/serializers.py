@@ -22,8 +22,13 @@ from . import errors
 INT32_MAX = 2**31 - 1
 
 
+# A serializer's type parameter is the instance it reads; Any here, because a response
+# serializer is given a list (many=True) as often as one object, and a request serializer
+# none at all.
+
+
 # --- reading requests ------------------------------------------------------------------
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer[Any]):
     """Refuses fields it does not declare: `"verison": 2` must not mean "the latest"."""
 
     def to_internal_value(self, data: Any) -> Any:
@@ -140,7 +145,7 @@ class SignalBody(StrictSerializer):
     )
 
 
-class SignalSerializer(serializers.Serializer):
+class SignalSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     run = serializers.UUIDField(source="run_id")
     name = serializers.CharField()
@@ -212,7 +217,7 @@ class FailedDecision(_DecisionNote):
     )
 
 
-class QueryParams(serializers.Serializer):
+class QueryParams(serializers.Serializer[Any]):
     """Query parameters. An empty value (`?status=`) is refused unless the field allows
     a blank string: it is not a status, a date or a number, and reading it as "any" would
     make the schema, which lists what each may be, untrue. Leaving it out means any."""
@@ -262,10 +267,12 @@ class ClaimQuery(QueryParams):
 
 
 # --- errors ----------------------------------------------------------------------------
-class ErrorDetail(serializers.Serializer):
+class ErrorDetail(serializers.Serializer[Any]):
     code = serializers.ChoiceField(choices=list(errors.CODES), help_text="Stable, for programs.")
     message = serializers.CharField(help_text="For people.")
-    fields = serializers.DictField(
+    # DRF's metaclass takes each declared field out of the class, so this does not
+    # replace the serializer's own .fields, as the stubs take it to.
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
         help_text="Problems by input name (a body field, a query parameter, or the "
@@ -273,7 +280,7 @@ class ErrorDetail(serializers.Serializer):
     )
 
 
-class Error(serializers.Serializer):
+class Error(serializers.Serializer[Any]):
     error = ErrorDetail()
 
 
@@ -283,7 +290,7 @@ SUBMITTED_BY_HELP = (
 )
 
 
-class RunSerializer(serializers.Serializer):
+class RunSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     workflow = serializers.CharField()
     version = serializers.IntegerField()
@@ -299,7 +306,7 @@ class RunSerializer(serializers.Serializer):
         return run.error or None
 
 
-class BatchSummary(serializers.Serializer):
+class BatchSummary(serializers.Serializer[Any]):
     name = serializers.CharField()
     key = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
@@ -317,7 +324,7 @@ class StepSummary(BatchSummary):
     )
 
 
-class RunClaim(serializers.Serializer):
+class RunClaim(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     key = serializers.CharField()
     status = serializers.ChoiceField(choices=ClaimStatus.choices)
@@ -325,7 +332,7 @@ class RunClaim(serializers.Serializer):
     kind = serializers.ChoiceField(choices=EffectKind.choices)
 
 
-class RunDetailSerializer(serializers.Serializer):
+class RunDetailSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     workflow = serializers.CharField()
     version = serializers.IntegerField()
@@ -362,7 +369,7 @@ class RunDetailSerializer(serializers.Serializer):
     )
 
 
-class AttemptSerializer(serializers.Serializer):
+class AttemptSerializer(serializers.Serializer[Any]):
     number = serializers.IntegerField()
     status = serializers.ChoiceField(choices=AttemptStatus.choices)
     worker = serializers.CharField(allow_blank=True)
@@ -372,13 +379,15 @@ class AttemptSerializer(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
 
 
-class StepSerializer(serializers.Serializer):
+class StepSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     key = serializers.CharField(help_text='Unique in the run: the name, or "name[i]" for a batch.')
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
     status = serializers.ChoiceField(choices=StepStatus.choices)
-    parent = serializers.CharField(
+    # A declared field, taken out of the class (see ErrorDetail.fields): the field's own
+    # .parent is untouched.
+    parent = serializers.CharField(  # type: ignore[assignment]
         source="parent_key", allow_null=True, help_text="A batch's map step."
     )
     batch_index = serializers.IntegerField(allow_null=True)
@@ -395,7 +404,7 @@ class StepSerializer(serializers.Serializer):
     attempts = AttemptSerializer(many=True, source="attempt_set.all")
 
 
-class EventSerializer(serializers.Serializer):
+class EventSerializer(serializers.Serializer[Any]):
     seq = serializers.IntegerField()
     type = serializers.CharField()
     step = serializers.CharField(source="step_key", allow_null=True)
@@ -406,14 +415,14 @@ class EventSerializer(serializers.Serializer):
 
 
 # --- claims ----------------------------------------------------------------------------
-class TakeSerializer(serializers.Serializer):
+class TakeSerializer(serializers.Serializer[Any]):
     claim_id = serializers.IntegerField()
     taken_by = serializers.CharField()
     taken_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
 
 
-class ClaimSerializer(serializers.Serializer):
+class ClaimSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField(source="claim_id")
     key = serializers.CharField(help_text="The effect's idempotency key.")
     status = serializers.ChoiceField(choices=ClaimStatus.choices)
@@ -450,7 +459,7 @@ class ClaimSerializer(serializers.Serializer):
         return row.age.total_seconds() if row.age is not None else None
 
 
-class ResolvedClaim(serializers.Serializer):
+class ResolvedClaim(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     key = serializers.CharField()
     status = serializers.ChoiceField(choices=ClaimStatus.choices)
@@ -462,7 +471,7 @@ class ResolvedClaim(serializers.Serializer):
     evidence = serializers.JSONField(allow_null=True)
 
 
-class ResolutionSerializer(serializers.Serializer):
+class ResolutionSerializer(serializers.Serializer[Any]):
     claim = ResolvedClaim()
     step_status = serializers.ChoiceField(choices=StepStatus.choices)
     run_status = serializers.ChoiceField(choices=RunStatus.choices)
@@ -472,13 +481,13 @@ class ResolutionSerializer(serializers.Serializer):
     )
 
 
-class ReleaseSerializer(serializers.Serializer):
+class ReleaseSerializer(serializers.Serializer[Any]):
     claim_id = serializers.IntegerField()
     released = serializers.BooleanField(help_text="False: you held no take of it.")
 
 
 # --- workflows -------------------------------------------------------------------------
-class WorkflowStep(serializers.Serializer):
+class WorkflowStep(serializers.Serializer[Any]):
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
     after = serializers.ListField(child=serializers.CharField(), help_text="Its dependencies.")
@@ -497,14 +506,14 @@ class WorkflowStep(serializers.Serializer):
     )
 
 
-class WorkflowVersion(serializers.Serializer):
+class WorkflowVersion(serializers.Serializer[Any]):
     version = serializers.IntegerField()
     description = serializers.CharField(allow_blank=True)
     steps = WorkflowStep(many=True)
     input_schema = serializers.DictField(help_text="The declared input, as JSON Schema.")
 
 
-class WorkflowSerializer(serializers.Serializer):
+class WorkflowSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     latest_version = serializers.IntegerField()
     versions = WorkflowVersion(many=True)

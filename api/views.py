@@ -16,6 +16,7 @@ from django.urls import reverse
 from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.viewsets import GenericViewSet
 
 from reconciliation import queries as claim_queries
@@ -29,10 +30,10 @@ from . import schema
 from . import serializers as s
 from .errors import IDEMPOTENCY_KEY_HEADER
 from .pagination import SeqCursorPagination
-from .permissions import OPERATE, READ_CLAIMS, READ_RUNS, SUBMIT, RolePermission
+from .permissions import OPERATE, READ_CLAIMS, READ_RUNS, SUBMIT, RolePermission, SignedInRequest
 
 
-def validated(serializer_class: type[s.serializers.Serializer], data: Any) -> dict[str, Any]:
+def validated(serializer_class: type[Serializer[Any]], data: Any) -> dict[str, Any]:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
@@ -44,10 +45,13 @@ def principal_of(request: Request) -> engine.Principal:
     return engine.Principal.of_user(request.user, via)
 
 
-class ApiViewSet(GenericViewSet):
+class ApiViewSet(GenericViewSet[Any]):
     """Throttles count every caller before the permission check, so anonymous callers
     and failed token authentications are throttled per address too (DRF would answer
-    them 401 before counting)."""
+    them 401 before counting).
+
+    Its actions are given a SignedInRequest: RolePermission turned away everyone else.
+    (Any model: the viewsets page runs, steps, events, claim rows and workflows.)"""
 
     permission_classes = [RolePermission]
     roles: dict[str, tuple[Any, str]] = {}
@@ -94,7 +98,7 @@ class RunViewSet(ApiViewSet):
     ORDER_TIEBREAK = "-id"
 
     @schema.runs_list
-    def list(self, request: Request) -> Response:
+    def list(self, request: SignedInRequest) -> Response:
         query = validated(s.RunQuery, request.query_params)
         runs = self.readable_runs().defer("input", "result")
         if "status" in query:
@@ -112,7 +116,7 @@ class RunViewSet(ApiViewSet):
         return self.get_paginated_response(s.RunSerializer(page, many=True).data)
 
     @schema.runs_create
-    def create(self, request: Request) -> Response:
+    def create(self, request: SignedInRequest) -> Response:
         body = validated(s.Submission, request.data)
         submission = engine.submit(
             workflow=body["workflow"],
@@ -129,18 +133,18 @@ class RunViewSet(ApiViewSet):
         return Response(data, status=status.HTTP_201_CREATED, headers={"Location": location})
 
     @schema.runs_retrieve
-    def retrieve(self, request: Request, run_id: uuid.UUID) -> Response:
+    def retrieve(self, request: SignedInRequest, run_id: uuid.UUID) -> Response:
         run = get_object_or_404(self.readable_runs(), pk=run_id)
         return Response(s.RunDetailSerializer(run_detail(run)).data)
 
     @schema.runs_cancel
-    def cancel(self, request: Request, run_id: uuid.UUID) -> Response:
+    def cancel(self, request: SignedInRequest, run_id: uuid.UUID) -> Response:
         body = validated(s.Cancellation, request.data)
         run = engine.cancel_run(run_id=run_id, actor=request.user, reason=body.get("reason", ""))
         return Response(s.RunDetailSerializer(run_detail(run)).data)
 
     @schema.runs_signal
-    def signal(self, request: Request, run_id: uuid.UUID, name: str) -> Response:
+    def signal(self, request: SignedInRequest, run_id: uuid.UUID, name: str) -> Response:
         body = validated(s.SignalBody, request.data)
         get_object_or_404(self.readable_runs().only("id"), pk=run_id)
         signal = engine.send_signal(
@@ -149,7 +153,7 @@ class RunViewSet(ApiViewSet):
         return Response(s.SignalSerializer(signal).data, status=status.HTTP_201_CREATED)
 
     @schema.runs_retry_step
-    def retry_step(self, request: Request, run_id: uuid.UUID, step: str) -> Response:
+    def retry_step(self, request: SignedInRequest, run_id: uuid.UUID, step: str) -> Response:
         run = engine.retry_steps(run_id=run_id, step_keys=[step], actor=request.user)
         return Response(s.RunDetailSerializer(run_detail(run)).data)
 
@@ -160,7 +164,7 @@ class StepViewSet(ApiViewSet):
     roles = {"list": READ_RUNS}
 
     @schema.steps_list
-    def list(self, request: Request, run_id: uuid.UUID) -> Response:
+    def list(self, request: SignedInRequest, run_id: uuid.UUID) -> Response:
         run = get_object_or_404(self.readable_runs(), pk=run_id)
         steps = (
             Step.objects.filter(run=run)
@@ -180,7 +184,7 @@ class EventViewSet(ApiViewSet):
     pagination_class = SeqCursorPagination
 
     @schema.events_list
-    def list(self, request: Request, run_id: uuid.UUID) -> Response:
+    def list(self, request: SignedInRequest, run_id: uuid.UUID) -> Response:
         run = get_object_or_404(self.readable_runs(), pk=run_id)
         events = Event.objects.filter(run=run).annotate(step_key=F("step__key"))
         page = self.paginate_queryset(events)
@@ -197,14 +201,15 @@ class ClaimViewSet(ApiViewSet):
     }
 
     @schema.claims_list
-    def list(self, request: Request) -> Response:
+    def list(self, request: SignedInRequest) -> Response:
         query = validated(s.ClaimQuery, request.query_params)
         rows = claim_queries.claim_list(status=query.get("status"), workflow=query.get("workflow"))
-        page = self.paginate_queryset(rows)
+        # Rows is sliced and counted, all that the paginator needs, without being a Sequence.
+        page = self.paginate_queryset(rows)  # type: ignore[arg-type]
         return self.get_paginated_response(s.ClaimSerializer(page, many=True).data)
 
     @schema.claims_resolve
-    def resolve(self, request: Request, claim_id: int) -> Response:
+    def resolve(self, request: SignedInRequest, claim_id: int) -> Response:
         body = validated(s.Decision, request.data)
         result = body.get("result")
         resolution = services.resolve(
@@ -218,12 +223,12 @@ class ClaimViewSet(ApiViewSet):
         return Response(s.ResolutionSerializer(resolution).data)
 
     @schema.claims_take
-    def take(self, request: Request, claim_id: int) -> Response:
+    def take(self, request: SignedInRequest, claim_id: int) -> Response:
         taken = services.take_claim(claim_id=claim_id, user=request.user)
         return Response(s.TakeSerializer(taken).data)
 
     @schema.claims_release
-    def release(self, request: Request, claim_id: int) -> Response:
+    def release(self, request: SignedInRequest, claim_id: int) -> Response:
         released = services.release_claim(claim_id=claim_id, user=request.user)
         return Response(s.ReleaseSerializer({"claim_id": claim_id, "released": released}).data)
 
@@ -233,7 +238,7 @@ class WorkflowViewSet(ApiViewSet):
     roles = {"list": READ_RUNS}
 
     @schema.workflows_list
-    def list(self, request: Request) -> Response:
+    def list(self, request: SignedInRequest) -> Response:
         by_name: dict[str, list[Any]] = {}
         for wf in registry.all_workflows():
             by_name.setdefault(wf.name, []).append(wf)

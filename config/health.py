@@ -66,7 +66,7 @@ def check_database() -> dict[str, Any]:
 
 
 def check_broker() -> dict[str, Any]:
-    from kombu import Connection
+    from kombu.connection import Connection
 
     # A fresh connection, not one from the pool: the question is whether the broker
     # answers now.

@@ -10,10 +10,15 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
-from kombu import Queue  # type: ignore[attr-defined]
+from kombu.entity import Queue
 
 from config.database import default_database
+
+# Django's generic classes subscriptable at run time as django-stubs types them
+# (admin.ModelAdmin[Schedule]); it adds __class_getitem__ and nothing else.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Local state of `make up` (embedded servers, services.env, static files); a test or a
@@ -451,8 +456,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 RUNS_SWEEP_INTERVAL = env_float("RUNS_SWEEP_INTERVAL", 15.0)
 CELERY_RECOVERY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-recovery"
 CELERY_TASK_QUEUES = [
-    Queue(name, routing_key=name)  # type: ignore[no-untyped-call]
-    for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_RECOVERY_QUEUE)
+    Queue(name, routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_RECOVERY_QUEUE)
 ]
 CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},

@@ -413,4 +413,5 @@ __all__ = [
     "resolve",
     "resolve_claim",
     "take_claim",
+    "validate_resolution",
 ]

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -27,6 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import inputs
 from runs.engine import NOT_UNRESOLVED, REFUSED
+from runs.http import SignedInRequest
 from runs.roles import operator_required, viewer_required
 from runs.states import ClaimStatus
 
@@ -58,7 +59,7 @@ FOCUS_TAKE = "take"
 FOCUS_MESSAGE = "message"
 
 
-def _oob(request: HttpRequest, response: HttpResponse, **context: Any) -> HttpResponse:
+def _oob(request: SignedInRequest, response: HttpResponse, **context: Any) -> HttpResponse:
     """Append, out of band, the messages (into the live region, which stays), the badge
     and, on the queue, the heading's count for the filters the page shows."""
     if "count" not in context:
@@ -89,7 +90,7 @@ def _count(shown: int, workflow: str, age: str) -> dict[str, Any]:
     return {"shown": shown, "filtered": bool(workflow or age in AGES)}
 
 
-def _count_on_current_queue(request: HttpRequest) -> dict[str, Any] | None:
+def _count_on_current_queue(request: SignedInRequest) -> dict[str, Any] | None:
     """The heading's count again, when an htmx request comes from the queue page (its
     address, in HX-Current-URL, carries the filters it shows); None elsewhere."""
     current = urlsplit(request.htmx.current_url_abs_path or "") if request.htmx else None
@@ -99,7 +100,7 @@ def _count_on_current_queue(request: HttpRequest) -> dict[str, Any] | None:
     return _count(_unresolved(workflow, age).count(), workflow, age)
 
 
-def _on_claim_page(request: HttpRequest, claim_id: int) -> bool:
+def _on_claim_page(request: SignedInRequest, claim_id: int) -> bool:
     """Whether an htmx request comes from the claim's own page (claim.html), which then
     answers with that page's content (its heading says the claim's status)."""
     if not request.htmx:
@@ -110,13 +111,13 @@ def _on_claim_page(request: HttpRequest, claim_id: int) -> bool:
 
 # --- reading -------------------------------------------------------------------------
 @viewer_required
-def badge(request: HttpRequest) -> HttpResponse:
+def badge(request: SignedInRequest) -> HttpResponse:
     """The navigation's queue-size badge, polled by htmx on every page."""
     return render(request, "base.html#queue-badge")
 
 
 @viewer_required
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: SignedInRequest) -> HttpResponse:
     errors: dict[str, str] = {}
     workflow, age = _filters(request.GET, errors)
     page = Paginator(_unresolved(workflow, age), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -155,7 +156,7 @@ def queue(request: HttpRequest) -> HttpResponse:
 
 
 @viewer_required
-def claim(request: HttpRequest, claim_id: int) -> HttpResponse:
+def claim(request: SignedInRequest, claim_id: int) -> HttpResponse:
     """One claim with everything needed to decide it: the detail row (htmx), or a page
     of its own (a link from a run page)."""
     detail = queries.claim_detail(claim_id)
@@ -178,7 +179,7 @@ def _detail_context(detail: queries.ClaimDetail, **extra: Any) -> dict[str, Any]
 
 
 def _show(
-    request: HttpRequest,
+    request: SignedInRequest,
     claim_id: int,
     *,
     status: int = 200,
@@ -213,7 +214,7 @@ def _show(
 
 
 @viewer_required
-def history(request: HttpRequest) -> HttpResponse:
+def history(request: SignedInRequest) -> HttpResponse:
     errors: dict[str, str] = {}
     outcome = _text(request.GET.get("outcome"), "outcome", "the outcome", errors)
     if outcome and outcome not in ClaimStatus.values:
@@ -231,7 +232,7 @@ def history(request: HttpRequest) -> HttpResponse:
         until=until + timedelta(days=1) if until else None,  # "until" is a whole day
     )
     page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {
+    context: dict[str, Any] = {
         "page": page,
         "rows": list(page.object_list),
         "operators": queries.history_operators(),
@@ -249,7 +250,7 @@ def history(request: HttpRequest) -> HttpResponse:
 # --- deciding ------------------------------------------------------------------------
 @require_POST
 @operator_required
-def resolve(request: HttpRequest, claim_id: int) -> HttpResponse:
+def resolve(request: SignedInRequest, claim_id: int) -> HttpResponse:
     form = {
         "outcome": request.POST.get("outcome", ""),
         "note": request.POST.get("note", ""),
@@ -301,7 +302,7 @@ def _detail_or_404(claim_id: int) -> queries.ClaimDetail:
 
 @require_POST
 @operator_required
-def take(request: HttpRequest, claim_id: int) -> HttpResponse:
+def take(request: SignedInRequest, claim_id: int) -> HttpResponse:
     detail = _detail_or_404(claim_id)
     label = wording.claim_label(detail.row.key, detail.row.step)
     try:
@@ -322,7 +323,7 @@ def take(request: HttpRequest, claim_id: int) -> HttpResponse:
 
 @require_POST
 @operator_required
-def release(request: HttpRequest, claim_id: int) -> HttpResponse:
+def release(request: SignedInRequest, claim_id: int) -> HttpResponse:
     detail = _detail_or_404(claim_id)
     label = wording.claim_label(detail.row.key, detail.row.step)
     try:
@@ -337,7 +338,7 @@ def release(request: HttpRequest, claim_id: int) -> HttpResponse:
 
 @require_POST
 @operator_required
-def check_again(request: HttpRequest, claim_id: int) -> HttpResponse:
+def check_again(request: SignedInRequest, claim_id: int) -> HttpResponse:
     try:
         outcome = services.reprobe(claim_id=claim_id, user=request.user)
     except services.ClaimNotFound as exc:
@@ -354,7 +355,7 @@ def check_again(request: HttpRequest, claim_id: int) -> HttpResponse:
 
 
 # --- bulk decisions ------------------------------------------------------------------
-def _bulk_form(request: HttpRequest) -> dict[str, Any]:
+def _bulk_form(request: SignedInRequest) -> dict[str, Any]:
     return {
         "claims": request.POST.getlist("claims"),
         "outcome": request.POST.get("outcome", ""),
@@ -364,7 +365,7 @@ def _bulk_form(request: HttpRequest) -> dict[str, Any]:
 
 @require_POST
 @operator_required
-def bulk_preview(request: HttpRequest) -> HttpResponse:
+def bulk_preview(request: SignedInRequest) -> HttpResponse:
     form = _bulk_form(request)
     try:
         services.validate_resolution(form["outcome"], form["note"], None)
@@ -408,7 +409,7 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @operator_required
-def bulk_resolve(request: HttpRequest) -> HttpResponse:
+def bulk_resolve(request: SignedInRequest) -> HttpResponse:
     form = _bulk_form(request)
     try:
         result = services.bulk_resolve(

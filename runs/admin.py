@@ -39,7 +39,7 @@ def _audit(
     )
 
 
-class ChangeInline(admin.TabularInline):
+class ChangeInline(admin.TabularInline[RetentionPolicyChange, RetentionPolicy]):
     model = RetentionPolicyChange
     fk_name = "policy"
     extra = 0
@@ -56,7 +56,7 @@ class ChangeInline(admin.TabularInline):
 
 
 @admin.register(RetentionPolicy)
-class RetentionPolicyAdmin(admin.ModelAdmin):
+class RetentionPolicyAdmin(admin.ModelAdmin[RetentionPolicy]):
     list_display = (
         "name",
         "scope",
@@ -149,7 +149,7 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(RetentionPolicyChange)
-class RetentionPolicyChangeAdmin(admin.ModelAdmin):
+class RetentionPolicyChangeAdmin(admin.ModelAdmin[RetentionPolicyChange]):
     list_display = ("at", "policy_name", "action", "actor", "old", "new")
     list_filter = ("action",)
     search_fields = ("policy_name", "actor")
@@ -165,7 +165,7 @@ class RetentionPolicyChangeAdmin(admin.ModelAdmin):
 
 
 @admin.register(RetentionPurge)
-class RetentionPurgeAdmin(admin.ModelAdmin):
+class RetentionPurgeAdmin(admin.ModelAdmin[RetentionPurge]):
     list_display = (
         "started_at",
         "policy_name",
@@ -196,7 +196,7 @@ CODE_OWNED = ("name", "workflow", "version", "cron", "timezone", "input", "misse
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ScheduleAdmin(admin.ModelAdmin[Schedule]):
     """Schedules (#13): a row per schedule; those declared in code can only be paused
     here. Saving a new schedule, a changed cron or time zone, or one enabled again
     starts it at its next tick (runs/engine/policies/schedules.py)."""
