@@ -35,10 +35,12 @@ def seed(cursor: Any, runs: int, per_run: int) -> None:
     cursor.execute(
         """
         INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
-            steps_remaining, result, error, created_at, updated_at, finished_at)
+            steps_remaining, result, error, ends_as, submitted_by, submitted_via,
+            created_at, updated_at, finished_at)
         SELECT gen_random_uuid(), 'migrate-records', 1,
                jsonb_build_object('count', g, 'batch_size', 50), 'succeeded', 1, %s, 0,
-               jsonb_build_object('migrated', g), '', now() - interval '201 days',
+               jsonb_build_object('migrated', g), '', '', 'cli', 'cli',
+               now() - interval '201 days',
                now() - interval '200 days', now() - interval '200 days'
         FROM generate_series(1, %s) g
         """,
@@ -47,9 +49,10 @@ def seed(cursor: Any, runs: int, per_run: int) -> None:
     cursor.execute(
         """
         INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
-            steps_remaining, error, created_at, updated_at)
-        SELECT gen_random_uuid(), 'migrate-records', 1, '{}', 'running', 1, 0, 1, '',
-               now(), now()
+            steps_remaining, error, ends_as, submitted_by, submitted_via, created_at,
+            updated_at)
+        SELECT gen_random_uuid(), 'migrate-records', 1, '{}', 'running', 1, 0, 1, '', '',
+               'cli', 'cli', now(), now()
         FROM generate_series(1, %s)
         """,
         [LIVE_RUNS],
@@ -57,11 +60,11 @@ def seed(cursor: Any, runs: int, per_run: int) -> None:
     cursor.execute(
         """
         INSERT INTO runs_step (run_id, key, name, kind, status, depends_on, pending_deps,
-            plan_revision, claim_generation, attempts, deferred_attempts, max_attempts,
-            result, error, created_at, started_at, finished_at)
+            compensates, plan_revision, claim_generation, attempts, deferred_attempts,
+            max_attempts, result, error, created_at, started_at, finished_at)
         SELECT r.id, s.name, s.name, 'pure',
                CASE WHEN r.status = 'running' THEN 'running' ELSE 'succeeded' END,
-               '{}', 0, 1, 1, 1, 0, 3,
+               '{}', 0, '', 1, 1, 1, 0, 3,
                CASE WHEN r.status = 'running' THEN NULL
                     ELSE jsonb_build_object('ids', to_jsonb(array[1, 2, 3, 4, 5])) END,
                '', r.created_at, r.created_at, r.finished_at
