@@ -197,9 +197,15 @@ def wait_progress(
 
 
 class Workload:
-    def __init__(self, rng: random.Random, duration: float) -> None:
-        self.rng, self.duration = rng, duration
-        self.migrations_due = [duration * i / MIGRATIONS for i in range(MIGRATIONS)]
+    def __init__(
+        self,
+        rng: random.Random,
+        duration: float,
+        migrations: int = MIGRATIONS,
+        records: int = RECORDS,
+    ) -> None:
+        self.rng, self.duration, self.records = rng, duration, records
+        self.migrations_due = [duration * i / migrations for i in range(migrations)]
         self.change = 0
         self.refused = 0
         self.last_call = -1.0
@@ -216,7 +222,7 @@ class Workload:
         jobs: list[tuple[str, dict[str, Any]]] = []
         while self.migrations_due and self.migrations_due[0] <= elapsed:
             self.migrations_due.pop(0)
-            jobs.append(("migrate-records", {"count": RECORDS, "batch_size": BATCH}))
+            jobs.append(("migrate-records", {"count": self.records, "batch_size": BATCH}))
         if self.rng.random() < 0.8:
             self.change += 1
             jobs.append(
@@ -321,14 +327,19 @@ def inject(stack: Stack, kind: str, rng: random.Random) -> tuple[float, list[int
     return time.monotonic(), hit
 
 
-def schedule(rng: random.Random, duration: float) -> list[tuple[float, str]]:
-    """Fault times: one every 12-24 s after a 10 s warm-up; kinds shuffled in rounds so
-    that each comes up as often as the others."""
+def schedule(
+    rng: random.Random,
+    duration: float,
+    warmup: float = 10.0,
+    gap: tuple[float, float] = (12.0, 24.0),
+) -> list[tuple[float, str]]:
+    """Fault times: one every 12-24 s (`gap`) after a 10 s warm-up; kinds shuffled in
+    rounds so that each comes up as often as the others."""
     plan: list[tuple[float, str]] = []
-    at = 10.0
+    at = warmup
     kinds: list[str] = []
     while True:
-        at += rng.uniform(12, 24)
+        at += rng.uniform(*gap)
         if at > duration - 5:
             return plan
         if not kinds:
@@ -357,7 +368,7 @@ def settle(stack: Stack, timeout: float) -> bool:
     return False
 
 
-def checks(stack: Stack) -> dict[str, Any]:
+def checks(stack: Stack, records: int = RECORDS) -> dict[str, Any]:
     from django.db import connection
 
     connection.close()
@@ -385,7 +396,7 @@ def checks(stack: Stack) -> dict[str, Any]:
         " + (SELECT count(*) FROM runs_run r WHERE r.workflow = 'charge-payment'"
         "   AND r.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM examples_paymentcharge p"
         "   WHERE p.idempotency_key LIKE r.id::text || '%%'))",
-        (RECORDS,),
+        (records,),
     )[0]
     went_unresolved, by_probe, by_operator, still = q(
         "SELECT count(*) FILTER (WHERE unresolved_at IS NOT NULL),"
@@ -428,6 +439,19 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--duration", type=float, default=150.0, help="seconds of faults")
     parser.add_argument("--settle", type=float, default=240.0, help="seconds to finish after")
+    parser.add_argument(
+        "--migrations", type=int, default=MIGRATIONS, help="migrate-records runs over the soak"
+    )
+    parser.add_argument("--records", type=int, default=RECORDS, help="records per migration")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds before the first fault")
+    parser.add_argument(
+        "--fault-gap",
+        type=float,
+        nargs=2,
+        default=(12.0, 24.0),
+        metavar=("MIN", "MAX"),
+        help="seconds between faults, drawn between MIN and MAX",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
     # Stopped from outside (timeout, Ctrl-C): still stop the servers and workers it started.
@@ -456,12 +480,12 @@ def soak(stack: Stack, rng: random.Random, args: argparse.Namespace) -> int:
     stack.start_beat()
     for proc in stack.groups.values():
         proc.wait_ready(WORKER_READY)
-    plan = schedule(rng, args.duration)
+    plan = schedule(rng, args.duration, args.warmup, tuple(args.fault_gap))
     say(
         f"seed {args.seed}: {len(plan)} faults over {args.duration:.0f} s: "
         + ", ".join(f"{kind}@{at:.0f}s" for at, kind in plan)
     )
-    workload = Workload(rng, args.duration)
+    workload = Workload(rng, args.duration, args.migrations, args.records)
     recoveries: list[tuple[str, float | None]] = []
     began = time.monotonic()
     while (elapsed := time.monotonic() - began) < args.duration:
@@ -482,7 +506,7 @@ def soak(stack: Stack, rng: random.Random, args: argparse.Namespace) -> int:
         time.sleep(rng.uniform(0.3, 1.2))
     say(f"faults over; letting everything finish (at most {args.settle:.0f} s)")
     settled = settle(stack, args.settle)
-    result = checks(stack)
+    result = checks(stack, args.records)
     times = [t for _, t in recoveries if t is not None]
     result.update(
         seed=args.seed,

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -52,11 +53,17 @@ def dsn(dbname: str | None = None) -> str:
 
 
 def url(dbname: str) -> str:
+    """A URL of the configured server's database `dbname` (for the peer, DBOS). A Unix
+    socket directory (the embedded PostgreSQL of `make bench`) goes in the query: a path
+    cannot be the URL's host."""
     db = settings.DATABASES["default"]
-    auth = db.get("USER") or "postgres"
+    auth = quote(db.get("USER") or "postgres", safe="")
     if db.get("PASSWORD"):
-        auth += f":{db['PASSWORD']}"
-    return f"postgresql://{auth}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{dbname}"
+        auth += f":{quote(db['PASSWORD'], safe='')}"
+    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    if host.startswith("/"):
+        return f"postgresql://{auth}@/{dbname}?host={quote(host, safe='')}&port={port}"
+    return f"postgresql://{auth}@{host}:{port}/{dbname}"
 
 
 def ensure_database(name: str) -> None:

@@ -280,9 +280,22 @@ def main() -> None:
     parser.add_argument("--fan-runs", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="a fifth of everything")
     parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument(
+        "--ceiling-seconds", type=float, default=5.0, help="how long the ceiling is measured"
+    )
+    parser.add_argument(
+        "--celery-tasks", type=int, help="plain Celery no-op tasks (default 2,000; --quick 500)"
+    )
+    parser.add_argument(
+        "--latency-runs", type=int, help="runs timed one at a time (default 10; --quick 4)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.runs, args.items, args.fan_runs = args.runs // 5, args.items // 5, args.fan_runs // 5
+    if args.celery_tasks is None:
+        args.celery_tasks = 500 if args.quick else 2000
+    if args.latency_runs is None:
+        args.latency_runs = 4 if args.quick else 10
     call_command("migrate", verbosity=0)
     dbname = settings.DATABASES["default"]["NAME"]
     print(
@@ -292,8 +305,8 @@ def main() -> None:
     )
     costs = in_process_costs()
 
-    ceil = ceiling(common.dsn(), connections=2, seconds=5.0)
-    celery_rate = plain_celery(2000 if not args.quick else 500)
+    ceil = ceiling(common.dsn(), connections=2, seconds=args.ceiling_seconds)
+    celery_rate = plain_celery(args.celery_tasks)
 
     cpu: dict[str, float] = {}
     phases: dict[str, Phase] = {}
@@ -333,7 +346,7 @@ def main() -> None:
         ],
         args.fan_runs * 22,
     )
-    lat_median, lat_p99 = latency(10 if not args.quick else 4)
+    lat_median, lat_p99 = latency(args.latency_runs)
     peer = (
         {"steps_per_s": float("nan"), "xact_per_step": float("nan")}
         if args.skip_peer

@@ -24,6 +24,7 @@ import statistics
 import threading
 import time
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import uidb  # bench/, the directory of this script
 
@@ -35,10 +36,12 @@ def seed(cursor: Any, runs: int, per_run: int) -> None:
     cursor.execute(
         """
         INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
-            steps_remaining, result, error, created_at, updated_at, finished_at)
+            steps_remaining, result, error, ends_as, submitted_by, submitted_via,
+            created_at, updated_at, finished_at)
         SELECT gen_random_uuid(), 'migrate-records', 1,
                jsonb_build_object('count', g, 'batch_size', 50), 'succeeded', 1, %s, 0,
-               jsonb_build_object('migrated', g), '', now() - interval '201 days',
+               jsonb_build_object('migrated', g), '', '', 'cli', 'cli',
+               now() - interval '201 days',
                now() - interval '200 days', now() - interval '200 days'
         FROM generate_series(1, %s) g
         """,
@@ -47,9 +50,10 @@ def seed(cursor: Any, runs: int, per_run: int) -> None:
     cursor.execute(
         """
         INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
-            steps_remaining, error, created_at, updated_at)
-        SELECT gen_random_uuid(), 'migrate-records', 1, '{}', 'running', 1, 0, 1, '',
-               now(), now()
+            steps_remaining, error, ends_as, submitted_by, submitted_via, created_at,
+            updated_at)
+        SELECT gen_random_uuid(), 'migrate-records', 1, '{}', 'running', 1, 0, 1, '', '',
+               'cli', 'cli', now(), now()
         FROM generate_series(1, %s)
         """,
         [LIVE_RUNS],
@@ -57,11 +61,11 @@ def seed(cursor: Any, runs: int, per_run: int) -> None:
     cursor.execute(
         """
         INSERT INTO runs_step (run_id, key, name, kind, status, depends_on, pending_deps,
-            plan_revision, claim_generation, attempts, deferred_attempts, max_attempts,
-            result, error, created_at, started_at, finished_at)
+            compensates, plan_revision, claim_generation, attempts, deferred_attempts,
+            max_attempts, result, error, created_at, started_at, finished_at)
         SELECT r.id, s.name, s.name, 'pure',
                CASE WHEN r.status = 'running' THEN 'running' ELSE 'succeeded' END,
-               '{}', 0, 1, 1, 1, 0, 3,
+               '{}', 0, '', 1, 1, 1, 0, 3,
                CASE WHEN r.status = 'running' THEN NULL
                     ELSE jsonb_build_object('ids', to_jsonb(array[1, 2, 3, 4, 5])) END,
                '', r.created_at, r.created_at, r.finished_at
@@ -152,7 +156,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=float, default=5.0, help="seconds before purge")
     args = parser.parse_args()
 
-    configured = os.environ.get("DATABASE_URL", uidb.DEFAULT_URL).rsplit("/", 1)[-1]
+    # The database's name only: a URL's query (?sslmode=…) is not part of it.
+    url = os.environ.get("DATABASE_URL") or uidb.DEFAULT_URL
+    configured = unquote(urlsplit(url).path.lstrip("/")) or "durable_runs"
     uidb.use_bench_database(f"{configured}_retention_bench")
     uidb.setup_django()
     from django.conf import settings

@@ -54,7 +54,8 @@ def orchestrate(args: argparse.Namespace) -> None:
     empty_url, full_url = _with_db(base, f"{name}_scale_empty"), _with_db(base, f"{name}_scale")
     runs = str(args.runs)
     empty = _child(empty_url, "--child-measure", "--recreate", "--runs", runs)
-    fill = _child(full_url, "--child-fill", *(["--refill"] if args.refill else []))
+    refill = ["--refill"] if args.refill else []
+    fill = _child(full_url, "--child-fill", "--fill", str(args.fill), *refill)
     full = _child(full_url, "--child-measure", "--explain", "--runs", runs)
     ratio = full["steps_per_s"] / empty["steps_per_s"]
     print()
@@ -96,11 +97,11 @@ FILL_SQL = [
     # Runs of charge-payment (one idempotent step), finished over the last 30 days.
     """
     INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
-                          steps_remaining, result, error, ends_as, created_at, updated_at,
-                          finished_at)
+                          steps_remaining, result, error, ends_as, submitted_by,
+                          submitted_via, created_at, updated_at, finished_at)
     SELECT md5('scale-run-' || g)::uuid, 'charge-payment', 1, jsonb_build_object('amount', g),
            CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 3, 0,
-           '{"charge": {"ok": true}}'::jsonb, '', '',
+           '{"charge": {"ok": true}}'::jsonb, '', '', 'user:checkout', 'api-token',
            now() - make_interval(secs => g * 2.5), now() - make_interval(secs => g * 2.5 - 1),
            now() - make_interval(secs => g * 2.5 - 1)
     FROM generate_series(1, %(n)s) AS g
@@ -147,7 +148,7 @@ FILL_SQL = [
 ]
 
 
-def child_fill(refill: bool) -> None:
+def child_fill(refill: bool, fill: int) -> None:
     url = os.environ["DATABASE_URL"]
     if refill:
         _recreate(url)
@@ -161,14 +162,18 @@ def child_fill(refill: bool) -> None:
 
     call_command("migrate", verbosity=0)
     t0 = time.monotonic()
-    if Run.objects.filter(workflow="charge-payment").count() < FILL:
+    filled = Run.objects.filter(workflow="charge-payment").count()
+    if 0 < filled < fill:
+        # The fill's ids are numbered from 1: a second fill on top would collide.
+        raise SystemExit(f"{url}: {filled:,} runs of {fill:,} filled; --refill starts again")
+    if filled == 0:
         with connection.cursor() as cursor:
             cursor.execute("SET synchronous_commit = off")
             cursor.execute("SELECT coalesce(max(id), 0) FROM runs_step")
             step0 = cursor.fetchone()[0]
             cursor.execute("SELECT coalesce(max(id), 0) FROM runs_attempt")
             attempt0 = cursor.fetchone()[0]
-            params = {"n": FILL, "step0": step0, "attempt0": attempt0}
+            params = {"n": fill, "step0": step0, "attempt0": attempt0}
             for sql in FILL_SQL:
                 cursor.execute(sql, params)
             for table in ("runs_step", "runs_attempt"):
@@ -315,6 +320,7 @@ def explain_step_statements() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--fill", type=int, default=FILL, help="finished runs in the full one")
     parser.add_argument("--refill", action="store_true")
     parser.add_argument("--child-measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-fill", action="store_true", help=argparse.SUPPRESS)
@@ -324,7 +330,7 @@ def main() -> None:
     if args.child_measure:
         child_measure(args.recreate, args.explain, args.runs)
     elif args.child_fill:
-        child_fill(args.refill)
+        child_fill(args.refill, args.fill)
     else:
         orchestrate(args)
 

@@ -114,13 +114,20 @@ def drive(run_id: Any) -> None:
 
 
 def crash(step_id: int) -> None:
-    """A worker takes the step and dies: its lease runs out and the sweeper finds it."""
+    """A worker takes the step, passes its last lease check before the effect (as the
+    executor does just before calling a guarded step's function) and dies: its lease
+    runs out and the sweeper finds it. Without that check a guarded attempt is known
+    not to have called its effect, and the sweeper retries it instead of leaving its
+    claim for a decision."""
     from django.db import connection
 
     from runs import engine
+    from runs.engine.attempts.lease import renew_lease
     from runs.engine.entry.execute import start_attempt
 
-    assert start_attempt(step_id=step_id, worker="celery@web-9") is not None
+    started = start_attempt(step_id=step_id, worker="celery@web-9")
+    assert started is not None
+    renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "
@@ -333,7 +340,7 @@ def clone(cursor: Any, say: Callable[[str], None]) -> None:
 
     cursor.execute("SELECT count(*) FROM runs_step WHERE current_attempt_id IS NOT NULL")
     assert cursor.fetchone()[0] == 0, "a template has a running step"
-    for table in ("runs_step", "runs_attempt"):
+    for table in ("runs_step", "runs_attempt", "runs_claim"):
         cursor.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
         base = cursor.fetchone()[0]
         cursor.execute(
@@ -364,14 +371,7 @@ def clone(cursor: Any, say: Callable[[str], None]) -> None:
         "JOIN runs_step_map s ON s.n = m.n AND s.old_id = t.step_id",
         "m.new_id",
     )
-    insert(
-        "runs_claim",
-        {"id": None, "run_id": "c.run_id", "step_id": "s.new_id", "attempt_id": "a.new_id"},
-        "clone c JOIN runs_claim t ON t.run_id = c.template "
-        "JOIN runs_step_map s ON s.n = c.n AND s.old_id = t.step_id "
-        "LEFT JOIN runs_attempt_map a ON a.n = c.n AND a.old_id = t.attempt_id",
-        "c.n, t.id",
-    )
+    clone_claims(cursor, insert)
     insert(
         "runs_event",
         {"id": None, "run_id": "c.run_id", "step_id": "s.new_id"},
@@ -382,14 +382,73 @@ def clone(cursor: Any, say: Callable[[str], None]) -> None:
     # API clients submit payments with an Idempotency-Key: "order-0000042".
     insert(
         "runs_submissionkey",
-        {"key": "'order-' || lpad(c.n::text, 7, '0')", "run_id": "c.run_id"},
+        {"id": None, "key": "'order-' || lpad(c.n::text, 7, '0')", "run_id": "c.run_id"},
         "clone c JOIN runs_submissionkey t ON t.run_id = c.template",
         "c.n",
     )
-    for table in ("runs_step", "runs_attempt"):
+    for table in ("runs_step", "runs_attempt", "runs_claim"):
         cursor.execute(
             f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
         )
+
+
+# A map item's claim that the item fence checks (runs/sql/schema.sql): inserted succeeded,
+# by an attempt, which must hold its lease when the claim is written.
+FENCED = "t.item_key IS NOT NULL AND t.status = 'succeeded' AND t.attempt_id IS NOT NULL"
+
+
+def clone_claims(
+    cursor: Any, insert: Callable[[str, dict[str, str | None], str, str], None]
+) -> None:
+    """Copy the templates' claims, in the order the engine wrote them: a map item's claim
+    while its batch attempt ran under a live lease. The fence is checked at each insert
+    (not at COMMIT, when every cloned attempt has long finished): the cloned attempts
+    that wrote item claims run again, with a lease, while their claims are inserted, and
+    then get their template's outcome back. A step has one running attempt at a time
+    (attempt_one_running_per_step), so a batch whose items were written by two of its
+    attempts (one died part-way) is done in two phases, first attempt first. Claim ids
+    come from runs_claim_map, so they are in the order a single insert would give."""
+    cursor.execute("SET CONSTRAINTS runs_claim_item_fence IMMEDIATE")
+    cursor.execute(
+        "CREATE TEMP TABLE item_attempt AS SELECT a.id AS old_id, "
+        "row_number() OVER (PARTITION BY a.step_id ORDER BY a.number) AS phase "
+        "FROM runs_attempt a WHERE a.id IN (SELECT t.attempt_id FROM runs_claim t "
+        f"WHERE t.run_id IN (SELECT template FROM clone) AND {FENCED})"
+    )
+    cursor.execute("SELECT coalesce(max(phase), 0) FROM item_attempt")
+    phases = cursor.fetchone()[0]
+    joins = (
+        "clone c JOIN runs_claim t ON t.run_id = c.template "
+        "JOIN runs_claim_map k ON k.n = c.n AND k.old_id = t.id "
+        "JOIN runs_step_map s ON s.n = c.n AND s.old_id = t.step_id "
+        "LEFT JOIN runs_attempt_map a ON a.n = c.n AND a.old_id = t.attempt_id "
+        "LEFT JOIN item_attempt i ON i.old_id = t.attempt_id"
+    )
+    overrides: dict[str, str | None] = {
+        "id": "k.new_id",
+        "run_id": "c.run_id",
+        "step_id": "s.new_id",
+        "attempt_id": "a.new_id",
+    }
+    insert("runs_claim", overrides, f"{joins} WHERE NOT ({FENCED})", "k.new_id")
+    attempts = (
+        "FROM runs_attempt_map m JOIN item_attempt i ON i.old_id = m.old_id "
+        "JOIN clone c ON c.n = m.n JOIN runs_attempt t ON t.id = m.old_id "
+        "WHERE a.id = m.new_id AND i.phase = %s"
+    )
+    for phase in range(1, phases + 1):
+        cursor.execute(
+            "UPDATE runs_attempt a SET status = 'running', finished_at = NULL, "
+            f"lease_expires_at = statement_timestamp() + interval '1 hour' {attempts}",
+            [phase],
+        )
+        insert("runs_claim", overrides, f"{joins} WHERE {FENCED} AND i.phase = {phase}", "k.new_id")
+        cursor.execute(
+            "UPDATE runs_attempt a SET status = t.status, finished_at = t.finished_at + c.shift, "
+            f"lease_expires_at = t.lease_expires_at + c.shift {attempts}",
+            [phase],
+        )
+    cursor.execute("SET CONSTRAINTS runs_claim_item_fence DEFERRED")
 
 
 def plan(events_of: dict[str, int], runs: int, events: int, fixed_events: int) -> dict[str, int]:
