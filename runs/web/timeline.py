@@ -2,7 +2,7 @@
 function from a run's rows and a few of its events to a layout model, which the
 `timeline` partial of templates/runs/detail.html draws as SVG.
 
-Nothing here reads the database or the clock: runs/pages.py reads the rows (a fixed
+Nothing here reads the database or the clock: runs/web/queries.py reads the rows (a fixed
 number of queries, whatever the size of the run) and passes `now`. Every coordinate
 is decided here, so the page needs no JavaScript and the tests can check the geometry.
 
@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import events as ev
-from .models import Attempt, Event, Run, Step
-from .states import RUN_FINISHED, AttemptStatus, StepStatus
-from .timefmt import absolute, compound, duration_text, humanize_delta, trimmed
-from .workflows.definition import WaitSpec
+from runs import events as ev
+from runs.models import Attempt, Event, Run, Step
+from runs.states import RUN_FINISHED, AttemptStatus, StepStatus
+from runs.timefmt import absolute, compound, duration_text, humanize_delta, trimmed
+from runs.workflows.definition import WaitSpec
 
 # The cancel operation (issue 9, item 3) records this event type.
 RUN_CANCELLED = getattr(ev, "RUN_CANCELLED", "run_cancelled")
