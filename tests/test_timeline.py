@@ -20,7 +20,7 @@ from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
 
 from reconciliation.services import resolve_claim
-from runs import engine, events
+from runs import engine, events, timefmt
 from runs.engine.entry.execute import start_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
@@ -245,7 +245,7 @@ def test_axis_nice_ticks_for_any_span(seconds, labels):
 
 
 def test_duration_text_reads_well_at_every_scale():
-    assert [timeline.duration_text(s) for s in (0.0123, 2.351, 12.34, 245, 7500, 93600)] == [
+    assert [timefmt.duration_text(s) for s in (0.0123, 2.351, 12.34, 245, 7500, 93600)] == [
         "12 ms",
         "2.35 s",
         "12.3 s",
