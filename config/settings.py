@@ -176,8 +176,11 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "reconciliation.context.layout",
+                "runs.web.context.layout",
             ],
+            # The site's template tags (`{% load durable %}`) live with the rest of the
+            # web code, not in an app's templatetags package.
+            "libraries": {"durable": "runs.web.templatetags"},
         },
     }
 ]
@@ -292,7 +295,7 @@ CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from <body hx-headers>, not
 
 # Failed logins are throttled per client address (config/clientip.py), never per
 # username alone, so nobody can lock an operator out from elsewhere (django-axes,
-# runs/accounts.py): after AXES_FAILURE_LIMIT failures for one username from one
+# runs/web/accounts.py): after AXES_FAILURE_LIMIT failures for one username from one
 # address, or AXES_ADDRESS_FAILURE_LIMIT failures for any usernames from one address,
 # that address waits AXES_COOLOFF_HOURS, and the login page says so
 # (templates/accounts/locked_out.html). A success resets its own username's count only.
@@ -304,10 +307,10 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_HANDLER = "runs.accounts.LoginAttemptHandler"
+AXES_HANDLER = "runs.web.accounts.LoginAttemptHandler"
 AXES_CLIENT_IP_CALLABLE = "config.clientip.client_ip"
-AXES_CLIENT_STR_CALLABLE = "runs.accounts.client_str"
-AXES_LOCKOUT_CALLABLE = "runs.accounts.locked_out"
+AXES_CLIENT_STR_CALLABLE = "runs.web.accounts.client_str"
+AXES_LOCKOUT_CALLABLE = "runs.web.accounts.locked_out"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
@@ -555,7 +558,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
-        # A failed login is logged once, by runs/accounts.py (the client's address and a
+        # A failed login is logged once, by runs/web/accounts.py (the client's address and a
         # hash of the username); axes' own warnings would only repeat it.
         "axes": {"level": "ERROR"},
     },

@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from config import admin as admin_site
 from config import health
-from runs.accounts import LoginView, LogoutView
+from runs.web.accounts import LoginView, LogoutView
 
 urlpatterns = [
     # Operations: no login (health for probes; metrics by token or network).
@@ -17,5 +17,5 @@ urlpatterns = [
     path("logout/", LogoutView.as_view(), name="logout"),
     path("reconciliation/", include("reconciliation.urls")),
     path("api/", include("api.urls")),
-    path("", include("runs.urls")),
+    path("", include("runs.web.urls")),
 ]

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -38,7 +39,6 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Now
 
 from runs import events
-from runs.browse import QueueSummary, queue_summary
 from runs.engine import PostconditionFailed, Preview, db_now_plus, preview_resolutions, probe_of
 from runs.history import snapshot
 from runs.models import Attempt, Claim, Event
@@ -242,6 +242,27 @@ def claims_by_id(claim_ids: list[int]) -> dict[int, Claim]:
 
 def queue_size() -> int:
     return Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count()
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    size: int
+    oldest_age: timedelta | None
+    stale: int  # how many are older than RECONCILIATION_STALE_MINUTES
+
+
+def queue_summary() -> QueueSummary:
+    """The queue at a glance (the overview): size, oldest age and stale count, in one
+    indexed query (claim_unresolved_idx)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), now() - min(unresolved_at), "
+            "count(*) FILTER (WHERE unresolved_at < now() - make_interval(secs => %s)) "
+            "FROM runs_claim WHERE status = %s",
+            [float(settings.RECONCILIATION_STALE_MINUTES) * 60, ClaimStatus.UNRESOLVED],
+        )
+        size, oldest, stale = cursor.fetchone()
+    return QueueSummary(int(size), oldest, int(stale))
 
 
 def oldest_unresolved_age() -> timedelta | None:

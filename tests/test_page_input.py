@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from runs import engine
 from runs.models import Claim, Signal
-from runs.submitform import PREFIX
 from runs.testing import run_inline
+from runs.web.forms import PREFIX
 from tests import factories
 
 pytestmark = pytest.mark.django_db

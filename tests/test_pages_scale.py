@@ -16,15 +16,16 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from runs import browse, engine
+from runs import engine
 from runs.models import Claim, Run, SubmissionKey
 from runs.states import RunStatus
+from runs.web import queries as web_queries
 from tests.factories import crashed, run_queued
 
 HTMX_RUNS = {"HX-Request": "true", "HX-Target": "runs"}
 
 # Every page pays for the layout: the session, the user and the navigation's queue
-# badge (reconciliation/context.py), and the user's role (its groups: operators are not
+# badge (runs/web/context.py), and the user's role (its groups: operators are not
 # superusers, they reach the admin through their group's permissions).
 LAYOUT = 4
 
@@ -129,7 +130,7 @@ def test_pages_show_what_they_found(operator_client):
     assert "2 unresolved claims" in queue
 
 
-# The run page (runs/pages.py): the run, its steps, their attempts, its step claims,
+# The run page (runs/web/queries.py): the run, its steps, their attempts, its step claims,
 # its map items counted, its event types, and the event log's count and page (or, on
 # the page with the timeline, its marks and a page, the count taken from the types),
 # and the signals it received.
@@ -153,8 +154,8 @@ def test_run_page_makes_the_same_queries_whatever_the_size_of_the_run(
 @pytest.fixture
 def small_cap(monkeypatch):
     """Counts stop at 5 and the list shows 5 runs a page."""
-    monkeypatch.setattr(browse, "COUNT_CAP", 5)
-    monkeypatch.setattr(browse, "RUNS_PER_PAGE", 5)
+    monkeypatch.setattr(web_queries, "COUNT_CAP", 5)
+    monkeypatch.setattr(web_queries, "RUNS_PER_PAGE", 5)
 
 
 def submitted(n: int) -> list[Run]:
@@ -199,7 +200,7 @@ def test_runs_list_past_the_last_page_shows_a_page_that_has_runs(operator_client
 def test_overview_counts_each_status_up_to_the_cap(operator_client, small_cap):
     (waiting,) = {run.status for run in submitted(7)}
     run_queued(engine.submit_run(workflow="fork-fail", input={}))
-    labels = {c.status: c.label for c in browse.counts_by_status()}
+    labels = {c.status: c.label for c in web_queries.counts_by_status()}
     assert labels == {
         **{status: "0" for status in RunStatus.values},
         waiting: "5+",

@@ -1,4 +1,4 @@
-"""The run timeline (runs/timeline.py) and the run page that draws it.
+"""The run timeline (runs/web/timeline/) and the run page that draws it.
 
 The layout model is a pure function of rows, so most tests build rows in memory with
 exact times (`Story`) and check the geometry and the words; the page tests use runs
@@ -20,10 +20,11 @@ from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
 
 from reconciliation.services import resolve_claim
-from runs import engine, events, pages, timeline
+from runs import engine, events, timefmt
 from runs.engine.entry.execute import start_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
+from runs.web import timeline, views
 from tests import factories
 
 T0 = datetime(2025, 3, 4, 12, 0, 0, tzinfo=UTC)
@@ -244,7 +245,7 @@ def test_axis_nice_ticks_for_any_span(seconds, labels):
 
 
 def test_duration_text_reads_well_at_every_scale():
-    assert [timeline.duration_text(s) for s in (0.0123, 2.351, 12.34, 245, 7500, 93600)] == [
+    assert [timefmt.duration_text(s) for s in (0.0123, 2.351, 12.34, 245, 7500, 93600)] == [
         "12 ms",
         "2.35 s",
         "12.3 s",
@@ -722,12 +723,12 @@ def test_batches_toggle_keeps_the_page_state_in_the_url(operator_client):
 def test_toggle_url_names_a_step_only_against_its_default():
     big = timeline.Toggle("migrate", 500, expanded=False, shown=0)
     small = timeline.Toggle("migrate", 4, expanded=True, shown=4)
-    assert pages.toggle_url(QueryDict("type=x"), big) == "?type=x&expand=migrate"
-    assert pages.toggle_url(QueryDict("expand=migrate"), replace(big, expanded=True)) == "?"
-    assert pages.toggle_url(QueryDict(""), small) == "?collapse=migrate"
+    assert views.toggle_url(QueryDict("type=x"), big) == "?type=x&expand=migrate"
+    assert views.toggle_url(QueryDict("expand=migrate"), replace(big, expanded=True)) == "?"
+    assert views.toggle_url(QueryDict(""), small) == "?collapse=migrate"
     # An empty parameter (a form sends its every field) is not carried on.
-    assert pages.toggle_url(QueryDict("type=&type=&page="), small) == "?collapse=migrate"
-    assert pages.toggle_url(
+    assert views.toggle_url(QueryDict("type=&type=&page="), small) == "?collapse=migrate"
+    assert views.toggle_url(
         QueryDict("collapse=migrate&page=2"), replace(small, expanded=False)
     ) == ("?page=2")
 

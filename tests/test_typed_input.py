@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from runs import engine
 from runs.models import Run
-from runs.submitform import fields_from_schema
+from runs.web.forms import fields_from_schema
 from runs.workflows import Workflow, WorkflowDefinitionError, registry
 
 pytestmark = pytest.mark.django_db

@@ -14,9 +14,10 @@ import pytest
 from playwright.sync_api import expect
 
 from reconciliation import views as reconciliation_views
-from runs import browse, engine
+from runs import engine
 from runs.engine.policies.resolve import resolve_claim
 from runs.testing import run_inline
+from runs.web import queries
 from tests import factories
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
@@ -71,7 +72,7 @@ def assert_answers_vary(answers: list[tuple[str, bool, str]]) -> None:
 
 
 def test_runs_list_back_forward_and_reload(browser, transactional_db, monkeypatch):
-    monkeypatch.setattr(browse, "RUNS_PER_PAGE", 1)
+    monkeypatch.setattr(queries, "RUNS_PER_PAGE", 1)
     make_user("olivia", "operators")
     for n in (1, 2):
         run_inline("merge-change", {"change_id": n})  # succeeded

@@ -15,9 +15,10 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from runs import engine, pages
+from runs import engine
 from runs.models import Signal
 from runs.testing import run_inline
+from runs.web import queries
 from tests import factories
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
@@ -133,7 +134,7 @@ def test_escape_closes_each_dialog_and_focus_returns_to_its_button(browser, tran
 def test_the_event_log_filtered_shown_whole_paged_and_a_payload_read(
     browser, transactional_db, monkeypatch
 ):
-    monkeypatch.setattr(pages, "EVENTS_PER_PAGE", 4)
+    monkeypatch.setattr(queries, "EVENTS_PER_PAGE", 4)
     run = run_inline("migrate-records", {"count": 20, "batch_size": 10})
     page = signed_in(browser, f"/runs/{run.id}/")
     log = page.get_by_role("region", name="history")

@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from runs import browse, engine
+from runs import engine
+from runs.web import queries
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 
@@ -109,7 +110,7 @@ def test_the_filter_button_filters_without_reloading_the_page(browser, transacti
 
 
 def test_newer_pages_back_towards_the_latest_runs(browser, transactional_db, monkeypatch):
-    monkeypatch.setattr(browse, "RUNS_PER_PAGE", 1)
+    monkeypatch.setattr(queries, "RUNS_PER_PAGE", 1)
     make_user("olivia", "operators")
     older = engine.submit_run(workflow="merge-change", input={"change_id": 1})
     newer = engine.submit_run(workflow="merge-change", input={"change_id": 2})

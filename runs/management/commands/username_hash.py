@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from runs.accounts import username_hash
+from runs.web.accounts import username_hash
 
 
 class Command(BaseCommand):

@@ -15,7 +15,6 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from runs import pages
 from runs.timefmt import absolute, duration_text, humanize_delta
 
 register = template.Library()
@@ -151,9 +150,40 @@ def took(start: datetime | None, end: datetime | None) -> str:
     return duration_text(((end or timezone.now()) - start).total_seconds())
 
 
+SUMMARY_KEYS = (
+    "worker",
+    "error",
+    "reason",
+    "outcome",
+    "actor",
+    "note",
+    "resolved_as",
+    "resolved_by",
+    "items",
+    "completed",
+    "skipped",
+    "batches",
+    "delay",
+    "retaken",
+    "key",
+)
+SUMMARY_LIMIT = 160  # characters
+
+
 @register.filter
 def payload_summary(payload: Any) -> str:
-    return pages.payload_summary(payload)
+    """One line of the payload's telling fields, for the event log's rows (the whole
+    payload is one click away, pretty-printed)."""
+    if not isinstance(payload, dict):
+        return ""
+    parts = []
+    for key in SUMMARY_KEYS:
+        value = payload.get(key)
+        if value is None or value == "" or isinstance(value, dict | list):
+            continue
+        parts.append(f"{key}: {value}")
+    text = " · ".join(parts)
+    return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 1] + "…"
 
 
 @register.filter

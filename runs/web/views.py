@@ -1,25 +1,26 @@
-"""Run pages (thin): the overview, the runs list and a run's page."""
+"""The run pages' GET views (thin): the overview, the runs list, a run's page and the
+submit form. What they show is read by queries.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django_htmx.http import HttpResponseClientRedirect
 
-from . import browse, engine, pages, submitform
-from .models import Run
-from .queries import parse_run_id
-from .roles import can_submit, submitter_required, viewer_required
-from .states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, RunStatus, StepStatus
-from .workflows import registry
+from runs import engine
+from runs.models import Run
+from runs.queries import parse_run_id
+from runs.roles import can_submit, submitter_required, viewer_required
+from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
+from runs.workflows import registry
+
+from . import forms, queries, timeline
 
 
 @viewer_required
 def overview(request: HttpRequest) -> HttpResponse:
-    context = browse.overview()
+    context = queries.overview()
     context["recent"] = Run.objects.defer("input", "result").order_by("-created_at", "-id")[:15]
     template = "runs/overview.html"
     if request.htmx and request.htmx.target == "overview-live":
@@ -29,8 +30,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 @viewer_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    filters = browse.parse_filters(request.GET)
-    page = browse.CappedPaginator(browse.runs_matching(filters), browse.RUNS_PER_PAGE).get_page(
+    filters = queries.parse_filters(request.GET)
+    page = queries.CappedPaginator(queries.runs_matching(filters), queries.RUNS_PER_PAGE).get_page(
         request.GET.get("page")
     )
     for run in page.object_list:
@@ -40,7 +41,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "runs": page.object_list,
         "filters": filters,
         "statuses": RunStatus.values,
-        "workflows": browse.workflow_names(),
+        "workflows": queries.workflow_names(),
         "can_submit": can_submit(request.user),
     }
     template = "runs/list.html"
@@ -62,7 +63,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     target = request.htmx.target if request.htmx else None
     live = target == "run-live"
     try:
-        data = pages.run_page(
+        data = queries.run_page(
             parse_run_id(run_id),
             events_page=request.GET.get("page") or 1,
             event_type=request.GET.get("type", ""),
@@ -82,7 +83,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         template += "#live-update"
     toggles = []
     if data.timeline is not None:
-        toggles = [(t, pages.toggle_url(request.GET, t)) for t in data.timeline.toggles]
+        toggles = [(t, toggle_url(request.GET, t)) for t in data.timeline.toggles]
     return render(
         request,
         template,
@@ -92,10 +93,10 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             "finished": data.run.status in RUN_FINISHED,
             # Still changing: an active run, or a cancelled one whose attempts that were
             # running have not finished yet. The page refreshes itself while it moves.
-            "moving": data.run.status not in RUN_FINISHED or has_live_attempt(data),
+            "moving": data.run.status not in RUN_FINISHED or queries.has_live_attempt(data),
             "active_statuses": RUN_ACTIVE,
-            "retry": retry_offer(data),
-            "awaited_signals": awaited_signals(data),
+            "retry": queries.retry_offer(data),
+            "awaited_signals": queries.awaited_signals(data),
             "timeline": data.timeline,
             "toggles": toggles,
             "event_type": request.GET.get("type", ""),
@@ -111,81 +112,23 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     )
 
 
-def has_live_attempt(data: pages.RunPage) -> bool:
-    attempts = [a for row in data.steps for a in row.attempts]
-    attempts += [a for row in data.steps for batch in row.batches for a in batch.attempts]
-    return any(a.status == AttemptStatus.RUNNING for a in attempts)
-
-
-def awaited_signals(data: pages.RunPage) -> list[str]:
-    """The signals the run's waiting steps wait for (the signal form offers them)."""
-    from runs.workflows import registry
-
-    wf = registry.get(data.run.workflow, data.run.version)
-    names: list[str] = []
-    for row in data.steps:
-        stepdef = wf.steps.get(row.step.name) if wf else None
-        spec = stepdef.wait if stepdef else None
-        if row.step.status == StepStatus.WAITING and spec and spec.signal:
-            names.append(spec.signal)
-    return sorted(set(names))
-
-
-def failed_steps(data: pages.RunPage, *, compensations_only: bool = False) -> list[str]:
-    """Failed top-level steps, and map steps by name for their failed batches."""
-    keys: list[str] = []
-    for row in data.steps:
-        if compensations_only and not row.step.compensates:
-            continue
-        if row.step.status == StepStatus.FAILED:
-            keys.append(row.step.key)
-        elif any(b.step.status == StepStatus.FAILED for b in row.batches):
-            keys.append(row.step.name)
-    return keys
-
-
-@dataclass(frozen=True)
-class RetryOffer:
-    """What the run page offers to retry (`steps`), or, where a step failed and
-    nothing can be retried, why not (`why_not`, shown in place of the button)."""
-
-    steps: list[str]
-    why_not: str = ""
-
-
-def retry_offer(data: pages.RunPage) -> RetryOffer:
-    """Only what the engine would do (runs/engine/policies/operate.py retry_steps): the failed
-    steps of a failed run; in a run that was undone (its compensations ran) only its
-    failed compensations; never a run retention has touched. The engine's own preview
-    has the last word."""
-    run = data.run
-    if not failed_steps(data):
-        return RetryOffer([])
-    if run.status != RunStatus.FAILED:
-        if run.status not in RUN_FINISHED:
-            return RetryOffer([])  # still going: its steps' retry policies decide
-        return RetryOffer(
-            [], f"Not retryable: only a failed run's steps are retried; this run is {run.status}."
-        )
-    if run.retention_started_at is not None:
-        return RetryOffer(
-            [],
-            "Not retryable: retention compacted this run; what a retried step reads "
-            "(its inputs, results, map items) may be gone.",
-        )
-    undone = any(row.step.compensates for row in data.steps)
-    keys = failed_steps(data, compensations_only=undone)
-    if not keys:
-        return RetryOffer(
-            [],
-            "Not retryable: this run was undone (its compensations ran); a step of its "
-            "plan is not run again, only a failed compensation would be.",
-        )
-    try:
-        engine.preview_retry(run_id=run.id, step_keys=keys)
-    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
-        return RetryOffer([], f"Not retryable: {exc}")
-    return RetryOffer(keys)
+def toggle_url(query: QueryDict, toggle: timeline.Toggle) -> str:
+    """The page's query string with one map step's batches shown (or hidden): its
+    name in `expand` or `collapse` only where that differs from the default. Empty
+    parameters are left out (they say nothing)."""
+    params = QueryDict(mutable=True)
+    for key, values in query.lists():
+        if kept := [v for v in values if v]:
+            params.setlist(key, kept)
+    expand = [s for s in params.getlist("expand") if s != toggle.step]
+    collapse = [s for s in params.getlist("collapse") if s != toggle.step]
+    want_open = not toggle.expanded
+    if want_open != (toggle.batches <= timeline.AUTO_EXPAND_BATCHES):
+        (expand if want_open else collapse).append(toggle.step)
+    params.setlist("expand", expand)
+    params.setlist("collapse", collapse)
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"
 
 
 @submitter_required
@@ -205,10 +148,10 @@ def new_run(request: HttpRequest) -> HttpResponse:
     except (ValueError, engine.EngineError) as exc:
         context["errors"] = [str(exc) if not isinstance(exc, ValueError) else "bad version"]
         return render(request, "runs/new.html", context, status=400 if data else 200)
-    fields = submitform.fields_from_schema(wf.input_schema())
+    fields = forms.fields_from_schema(wf.input_schema())
     context.update(wf=wf, versions=registry.versions(wf.name), fields=fields)
     if request.method == "POST":
-        run_input = submitform.parse(fields, request.POST)
+        run_input = forms.parse(fields, request.POST)
         if not any(f.errors for f in fields):
             try:
                 run = engine.submit(
@@ -218,7 +161,7 @@ def new_run(request: HttpRequest) -> HttpResponse:
                     by=engine.Principal.of_user(request.user, "page"),
                 ).run
             except engine.InvalidInput as exc:
-                context["errors"] = submitform.attach_problems(fields, exc.by_field, exc.problems)
+                context["errors"] = forms.attach_problems(fields, exc.by_field, exc.problems)
             else:
                 messages.success(request, f"Run submitted: {wf.name} v{wf.version}.")
                 if request.htmx:

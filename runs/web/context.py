@@ -7,13 +7,8 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from reconciliation.queries import queue_size
 from runs import roles
-from runs.models import Claim
-from runs.states import ClaimStatus
-
-
-def unresolved_count() -> int:
-    return Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count()
 
 
 def layout(request: HttpRequest) -> dict[str, Any]:
@@ -24,5 +19,5 @@ def layout(request: HttpRequest) -> dict[str, Any]:
         "can_view": True,
         "can_operate": roles.can_operate(user),
         "role": roles.role_of(user),
-        "queue_size": unresolved_count(),
+        "queue_size": queue_size(),
     }

@@ -1,4 +1,4 @@
-"""Run operations on the run page (thin): cancel a run, retry its failed steps. Each
+"""The run page's actions (thin POST views): cancel a run, retry its failed steps. Each
 is confirmed in a dialog first, done by an engine service (the API calls the same),
 recorded as an event with the operator's name, and answered by reloading the run page
 with a message saying what happened."""
@@ -13,9 +13,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from . import engine, inputs
-from .queries import parse_run_id
-from .roles import operator_required
+from runs import engine, inputs
+from runs.queries import parse_run_id
+from runs.roles import operator_required
 
 
 def _done(request: HttpRequest, run_id: str) -> HttpResponse:

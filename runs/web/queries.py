@@ -1,0 +1,684 @@
+"""The read side of the run pages, one function per page, each a fixed number of
+queries whatever the size of the data:
+
+- the run page (`run_page`): the events are paginated, the timeline reads its events
+  by type, map items are counted by the database, never loaded;
+- the runs list (`parse_filters`, `runs_matching`, `CappedPaginator`): filters parsed
+  with an error per field, search by run id (or its prefix), submission key or claim
+  key;
+- the overview (`overview`): counts per status and throughput.
+
+Every query of the list and the overview is served by an index (see runs/models.py),
+and no count reads more than COUNT_CAP index entries, so the pages cost about the
+same with 100,000 runs as with 10 (bench/ui.py measures them)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
+from django.db import connection
+from django.db.models import Case, Count, F, Func, IntegerField, Max, QuerySet, Value, When
+from django.http import QueryDict
+from django.utils import timezone
+from django.utils.functional import cached_property
+
+from reconciliation.queries import queue_summary
+from runs import engine
+from runs.inputs import BadInput, clean_text, parse_moment
+from runs.models import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
+from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from runs.workflows import registry
+from runs.workflows.definition import WaitSpec
+
+from . import timeline
+
+# --- the run page ----------------------------------------------------------------------
+EVENTS_PER_PAGE = 100
+
+
+class ItemCount(Func):
+    """The number of items of a batch, counted by PostgreSQL: the items themselves (a
+    JSON list per batch) are never loaded for the page."""
+
+    template = (
+        "CASE WHEN jsonb_typeof(%(expressions)s) = 'array' "
+        "THEN jsonb_array_length(%(expressions)s) END"
+    )
+    output_field = IntegerField()
+
+
+@dataclass
+class BatchRow:
+    step: Step
+    attempts: list[Attempt]
+    items: int
+    items_done: int
+
+    @property
+    def notable(self) -> bool:
+        """Worth reading one by one: not a plain success at the first attempt."""
+        return (
+            self.step.status != "succeeded"
+            or len(self.attempts) != 1
+            or any(a.status != AttemptStatus.SUCCEEDED for a in self.attempts)
+        )
+
+
+@dataclass
+class StepRow:
+    step: Step
+    attempts: list[Attempt]
+    claims: list[Claim]
+    batches: list[BatchRow] = field(default_factory=list)
+    # A wait or a sleep: what it waits for (stored as a pure step, it is not one).
+    wait: WaitSpec | None = None
+
+    @property
+    def kind(self) -> str:
+        """What the step is: its effect kind, or wait / sleep."""
+        if self.wait is None:
+            return str(self.step.kind)
+        return "wait" if self.wait.signal else "sleep"
+
+    @property
+    def items(self) -> int:
+        return sum(b.items for b in self.batches)
+
+    @property
+    def items_done(self) -> int:
+        return sum(b.items_done for b in self.batches)
+
+    @property
+    def notable_batches(self) -> list[BatchRow]:
+        return [b for b in self.batches if b.notable]
+
+    @property
+    def plain_batches(self) -> int:
+        return len(self.batches) - len(self.notable_batches)
+
+
+@dataclass
+class RunPage:
+    run: Run
+    steps: list[StepRow]
+    claims: list[Claim]
+    item_counts: dict[str, dict[str, int]]
+    events: Page[Event] | None
+    # (type, number of events of that type in the run), by type
+    event_types: list[tuple[str, int]]
+    timeline: timeline.Timeline | None
+    now: datetime
+    # The signals it received, oldest first, with who sent each (who may: its wait).
+    signals: list[Signal] = field(default_factory=list)
+
+    @property
+    def submitter(self) -> str:
+        return engine.shown(self.run.submitted_by, self.run.submitted_via)
+
+    @property
+    def unresolved(self) -> list[Claim]:
+        return [c for c in self.claims if c.status == ClaimStatus.UNRESOLVED]
+
+    @property
+    def event_total(self) -> int:
+        return sum(n for _, n in self.event_types)
+
+    @property
+    def finished(self) -> bool:
+        return self.run.status in RUN_FINISHED
+
+
+def run_page(
+    run_id: uuid.UUID,
+    *,
+    events_page: int | str | None = 1,
+    event_type: str = "",
+    events: bool | None = True,
+    with_timeline: bool = True,
+    expand: Collection[str] = (),
+    collapse: Collection[str] = (),
+    now: datetime | None = None,
+) -> RunPage:
+    """Everything the run page shows. `events=None`: the event log only if the run has
+    finished (the live refresh sends it once, when the run ends); `with_timeline=False`
+    for the event log alone.
+
+    Queries: the run, its steps, their attempts, its step claims, its map items counted
+    by (batch, attempt, status), its timeline events (by type); then the event types
+    with their counts and one page of events. Eight, whatever the number of events,
+    batches or items; the event log alone, four."""
+    now = now or timezone.now()
+    run = Run.objects.get(pk=run_id)
+    steps = list(
+        Step.objects.filter(run=run)
+        .defer("items")
+        .annotate(item_count=ItemCount(F("items")))
+        .order_by("id")
+    )
+    by_id = {s.pk: s for s in steps}
+    if not with_timeline:  # the event log alone: it needs the steps' keys, nothing more
+        page, types = _event_log(run, by_id, events_page, event_type)
+        return RunPage(run, [], [], {}, page, types, None, now)
+    attempts = list(Attempt.objects.filter(run=run).order_by("step_id", "number"))
+    for attempt in attempts:
+        attempt.step = by_id[attempt.step_id]
+    claims = list(Claim.objects.filter(run=run, item_key__isnull=True).order_by("id"))
+    for claim in claims:
+        claim.step = by_id[claim.step_id]
+
+    # Map items: counted, never loaded. A batch's items done; per attempt, how many it
+    # committed and when the last one did (a crashed attempt's last sign of life).
+    items_done: dict[int, int] = defaultdict(int)
+    progress: dict[int, timeline.ItemProgress] = {}
+    counts: dict[str, dict[str, int]] = {}
+    rows = (
+        Claim.objects.filter(run=run, item_key__isnull=False)
+        .values("step_id", "attempt_id", "status")
+        .annotate(n=Count("id"), last=Max("completed_at"))
+        .order_by()
+    )
+    for row in rows:
+        name = by_id[row["step_id"]].name
+        per = counts.setdefault(name, {})
+        per[row["status"]] = per.get(row["status"], 0) + row["n"]
+        if row["status"] != ClaimStatus.SUCCEEDED:
+            continue
+        items_done[row["step_id"]] += row["n"]
+        if row["attempt_id"] is not None:
+            before = progress.get(row["attempt_id"])
+            last = row["last"]
+            if before is not None and before.last_at and (last is None or before.last_at > last):
+                last = before.last_at
+            progress[row["attempt_id"]] = timeline.ItemProgress(
+                (before.committed if before else 0) + row["n"], last
+            )
+
+    tries: dict[int, list[Attempt]] = defaultdict(list)
+    for attempt in attempts:
+        tries[attempt.step_id].append(attempt)
+    by_step: dict[int, list[Claim]] = defaultdict(list)
+    for claim in claims:
+        by_step[claim.step_id].append(claim)
+    waits = _waits(run)
+    top: dict[int, StepRow] = {}
+    for step in steps:
+        if step.parent_id is None:
+            top[step.pk] = StepRow(
+                step, tries[step.pk], by_step[step.pk], wait=waits.get(step.name)
+            )
+    for step in steps:
+        if step.parent_id is not None and step.parent_id in top:
+            top[step.parent_id].batches.append(
+                BatchRow(step, tries[step.pk], step.item_count or 0, items_done[step.pk])
+            )
+    for row in top.values():
+        row.batches.sort(key=lambda b: (b.step.batch_index or 0, b.step.pk))
+
+    marks = list(Event.objects.filter(run=run, type__in=timeline.MARK_TYPES).order_by("seq"))
+    drawn = timeline.build(
+        run,
+        steps,
+        attempts,
+        marks,
+        now=now,
+        items=progress,
+        items_done=items_done,
+        expand=expand,
+        collapse=collapse,
+        leases=_leases(run),
+        waits=waits,
+    )
+    for attempt in attempts:
+        # Where the steps table says a crashed attempt's worker was last seen alive.
+        attempt.last_seen = drawn.last_seen.get(attempt.pk)  # type: ignore[attr-defined]
+    page: Page[Event] | None = None
+    types: list[tuple[str, int]] = []
+    if events or (events is None and run.status in RUN_FINISHED):
+        page, types = _event_log(run, by_id, events_page, event_type)
+    signals = list(Signal.objects.filter(run=run).order_by("id"))
+    return RunPage(run, list(top.values()), claims, counts, page, types, drawn, now, signals)
+
+
+def _leases(run: Run) -> dict[str, float]:
+    """Each step's lease length, as this process's settings and the workflow say (the
+    workers' should be the same; the timeline ignores a length that does not fit)."""
+    workflow = registry.get(run.workflow, run.version)
+    if workflow is None:
+        return {}
+    return {name: engine.lease_for(stepdef) for name, stepdef in workflow.steps.items()}
+
+
+def _waits(run: Run) -> dict[str, WaitSpec]:
+    """The workflow's wait and sleep steps, by name."""
+    workflow = registry.get(run.workflow, run.version)
+    if workflow is None:
+        return {}
+    return {name: d.wait for name, d in workflow.steps.items() if d.wait is not None}
+
+
+def _event_log(
+    run: Run, steps: dict[int, Step], number: int | str | None, event_type: str
+) -> tuple[Page[Event], list[tuple[str, int]]]:
+    """The run's event types with their counts (one query), and one page of its
+    events (one query: the counts say how many there are)."""
+    types = list(
+        Event.objects.filter(run=run).values_list("type").annotate(n=Count("id")).order_by("type")
+    )
+    counts = dict(types)
+    log = Event.objects.filter(run=run).order_by("seq")
+    if event_type:
+        # Only a type the run has is asked for: anything else (a typo, a NUL character
+        # PostgreSQL cannot compare) is simply no event.
+        log = log.filter(type=event_type) if event_type in counts else log.none()
+    paginator = Paginator(log, EVENTS_PER_PAGE)
+    paginator.count = counts.get(event_type, 0) if event_type else sum(counts.values())  # type: ignore[misc]
+    page = paginator.get_page(number)
+    page.object_list = list(page.object_list)
+    for event in page.object_list:
+        # The step rows are loaded already: no join, no batch items per event.
+        event.step = steps.get(event.step_id) if event.step_id else None  # type: ignore[assignment]
+    return page, types
+
+
+def has_live_attempt(data: RunPage) -> bool:
+    attempts = [a for row in data.steps for a in row.attempts]
+    attempts += [a for row in data.steps for batch in row.batches for a in batch.attempts]
+    return any(a.status == AttemptStatus.RUNNING for a in attempts)
+
+
+def awaited_signals(data: RunPage) -> list[str]:
+    """The signals the run's waiting steps wait for (the signal form offers them)."""
+    wf = registry.get(data.run.workflow, data.run.version)
+    names: list[str] = []
+    for row in data.steps:
+        stepdef = wf.steps.get(row.step.name) if wf else None
+        spec = stepdef.wait if stepdef else None
+        if row.step.status == StepStatus.WAITING and spec and spec.signal:
+            names.append(spec.signal)
+    return sorted(set(names))
+
+
+def failed_steps(data: RunPage, *, compensations_only: bool = False) -> list[str]:
+    """Failed top-level steps, and map steps by name for their failed batches."""
+    keys: list[str] = []
+    for row in data.steps:
+        if compensations_only and not row.step.compensates:
+            continue
+        if row.step.status == StepStatus.FAILED:
+            keys.append(row.step.key)
+        elif any(b.step.status == StepStatus.FAILED for b in row.batches):
+            keys.append(row.step.name)
+    return keys
+
+
+@dataclass(frozen=True)
+class RetryOffer:
+    """What the run page offers to retry (`steps`), or, where a step failed and
+    nothing can be retried, why not (`why_not`, shown in place of the button)."""
+
+    steps: list[str]
+    why_not: str = ""
+
+
+def retry_offer(data: RunPage) -> RetryOffer:
+    """Only what the engine would do (runs/engine/policies/operate.py retry_steps): the failed
+    steps of a failed run; in a run that was undone (its compensations ran) only its
+    failed compensations; never a run retention has touched. The engine's own preview
+    has the last word."""
+    run = data.run
+    if not failed_steps(data):
+        return RetryOffer([])
+    if run.status != RunStatus.FAILED:
+        if run.status not in RUN_FINISHED:
+            return RetryOffer([])  # still going: its steps' retry policies decide
+        return RetryOffer(
+            [], f"Not retryable: only a failed run's steps are retried; this run is {run.status}."
+        )
+    if run.retention_started_at is not None:
+        return RetryOffer(
+            [],
+            "Not retryable: retention compacted this run; what a retried step reads "
+            "(its inputs, results, map items) may be gone.",
+        )
+    undone = any(row.step.compensates for row in data.steps)
+    keys = failed_steps(data, compensations_only=undone)
+    if not keys:
+        return RetryOffer(
+            [],
+            "Not retryable: this run was undone (its compensations ran); a step of its "
+            "plan is not run again, only a failed compensation would be.",
+        )
+    try:
+        engine.preview_retry(run_id=run.id, step_keys=keys)
+    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
+        return RetryOffer([], f"Not retryable: {exc}")
+    return RetryOffer(keys)
+
+
+# --- the runs list ----------------------------------------------------------------------
+HEX = re.compile(r"[0-9a-f]{4,32}")
+
+# Counts stop here: past it a page says "more than 10,000". Counting all 100,000 runs
+# (or every succeeded one) is a scan of 100,000 index entries, repeated on every page
+# of the list, for a figure nobody needs to the unit; up to the cap it is exact.
+COUNT_CAP = 10_000
+RUNS_PER_PAGE = 50
+
+
+@dataclass
+class RunFilters:
+    status: str = ""
+    workflow: str = ""
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    q: str = ""
+    errors: dict[str, str] = field(default_factory=dict)
+    # What the search found, best first: run id -> what matched (the page says it).
+    matched: dict[uuid.UUID, str] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.status or self.workflow or self.created_after or self.created_before or self.q
+        )
+
+
+def parse_filters(params: QueryDict) -> RunFilters:
+    """The list's filters, each checked on its own: a bad one is reported beside its
+    field (runs/inputs.py) and left out of the query."""
+    errors: dict[str, str] = {}
+
+    def text(name: str, what: str) -> str:
+        try:
+            return clean_text(params.get(name, ""), what)
+        except BadInput as exc:
+            errors[name] = str(exc)
+            return ""
+
+    def moment(name: str, what: str, *, end: bool) -> datetime | None:
+        try:
+            return parse_moment(params.get(name, ""), what, end=end)
+        except BadInput as exc:
+            errors[name] = str(exc)
+            return None
+
+    status = text("status", "the status")
+    if status and status not in RunStatus.values:
+        errors["status"] = f"unknown status {status!r}"
+        status = ""
+    return RunFilters(
+        status=status,
+        workflow=text("workflow", "the workflow"),
+        created_after=moment("created_after", "created from", end=False),
+        created_before=moment("created_before", "created until", end=True),
+        q=text("q", "the search"),
+        errors=errors,
+    )
+
+
+# How many runs one search term may find per way of matching (a short id prefix, a
+# key many runs share): the list shows them, best matches first.
+SEARCH_CAP = 200
+
+
+def search(q: str) -> dict[uuid.UUID, str]:
+    """What the search box finds, best match first: the run whose id it is, runs whose
+    id starts with it (8 hex digits are enough in practice), the run of a claim key, runs
+    submitted with it as their idempotency key (by anyone). Each with what matched, so
+    a key chosen to look like a run id cannot pass for the run it imitates."""
+    found: dict[uuid.UUID, str] = {}
+    try:
+        # A whole run id names one run: nothing else is looked up (no claim key is a bare
+        # id, and a submission key that copies one does not pass for that run).
+        found[uuid.UUID(q)] = "matched the run id"
+        return found
+    except ValueError:
+        pass
+    digits = q.lower().replace("-", "")
+    if HEX.fullmatch(digits):
+        # A prefix of the id is a range of ids: the primary key's index serves it.
+        low = uuid.UUID(digits.ljust(32, "0"))
+        high = uuid.UUID(digits.ljust(32, "f"))
+        for run_id in Run.objects.filter(pk__gte=low, pk__lte=high).values_list("id", flat=True)[
+            :SEARCH_CAP
+        ]:
+            found.setdefault(run_id, "matched the run id (its start)")
+    # The claim keys and the submission keys, in one query (each by its key's index).
+    keys = (
+        Claim.objects.filter(key=q)
+        .annotate(found_by=Value(1))
+        .values_list("run_id", "found_by")[:SEARCH_CAP]
+        .union(
+            SubmissionKey.objects.filter(key=q)
+            .annotate(found_by=Value(2))
+            .values_list("run_id", "found_by")[:SEARCH_CAP],
+            all=True,
+        )
+    )
+    for run_id, kind in sorted(keys, key=lambda row: row[1]):
+        found.setdefault(
+            run_id, "matched a claim key" if kind == 1 else "matched its submission key"
+        )
+    return found
+
+
+def runs_matching(filters: RunFilters) -> QuerySet[Run]:
+    runs = Run.objects.defer("input", "result").order_by("-created_at", "-id")
+    if filters.status:
+        runs = runs.filter(status=filters.status)
+    if filters.workflow:
+        runs = runs.filter(workflow=filters.workflow)
+    if filters.created_after:
+        runs = runs.filter(created_at__gte=filters.created_after)
+    if filters.created_before:
+        runs = runs.filter(created_at__lt=filters.created_before)
+    if filters.q:
+        filters.matched = search(filters.q)
+        rank = Case(
+            *(When(pk=run_id, then=n) for n, run_id in enumerate(filters.matched)),
+            output_field=IntegerField(),
+        )
+        runs = runs.filter(pk__in=list(filters.matched)).order_by(
+            rank if filters.matched else "-created_at", "-created_at", "-id"
+        )
+    return runs
+
+
+class CappedPage(Page):  # type: ignore[type-arg]
+    """A page of a CappedPaginator past its cap: whether a next page exists is known
+    from the one row read beyond this page, not from a total."""
+
+    def __init__(
+        self, object_list: list[Run], number: int, paginator: CappedPaginator, more: bool
+    ) -> None:
+        super().__init__(object_list, number, paginator)
+        self.more = more
+
+    def has_next(self) -> bool:
+        return self.more
+
+
+class CappedPaginator(Paginator):  # type: ignore[type-arg]
+    """Django's Paginator with a count that stops at `cap` (one query, `SELECT count(*)
+    FROM (… LIMIT cap + 1)`, served by the index of the list's order). Up to the cap,
+    everything is as usual. Past it, `capped` is true, the page count is unknown,
+    and any page that has rows can be reached: each page reads one row more than it
+    shows to know whether another follows. Two queries per page, as before."""
+
+    def __init__(self, runs: QuerySet[Run], per_page: int, cap: int | None = None) -> None:
+        super().__init__(runs, per_page)
+        self.runs = runs
+        self.cap = COUNT_CAP if cap is None else cap
+
+    @cached_property
+    def count(self) -> int:
+        return self.runs.order_by().values("pk")[: self.cap + 1].count()
+
+    @property
+    def capped(self) -> bool:
+        return self.count > self.cap
+
+    @property
+    def count_label(self) -> str:
+        """The count as the list says it: 1,234, or more than 10,000."""
+        return f"more than {self.cap:,}" if self.capped else f"{self.count:,}"
+
+    def validate_number(self, number: Any) -> int:
+        if not self.capped:
+            return int(super().validate_number(number))
+        try:
+            if isinstance(number, float) and not number.is_integer():
+                raise ValueError
+            n = int(number)
+        except (TypeError, ValueError):
+            raise PageNotAnInteger("That page number is not an integer") from None
+        if n < 1:
+            raise EmptyPage("That page number is less than 1")
+        return n
+
+    def get_page(self, number: Any) -> Page[Run]:
+        """As Django's: page 1 for a page that is not a number; for one past the end,
+        the last page the count vouches for (past the cap, found by asking for the
+        page first: one query more, for a link nobody was given)."""
+        try:
+            return super().get_page(number)
+        except EmptyPage:
+            return self.page(self.num_pages)
+
+    def page(self, number: Any) -> Page[Run]:
+        number = self.validate_number(number)
+        if not self.capped:
+            return super().page(number)
+        bottom = (number - 1) * self.per_page
+        rows = list(self.runs[bottom : bottom + self.per_page + 1])
+        if not rows:
+            raise EmptyPage("That page contains no results")
+        return CappedPage(rows[: self.per_page], number, self, more=len(rows) > self.per_page)
+
+
+def workflow_names() -> list[str]:
+    return sorted({w.name for w in registry.all_workflows()})
+
+
+# --- the overview ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Minute:
+    start: datetime
+    steps: int
+    x: float
+    height: float
+
+
+@dataclass(frozen=True)
+class Throughput:
+    minutes: list[Minute]
+    total: int
+    peak: int
+    width: int
+    height: int
+    ticks: list[tuple[int, str]]
+
+
+CHART_BAR, CHART_GAP, CHART_HEIGHT = 9, 2, 72
+
+
+@dataclass(frozen=True)
+class StatusCount:
+    status: str
+    count: int  # exact up to COUNT_CAP, then COUNT_CAP + 1
+
+    @property
+    def capped(self) -> bool:
+        return self.count > COUNT_CAP
+
+    @property
+    def label(self) -> str:
+        return f"{COUNT_CAP:,}+" if self.capped else f"{self.count:,}"
+
+    @property
+    def title(self) -> str:
+        return f"more than {COUNT_CAP:,} runs (counting stops there)" if self.capped else ""
+
+
+def counts_by_status() -> list[StatusCount]:
+    """Runs per status, each counted up to COUNT_CAP + 1 from run_status_newest_idx
+    (at most that many index entries per status, in one query), not a GROUP BY over
+    every run: the finished statuses only grow, the active ones stay small and exact."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT s.status, (
+                SELECT count(*) FROM (
+                    SELECT 1 FROM runs_run r WHERE r.status = s.status LIMIT %s
+                ) AS capped
+            )
+            FROM unnest(%s::text[]) AS s(status)
+            """,
+            [COUNT_CAP + 1, list(RunStatus.values)],
+        )
+        counts = dict(cursor.fetchall())
+    return [StatusCount(status, counts.get(status, 0)) for status in RunStatus.values]
+
+
+def recent_failures(limit: int = 10) -> list[Run]:
+    return list(
+        Run.objects.filter(status=RunStatus.FAILED)
+        .defer("input", "result")
+        .order_by("-created_at")[:limit]
+    )
+
+
+def throughput(minutes: int = 60) -> Throughput:
+    """Steps completed per minute over the last `minutes` (the database's clock), from
+    the partial index on succeeded steps' finished_at."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT date_trunc('minute', now())")
+        now = cursor.fetchone()[0]
+        cursor.execute(
+            """
+            SELECT date_trunc('minute', finished_at), count(*)
+            FROM runs_step
+            WHERE status = 'succeeded' AND finished_at >= %s
+            GROUP BY 1
+            """,
+            [now - timedelta(minutes=minutes - 1)],
+        )
+        rows = cursor.fetchall()
+    per_minute = {minute: n for minute, n in rows}
+    starts = [now - timedelta(minutes=minutes - 1 - i) for i in range(minutes)]
+    peak = max(per_minute.values(), default=0)
+    bars = []
+    for i, start in enumerate(starts):
+        n = per_minute.get(start, 0)
+        height = round(CHART_HEIGHT * n / peak, 1) if peak else 0.0
+        bars.append(Minute(start, n, i * (CHART_BAR + CHART_GAP), max(height, 1.0 if n else 0)))
+    return Throughput(
+        minutes=bars,
+        total=sum(per_minute.values()),
+        peak=peak,
+        width=minutes * (CHART_BAR + CHART_GAP),
+        height=CHART_HEIGHT,
+        ticks=[
+            (
+                (minutes - ago) * (CHART_BAR + CHART_GAP),
+                f"\u2212{ago} min",
+            )  # a minus sign, as on the axis
+            for ago in range(15, minutes, 15)
+        ],
+    )
+
+
+def overview() -> dict[str, Any]:
+    return {
+        "counts": counts_by_status(),
+        "queue": queue_summary(),
+        "failures": recent_failures(),
+        "throughput": throughput(),
+    }

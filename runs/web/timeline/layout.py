@@ -1,0 +1,119 @@
+"""The timeline of one run, laid out: the run's lane, then a lane per top-level step in
+plan order (a map step's with its batches' lanes under it), the axis's ticks, the
+guide where the run finished (or now), and the whole in words."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from datetime import datetime, timedelta
+
+from runs.models import Attempt, Event, Run, Step
+from runs.timefmt import absolute
+from runs.workflows.definition import WaitSpec
+
+from .crashes import CrashLog
+from .geometry import FOOT_H, PLOT_X0, PLOT_X1, WIDTH
+from .lanes import LaneStack
+from .maps import MAX_BATCH_LANES, map_lanes
+from .model import Guide, Tick, Timeline, Toggle
+from .rows import ItemProgress, Rows
+from .runlane import run_lane
+from .scale import Axis, tick_label
+from .steps import step_lane
+from .summary import summary, used
+
+
+def build(
+    run: Run,
+    steps: Iterable[Step],
+    attempts: Iterable[Attempt],
+    marks: Iterable[Event],
+    *,
+    now: datetime,
+    items: Mapping[int, ItemProgress] | None = None,
+    items_done: Mapping[int, int] | None = None,
+    expand: Collection[str] = (),
+    collapse: Collection[str] = (),
+    max_batch_lanes: int = MAX_BATCH_LANES,
+    leases: Mapping[str, float] | None = None,
+    waits: Mapping[str, WaitSpec] | None = None,
+) -> Timeline:
+    """The timeline of one run.
+
+    `steps` are all its steps (top-level and batches), `attempts` all their attempts,
+    `marks` its events of MARK_TYPES. `items` maps an attempt id to the map items it
+    committed; `items_done` a batch's step id to its items done. A map step's batches
+    get one lane each when it has at most AUTO_EXPAND_BATCHES of them or is named in
+    `expand`, and not when it is named in `collapse`. `leases`: each step's lease
+    length, by name, as its workers use it (to date a crashed attempt's last lease
+    renewal). `waits`: the workflow's wait and sleep steps, by name (their lanes say
+    "wait" or "sleep", not an effect kind, and when a waiting one times out)."""
+    rows = Rows(
+        run,
+        list(steps),
+        list(attempts),
+        list(marks),
+        now=now,
+        items=items or {},
+        items_done=items_done or {},
+        expand=set(expand),
+        collapse=set(collapse),
+        max_batch_lanes=max_batch_lanes,
+        leases=leases or {},
+        waits=waits or {},
+    )
+    stack, log = LaneStack(), CrashLog()
+    toggles: list[Toggle] = []
+    run_lane(rows, stack)
+    for step in rows.top:
+        batches = rows.batches.get(step.pk, [])
+        if batches or step.is_map_parent:
+            toggle = map_lanes(rows, stack, log, step, batches)
+            if toggle is not None:
+                toggles.append(toggle)
+        else:
+            step_lane(rows, stack, log, step)
+    return Timeline(
+        width=WIDTH,
+        height=stack.y + FOOT_H,
+        axis=rows.axis,
+        ticks=ticks(rows.axis),
+        lanes=stack.lanes,
+        guides=guides(rows),
+        toggles=toggles,
+        summary=summary(rows, log),
+        crashes=len(log.crashes),
+        used=frozenset(used(stack.lanes)),
+        last_seen=log.last_seen,
+    )
+
+
+def ticks(axis: Axis) -> list[Tick]:
+    """The axis's ticks, from the run's submission: where each stands and its label."""
+    drawn = []
+    for i in range(axis.count + 1):
+        seconds = i * axis.interval
+        t = axis.start + timedelta(seconds=seconds)
+        drawn.append(
+            Tick(
+                x=round(PLOT_X0 + (PLOT_X1 - PLOT_X0) * i / axis.count, 1),
+                label=tick_label(seconds, axis.interval, axis.seconds),
+                title=absolute(t),
+            )
+        )
+    return drawn
+
+
+def guides(rows: Rows) -> list[Guide]:
+    """The line where the run finished, or where now is."""
+    run, axis = rows.run, rows.axis
+    if rows.finished and run.finished_at is not None:
+        return [
+            Guide(
+                axis.x(run.finished_at),
+                f"guide guide-{run.status}",
+                f"run {run.status} at {axis.when(run.finished_at)}",
+                run.status,
+            )
+        ]
+    return [Guide(axis.x(rows.now), "guide guide-now", f"now: {axis.when(rows.now)}", "now")]

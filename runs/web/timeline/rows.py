@@ -1,0 +1,149 @@
+"""What the timeline is drawn from: a run's rows and the few events it reads, indexed
+once (steps by parent, attempts by step, marks by step) with the axis they span."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from runs import events as ev
+from runs.models import Attempt, Event, Run, Step
+from runs.states import RUN_FINISHED
+from runs.timefmt import humanize_delta
+from runs.workflows.definition import WaitSpec
+
+from .scale import Axis, nice_axis
+
+# The only events the timeline reads (everything else comes from the rows): a run's
+# log is read by type, never whole. None of these is written per map item.
+MARK_TYPES = (
+    ev.CLAIM_TAKEN,
+    ev.CLAIM_RESOLVED,
+    ev.PROBE_INCONCLUSIVE,
+    ev.PROBE_GAVE_UP,
+    ev.CLAIM_EVIDENCE,
+    ev.LATE_RESULT_AFTER_RESOLUTION,
+    ev.STEP_REFUSED,
+    ev.STEP_UNRESOLVED,
+    ev.RUN_NEEDS_RECONCILIATION,
+    ev.RUN_RESUMED,
+    ev.RUN_CANCELLED,
+)
+
+
+@dataclass(frozen=True)
+class ItemProgress:
+    """Map items one attempt committed, from their claims (the completed-item
+    registry, DESIGN.md §4): how many, and when the last one committed."""
+
+    committed: int
+    last_at: datetime | None
+
+
+class Rows:
+    """One run's rows as the timeline reads them, and the axis from its submission to
+    the last thing that happened (or now, while it runs)."""
+
+    def __init__(
+        self,
+        run: Run,
+        steps: list[Step],
+        attempts: list[Attempt],
+        marks: list[Event],
+        *,
+        now: datetime,
+        items: Mapping[int, ItemProgress],
+        items_done: Mapping[int, int],
+        expand: set[str],
+        collapse: set[str],
+        max_batch_lanes: int,
+        leases: Mapping[str, float],
+        waits: Mapping[str, WaitSpec],
+    ) -> None:
+        self.run, self.now = run, now
+        self.waits = waits
+        self.finished = run.status in RUN_FINISHED
+        self.items, self.items_done, self.leases = items, items_done, leases
+        self.expand, self.collapse = expand, collapse
+        self.max_batch_lanes = max(1, max_batch_lanes)
+        self.top = sorted((s for s in steps if s.parent_id is None), key=lambda s: s.pk)
+        self.batches: dict[int, list[Step]] = defaultdict(list)
+        for step in steps:
+            if step.parent_id is not None:
+                self.batches[step.parent_id].append(step)
+        for children in self.batches.values():
+            children.sort(key=lambda s: (s.batch_index or 0, s.pk))
+        self.steps_by_id = {s.pk: s for s in steps}
+        self.attempts: dict[int, list[Attempt]] = defaultdict(list)
+        for attempt in attempts:
+            self.attempts[attempt.step_id].append(attempt)
+        for tries in self.attempts.values():
+            tries.sort(key=lambda a: a.number)
+        self.marks = sorted(marks, key=lambda e: e.seq)
+        self.step_marks: dict[int, list[Event]] = defaultdict(list)
+        for event in self.marks:
+            if event.step_id is not None:
+                self.step_marks[event.step_id].append(event)
+        self.axis: Axis = nice_axis(run.created_at, self.end())
+
+    def end(self) -> datetime:
+        """The last moment the drawing shows."""
+        times = [self.run.created_at]
+        if self.run.finished_at is not None:
+            times.append(self.run.finished_at)
+        if not self.finished:
+            times.append(self.now)
+        for tries in self.attempts.values():
+            for a in tries:
+                times += [
+                    a.started_at,
+                    a.finished_at or (a.started_at if self.finished else self.now),
+                ]
+        times += [e.created_at for e in self.marks]
+        if not self.finished:
+            times += [s.next_attempt_at for s in self.steps_by_id.values() if s.next_attempt_at]
+        return max(times)
+
+    def active_end(self) -> datetime:
+        """Where something still going on is drawn to: now, or the run's finish."""
+        if self.finished and self.run.finished_at is not None:
+            return self.run.finished_at
+        return self.now
+
+    def run_end(self) -> datetime:
+        """Where the run's own span ends: its finish, or now."""
+        return self.run.finished_at if self.finished and self.run.finished_at else self.now
+
+    def kind(self, step: Step) -> str:
+        """What a step is, in its lane: its effect kind, or "wait" / "sleep" (a wait
+        is stored as a pure step, but holds no worker and has no effect)."""
+        spec = self.waits.get(step.name) if step.parent_id is None else None
+        if spec is None:
+            return str(step.kind)
+        return "wait" if spec.signal else "sleep"
+
+    def waiting(self, step: Step) -> str:
+        """What a waiting step waits for, and when its time is up."""
+        spec = self.waits.get(step.name)
+        if spec is None:
+            return "waiting"
+        text = f"waiting for signal “{spec.signal}”" if spec.signal else "asleep"
+        if step.wake_at is not None:
+            ends = "times out" if spec.signal else "wakes"
+            text += f" · {ends} {humanize_delta(self.now - step.wake_at)}"
+        return text
+
+    def step_key(self, event: Event) -> str:
+        step = self.steps_by_id.get(event.step_id) if event.step_id is not None else None
+        return step.key if step is not None else "a step"
+
+
+def items_in(step: Step) -> int:
+    """Items in a batch: annotated by the page's query (`item_count`, so the items
+    themselves are not loaded), or counted from the row."""
+    count = getattr(step, "item_count", None)
+    if count is not None:
+        return int(count)
+    return len(step.__dict__.get("items") or [])

@@ -1,0 +1,250 @@
+"""A step's lane (or a batch's): its attempts, the gaps between them (a retry's wait,
+a wait for a decision), what is still to come, and its marks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from runs import events as ev
+from runs.models import Attempt, Event, Step
+from runs.states import AttemptStatus, StepStatus
+from runs.timefmt import duration_text
+
+from .crashes import CrashLog, crashed
+from .geometry import BAR_H, PLOT_X0
+from .lanes import LaneStack, attempt_title, solid
+from .marks import step_mark
+from .model import OUTCOME_WORDS, Bar, Label, Lane, Marker, Segment, Shape
+from .placement import Space, inside
+from .rows import Rows
+from .shapes import circle
+from .words import short, word
+
+
+def step_lane(rows: Rows, stack: LaneStack, log: CrashLog, step: Step) -> None:
+    """A top-level step's lane (a step that is not a map)."""
+    kind = rows.kind(step)
+    lane = stack.add(
+        step.key,
+        kind="step",
+        status=step.status,
+        detail=kind,
+        title=f"{step.key} ({kind}): {word(step.status)}",
+    )
+    step_body(rows, log, lane, step)
+
+
+def step_body(rows: Rows, log: CrashLog, lane: Lane, step: Step) -> None:
+    """The attempts of one step (or batch), the gaps between them and its marks."""
+    space = Space()
+    tries = rows.attempts.get(step.pk, [])
+    marks = rows.step_marks.get(step.pk, [])
+    resolutions = [e for e in marks if e.type == ev.CLAIM_RESOLVED]
+    taken = {e.attempt_number: e for e in marks if e.type == ev.CLAIM_TAKEN}
+    pending_labels: list[tuple[Bar, list[str]]] = []
+    previous_end: datetime | None = None
+    previous_why = ""
+    unresolved = {e.attempt_number: e for e in marks if e.type == ev.STEP_UNRESOLVED}
+    for attempt in tries:
+        if previous_end is not None:
+            gap(rows, lane, previous_end, attempt.started_at, attempt, previous_why)
+        if attempt.status == AttemptStatus.CRASHED:
+            previous_end, previous_why = crashed(
+                rows, log, lane, space, step, attempt, taken.get(attempt.number), pending_labels
+            )
+        else:
+            previous_end, previous_why = attempt_bar(
+                rows, lane, space, step, attempt, pending_labels
+            )
+        became = unresolved.get(attempt.number)
+        since = became.created_at if became is not None else None
+        if since is None and attempt.status == AttemptStatus.UNRESOLVED:
+            since = attempt.finished_at
+        if since is not None:
+            previous_end, previous_why = awaiting(rows, lane, step, since, resolutions)
+    after_last(rows, lane, step, tries, previous_end, previous_why)
+    if not tries:
+        not_started(rows, lane, step)
+    # Labels: inside the bars first, then the marks' labels, then beside narrow bars.
+    outside: list[tuple[Bar, list[str]]] = []
+    for bar, texts in pending_labels:
+        bar.label = inside(bar, texts, lane, "tl-label tl-in")
+        if bar.label is None:
+            outside.append((bar, texts))
+    for event in marks:
+        step_mark(rows, lane, space, step, event, taken)
+    for bar, texts in outside:
+        bar.label = space.beside(
+            bar.x + bar.width,
+            lane.mid + 3.5,
+            texts[-2:],
+            gap=4,
+            css=f"tl-label tl-{bar.outcome}",
+        )
+
+
+def attempt_bar(
+    rows: Rows,
+    lane: Lane,
+    space: Space,
+    step: Step,
+    attempt: Attempt,
+    pending: list[tuple[Bar, list[str]]],
+) -> tuple[datetime, str]:
+    axis = rows.axis
+    outcome = OUTCOME_WORDS.get(AttemptStatus(attempt.status), attempt.status)
+    end = attempt.finished_at or rows.active_end()
+    took = duration_text((end - attempt.started_at).total_seconds())
+    extra = (
+        [f"finished: {axis.when(attempt.finished_at)}", f"duration: {took}"]
+        if attempt.finished_at
+        else [f"running for {took} so far"]
+    )
+    bar = solid(
+        rows.axis,
+        lane,
+        space,
+        attempt.started_at,
+        end,
+        f"attempt attempt-{attempt.status}",
+        attempt_title(rows, step, attempt, outcome, extra),
+        outcome,
+    )
+    n = attempt.number
+    pending.append((bar, [f"#{n} {outcome} · {took}", f"#{n} {outcome}", outcome]))
+    why = f"attempt {n} {outcome}" + (f": {short(attempt.error, 120)}" if attempt.error else "")
+    return end, why
+
+
+def awaiting(
+    rows: Rows, lane: Lane, step: Step, since: datetime, resolutions: list[Event]
+) -> tuple[datetime, str]:
+    """An unresolved step waits for a decision (a person's, or its probe's): hatched
+    from when it became unresolved to its resolution (flagged by _step_mark)."""
+    axis = rows.axis
+    decided = next((e for e in resolutions if e.created_at >= since), None)
+    until = decided.created_at if decided is not None else rows.active_end()
+    x0 = max(axis.x(since), max((b.x + b.width for b in lane.bars), default=PLOT_X0))
+    x1 = max(axis.x(until), x0 + 1)
+    if decided is not None:
+        who = str(decided.payload.get("actor") or "?")
+        state = f"until {who} resolved it as {decided.payload.get('outcome')}"
+    else:
+        state = "still waiting" if not rows.finished else "never decided"
+    lane.segments.append(
+        Segment(
+            x0,
+            lane.bar_y + 2,
+            round(x1 - x0, 1),
+            BAR_H - 4,
+            "tl-awaiting",
+            f"{step.key}: the effect's outcome is unknown; waiting for a decision "
+            f"from {axis.when(since)} {state}",
+            fill="url(#tl-hatch-awaiting)",
+        )
+    )
+    if decided is None:
+        return until, "it became unresolved"
+    return until, (
+        f"its claim was resolved as {decided.payload.get('outcome')} by "
+        f"{decided.payload.get('actor')}"
+    )
+
+
+def gap(
+    rows: Rows, lane: Lane, since: datetime, until: datetime, attempt: Attempt, why: str
+) -> None:
+    """The wait before a retry: dashed, from the previous attempt's end (or its
+    resolution) to the next attempt's start."""
+    axis = rows.axis
+    x0, x1 = axis.x(since), axis.x(until)
+    if x1 - x0 < 1:
+        return
+    lane.segments.append(
+        Segment(
+            x0,
+            lane.mid - 1,
+            round(x1 - x0, 1),
+            2,
+            "tl-retry",
+            f"retry: attempt {attempt.number} started "
+            f"{duration_text((until - since).total_seconds())} after {why}",
+        )
+    )
+
+
+def after_last(
+    rows: Rows,
+    lane: Lane,
+    step: Step,
+    tries: list[Attempt],
+    last_end: datetime | None,
+    why: str,
+) -> None:
+    """A step still to be tried again: the wait since its last attempt."""
+    if rows.finished or last_end is None or not tries:
+        return
+    axis = rows.axis
+    if step.status == StepStatus.RETRYING and step.next_attempt_at is not None:
+        due = step.next_attempt_at
+        x0, x1 = axis.x(last_end), axis.x(max(due, last_end))
+        lane.segments.append(
+            Segment(
+                x0,
+                lane.mid - 1,
+                round(max(x1 - x0, 1), 1),
+                2,
+                "tl-retry tl-pending",
+                f"retry: attempt {tries[-1].number + 1} is due at {axis.when(due)}, after {why}",
+            )
+        )
+        lane.markers.append(
+            Marker(
+                x1,
+                lane.mid,
+                "retry-due",
+                "mk-due",
+                f"{step.key}: next attempt due at {axis.when(due)}",
+                [Shape("mk-ring", circle(x1, lane.mid, 3.5))],
+            )
+        )
+    elif step.status == StepStatus.QUEUED:
+        x0, x1 = axis.x(last_end), axis.x(rows.now)
+        lane.segments.append(
+            Segment(
+                x0,
+                lane.mid - 1,
+                round(max(x1 - x0, 1), 1),
+                2,
+                "tl-retry tl-pending",
+                f"queued for attempt {tries[-1].number + 1} since {why}",
+            )
+        )
+
+
+def not_started(rows: Rows, lane: Lane, step: Step) -> None:
+    """A step without an attempt: queued since when, or what it waits for."""
+    if step.status == StepStatus.QUEUED and step.queued_at is not None and not rows.finished:
+        x0, x1 = rows.axis.x(step.queued_at), rows.axis.x(rows.now)
+        lane.segments.append(
+            Segment(
+                x0,
+                lane.mid - 1,
+                round(max(x1 - x0, 1), 1),
+                2,
+                "tl-retry tl-pending",
+                f"{step.key}: queued since {rows.axis.when(step.queued_at)}, "
+                "no attempt started yet",
+            )
+        )
+        return
+    words = {
+        StepStatus.PENDING: "not started: waits for "
+        + (", ".join(step.depends_on) or "its dependencies"),
+        StepStatus.QUEUED: "queued, never started",
+        StepStatus.WAITING: rows.waiting(step),
+    }
+    text = words.get(StepStatus(step.status), step.status.replace("_", " "))
+    if step.error:
+        text += f" ({short(step.error, 60)})"
+    lane.labels.append(Label(PLOT_X0 + 4, lane.mid + 3.5, short(text, 120), "tl-label tl-none"))

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from . import actions, views
+
+app_name = "runs"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("runs/", views.run_list, name="list"),
+    path("runs/new/", views.new_run, name="new"),
+    path("runs/<str:run_id>/", views.run_detail, name="detail"),
+    path("runs/<str:run_id>/cancel/", actions.cancel, name="cancel"),
+    path("runs/<str:run_id>/signal/", actions.signal, name="signal"),
+    path("runs/<str:run_id>/retry/", actions.retry, name="retry"),
+    path("runs/<str:run_id>/retry/preview/", actions.retry_preview, name="retry_preview"),
+]
