@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
@@ -17,8 +17,10 @@ from runs import engine, inputs
 from runs.queries import parse_run_id
 from runs.roles import operator_required
 
+from .http import SignedInRequest
 
-def _done(request: HttpRequest, run_id: str) -> HttpResponse:
+
+def _done(request: SignedInRequest, run_id: str) -> HttpResponse:
     """Back to the run page, where the message says what happened."""
     if request.htmx:
         return HttpResponseClientRefresh()
@@ -27,7 +29,7 @@ def _done(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_POST
 @operator_required
-def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+def cancel(request: SignedInRequest, run_id: str) -> HttpResponse:
     try:
         run_uuid = parse_run_id(run_id)
     except ValueError as exc:
@@ -54,7 +56,7 @@ def cancel(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_POST
 @operator_required
-def signal(request: HttpRequest, run_id: str) -> HttpResponse:
+def signal(request: SignedInRequest, run_id: str) -> HttpResponse:
     """Send a signal (a person's decision) to a run that waits for it."""
     try:
         run_uuid = parse_run_id(run_id)
@@ -78,7 +80,7 @@ def signal(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 def _signal_refused(
-    request: HttpRequest, run_uuid: uuid.UUID, error: str, *, status: int
+    request: SignedInRequest, run_uuid: uuid.UUID, error: str, *, status: int
 ) -> HttpResponse:
     """With htmx the dialog stays open: its form again, the error beside the field and
     the payload as typed (a reload would close it and lose what was typed). Without it,
@@ -95,12 +97,12 @@ def _signal_refused(
     return _done(request, str(run_uuid))
 
 
-def _step_keys(request: HttpRequest) -> list[str]:
+def _step_keys(request: SignedInRequest) -> list[str]:
     return [key for key in request.GET.getlist("step") + request.POST.getlist("step") if key]
 
 
 @operator_required
-def retry_preview(request: HttpRequest, run_id: str) -> HttpResponse:
+def retry_preview(request: SignedInRequest, run_id: str) -> HttpResponse:
     """What retrying the failed steps would do (the dialog's content)."""
     try:
         plan = engine.preview_retry(run_id=parse_run_id(run_id), step_keys=_step_keys(request))
@@ -118,7 +120,7 @@ def retry_preview(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_POST
 @operator_required
-def retry(request: HttpRequest, run_id: str) -> HttpResponse:
+def retry(request: SignedInRequest, run_id: str) -> HttpResponse:
     keys = _step_keys(request)
     try:
         run = engine.retry_steps(run_id=parse_run_id(run_id), step_keys=keys, actor=request.user)

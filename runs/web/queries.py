@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -164,8 +164,8 @@ def run_page(
     )
     by_id = {s.pk: s for s in steps}
     if not with_timeline:  # the event log alone: it needs the steps' keys, nothing more
-        page, types = _event_log(run, by_id, events_page, event_type)
-        return RunPage(run, [], [], {}, page, types, None, now)
+        log, log_types = _event_log(run, by_id, events_page, event_type)
+        return RunPage(run, [], [], {}, log, log_types, None, now)
     attempts = list(Attempt.objects.filter(run=run).order_by("step_id", "number"))
     for attempt in attempts:
         attempt.step = by_id[attempt.step_id]
@@ -184,20 +184,20 @@ def run_page(
         .annotate(n=Count("id"), last=Max("completed_at"))
         .order_by()
     )
-    for row in rows:
-        name = by_id[row["step_id"]].name
+    for item_row in rows:
+        name = by_id[item_row["step_id"]].name
         per = counts.setdefault(name, {})
-        per[row["status"]] = per.get(row["status"], 0) + row["n"]
-        if row["status"] != ClaimStatus.SUCCEEDED:
+        per[item_row["status"]] = per.get(item_row["status"], 0) + item_row["n"]
+        if item_row["status"] != ClaimStatus.SUCCEEDED:
             continue
-        items_done[row["step_id"]] += row["n"]
-        if row["attempt_id"] is not None:
-            before = progress.get(row["attempt_id"])
-            last = row["last"]
+        items_done[item_row["step_id"]] += item_row["n"]
+        if item_row["attempt_id"] is not None:
+            before = progress.get(item_row["attempt_id"])
+            last = item_row["last"]
             if before is not None and before.last_at and (last is None or before.last_at > last):
                 last = before.last_at
-            progress[row["attempt_id"]] = timeline.ItemProgress(
-                (before.committed if before else 0) + row["n"], last
+            progress[item_row["attempt_id"]] = timeline.ItemProgress(
+                (before.committed if before else 0) + item_row["n"], last
             )
 
     tries: dict[int, list[Attempt]] = defaultdict(list)
@@ -264,7 +264,7 @@ def _waits(run: Run) -> dict[str, WaitSpec]:
 
 
 def _event_log(
-    run: Run, steps: dict[int, Step], number: int | str | None, event_type: str
+    run: Run, steps: Mapping[int, Step], number: int | str | None, event_type: str
 ) -> tuple[Page[Event], list[tuple[str, int]]]:
     """The run's event types with their counts (one query), and one page of its
     events (one query: the counts say how many there are)."""
@@ -278,12 +278,12 @@ def _event_log(
         # PostgreSQL cannot compare) is simply no event.
         log = log.filter(type=event_type) if event_type in counts else log.none()
     paginator = Paginator(log, EVENTS_PER_PAGE)
-    paginator.count = counts.get(event_type, 0) if event_type else sum(counts.values())  # type: ignore[misc]
+    paginator.count = counts.get(event_type, 0) if event_type else sum(counts.values())
     page = paginator.get_page(number)
     page.object_list = list(page.object_list)
     for event in page.object_list:
         # The step rows are loaded already: no join, no batch items per event.
-        event.step = steps.get(event.step_id) if event.step_id else None  # type: ignore[assignment]
+        event.step = steps.get(event.step_id) if event.step_id else None
     return page, types
 
 

@@ -4,7 +4,7 @@ submit form. What they show is read by queries.py."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -16,10 +16,11 @@ from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
 from runs.workflows import registry
 
 from . import forms, queries, timeline
+from .http import SignedInRequest
 
 
 @viewer_required
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: SignedInRequest) -> HttpResponse:
     context = queries.overview()
     context["recent"] = Run.objects.defer("input", "result").order_by("-created_at", "-id")[:15]
     template = "runs/overview.html"
@@ -29,7 +30,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 @viewer_required
-def run_list(request: HttpRequest) -> HttpResponse:
+def run_list(request: SignedInRequest) -> HttpResponse:
     filters = queries.parse_filters(request.GET)
     page = queries.CappedPaginator(queries.runs_matching(filters), queries.RUNS_PER_PAGE).get_page(
         request.GET.get("page")
@@ -52,7 +53,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 @viewer_required
-def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+def run_detail(request: SignedInRequest, run_id: str) -> HttpResponse:
     """A run's page. htmx asks for parts of it by target: `run-view` (run-live and the
     event log: what the URL's parameters decide, asked for by the batches' toggles and
     the event filter, with every parameter in effect) and `run-live` (facts, timeline,
@@ -132,7 +133,7 @@ def toggle_url(query: QueryDict, toggle: timeline.Toggle) -> str:
 
 
 @submitter_required
-def new_run(request: HttpRequest) -> HttpResponse:
+def new_run(request: SignedInRequest) -> HttpResponse:
     """Submit a run from a form generated from the workflow's input schema. Choosing
     another workflow swaps the fields (htmx); the workflow's own validation decides,
     its problems shown beside their fields, and a refused submission writes nothing."""
