@@ -8,7 +8,7 @@ operator: `--warmup` requests first, then `--requests` timed ones (median and p9
 the whole request: middleware, view, queries, template). One more request, under an
 execute wrapper, counts the page's queries and times each. Prints one table, then
 one JSON line. `--explain N` also prints `EXPLAIN (ANALYZE, BUFFERS)` of the N
-slowest queries of each page. Figures, not assertions: tests/test_pages_scale.py
+slowest queries of each page. Figures, not assertions: tests/pages/test_query_budgets.py
 asserts the query counts.
 """
 

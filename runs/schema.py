@@ -8,7 +8,7 @@ while the file is still that one. Once the file has changed, the migration that 
 the new digest loads it, and the older ones do nothing: on a database migrated from zero
 they run before the migrations that the newer file may rely on (a trigger on a column
 added since would fail there), and the objects that the migrations before them made are
-what the database had at that point. tests/test_schema_file.py checks that the newest
+what the database had at that point. tests/engine/test_schema_file.py checks that the newest
 LoadSchema names the file's digest, so that an edit without its migration fails there
 instead of never reaching a database that is migrated already.
 """

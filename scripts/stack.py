@@ -25,7 +25,7 @@ $DURABLE_RUNS_VAR when that is set):
 Secret key: SECRET_KEY is used as is when set. Otherwise `up`, `env` and `run` use a random
 development key generated once in <var>/secret_key (mode 0600) and pass it to the children;
 `up` also writes it to var/services.env for manage.py in other shells. `test` leaves it to
-tests/session_env.py.
+tests/support/session_env.py.
 
 Services: DATABASE_URL and CELERY_BROKER_URL are used as is when set. Otherwise this starts
 an embedded PostgreSQL (pgserver; data in <var>/pg, unix socket only, database
@@ -715,7 +715,7 @@ def _write_services_env(svc: Services) -> None:
 
 
 def cmd_test(pytest_args: Sequence[str]) -> int:
-    # No development key: tests/session_env.py sets a test key (also for plain `pytest`).
+    # No development key: tests/support/session_env.py sets a test key (also for plain `pytest`).
     return cmd_run(TEST_VAR, [sys.executable, "-m", "pytest", *pytest_args], secret_key=False)
 
 

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from tests.integration.harness import Cluster
 
-# tests/session_env.py (a -p plugin) names this session's queue and test database.
+# tests/support/session_env.py (a -p plugin) names this session's queue and test database.
 assert settings.CELERY_TASK_DEFAULT_QUEUE.startswith("durable-runs-test-"), "plugin not loaded"
 
 

@@ -21,5 +21,5 @@ class Migration(migrations.Migration):
             """,
             reverse_sql=migrations.RunSQL.noop,
         ),
-        LoadSchema("e29b715a40919308"),
+        LoadSchema("a10b52ee619feb75"),
     ]

@@ -7,7 +7,7 @@
 -- objects one by one; they are history and stay as they were.
 --
 -- To change an object: edit it here and add a migration whose operation is
--- LoadSchema("<the file's new digest>"); tests/test_schema_file.py prints the digest,
+-- LoadSchema("<the file's new digest>"); tests/engine/test_schema_file.py prints the digest,
 -- and checks that a database migrated from zero has exactly the objects of this file.
 -- To remove one: delete it here and DROP it in that same migration.
 --

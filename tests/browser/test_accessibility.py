@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 
 from runs import engine
 from runs.testing import run_inline
-from tests import factories
 from tests.conftest import PASSWORD, make_user
+from tests.support import factories
 
 pytestmark = pytest.mark.browser
 

@@ -18,9 +18,9 @@ from runs import engine
 from runs.engine.policies.resolve import resolve_claim
 from runs.testing import run_inline
 from runs.web import queries
-from tests import factories
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
+from tests.support import factories
 
 pytestmark = pytest.mark.browser
 

@@ -10,9 +10,9 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.testing import run_inline
-from tests import factories
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
+from tests.support import factories
 
 pytestmark = pytest.mark.browser
 

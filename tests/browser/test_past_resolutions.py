@@ -14,9 +14,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from runs.engine.policies.resolve import resolve_claim
-from tests import factories
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
+from tests.support import factories
 
 pytestmark = pytest.mark.browser
 

@@ -1,7 +1,7 @@
 """The reconciliation queue and a claim's own page in a real browser, used the way an
 operator uses them: ticking claims for a bulk decision, opening a claim, deciding it
 with the mouse or the keyboard, losing a race to a colleague, and a queue of a few
-hundred claims. Claims are made by tests/factories.py (no workers needed)."""
+hundred claims. Claims are made by tests/support/factories.py (no workers needed)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from reconciliation import services, views
 from runs.engine.policies.resolve import resolve_claim
 from runs.models import Claim
 from runs.states import ClaimStatus
-from tests import factories
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
+from tests.support import factories
 
 pytestmark = pytest.mark.browser
 

@@ -146,7 +146,7 @@ def test_operator_cancels_a_running_run_from_its_page(cluster, browser, tmp_path
 
 def test_overview_page(browser, transactional_db):
     make_user("olivia", "operators")
-    from tests import factories
+    from tests.support import factories
 
     factories.crashed("merge-change", count=2)
     factories.run_queued(engine.submit_run(workflow="pure-chain", input={}))

@@ -19,9 +19,9 @@ from runs import engine
 from runs.models import Signal
 from runs.testing import run_inline
 from runs.web import queries
-from tests import factories
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
+from tests.support import factories
 
 pytestmark = pytest.mark.browser
 

@@ -15,9 +15,9 @@ from playwright.sync_api import expect
 from runs import engine
 from runs.models import Run, Signal
 from runs.testing import run_inline
-from tests import factories
 from tests.browser.conftest import Browser, wait_for_address
 from tests.conftest import PASSWORD, make_user
+from tests.support import factories
 
 pytestmark = pytest.mark.browser
 

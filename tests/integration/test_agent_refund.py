@@ -1,6 +1,6 @@
 """The agent-refund example against real worker and beat processes: approval,
 rejection (compensation), and a tool call crashed after its effect (settled by its
-probe). tests/test_harness_examples.py checks that run_inline agrees."""
+probe). tests/workflows/test_run_inline_examples.py checks that run_inline agrees."""
 
 from __future__ import annotations
 

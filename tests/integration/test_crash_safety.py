@@ -209,7 +209,7 @@ def test_worker_without_workflow_version_refuses_then_knowing_worker_finishes(cl
     assert (run.status, step.status, step.attempts) == (RunStatus.PENDING, StepStatus.QUEUED, 0)
     assert not Attempt.objects.filter(run=run).exists()
 
-    cluster.worker()  # knows examples and tests.workflows
+    cluster.worker()  # knows examples and tests.support.workflows
     run = wait_settled(run, cluster)
     assert run.status == RunStatus.SUCCEEDED, cluster.logs()
     assert run.result == {"answer": "v2"}

@@ -22,7 +22,7 @@ from runs import engine
 from runs.dburl import database_url
 from runs.models import Run, Step
 from runs.states import RunStatus, StepStatus
-from tests.races import Background, backend_pid
+from tests.support.races import Background, backend_pid
 
 from .helpers import wait_settled
 from .servers import PrivatePgBouncer

@@ -34,7 +34,7 @@ from runs.models import (
     SubmissionKey,
 )
 from runs.tasks import execute_step
-from tests.test_retention import drive
+from tests.operations.test_retention import drive
 
 from .harness import ROOT, Cluster
 from .helpers import wait_settled

@@ -1,0 +1,173 @@
+"""The API fuzzed from its own OpenAPI schema by the Schemathesis CLI (`st run`, the
+installed package, as a subprocess), over real HTTP, against a real server process
+(gunicorn, as in production: docker/Dockerfile) serving the app on the test database.
+
+Every check (`--checks all`: no 5xx; every status, content type, header and body as
+documented; schema-valid requests accepted and schema-violating ones refused; missing
+authentication refused; links and resources that exist) and every phase: examples,
+coverage, fuzzing, and the stateful phase, which follows the schema's links (POST
+/api/runs/ to the run's operations, GET /api/claims/ to resolve, take and release) with
+ids that exist. No failure may be reported.
+
+Deterministic as far as a live server allows: a fixed seed, no example database, a
+bounded number of examples per operation; ids the server makes (run UUIDs) differ per
+run, so the exact requests of the stateful phase may too.
+
+Bounds, for CI (about a minute on two cores): MAX_EXAMPLES examples per operation in
+the fuzzing phase, STATEFUL_CONFIG for the stateful one; the coverage phase sends each
+schema boundary once regardless.
+
+Two deliberate choices:
+- The server registers the shipped workflows only (examples.workflows). Their inputs
+  are plain JSON types whose declared schema is exactly what the server checks; a
+  pydantic-declared input (tests.support.workflows' typed-order) is validated in pydantic's lax
+  mode, which accepts "5" for an integer the schema says must be a number.
+- No U+0000 is generated (--generation-allow-x00 false): PostgreSQL cannot store it, the
+  API refuses it in every string (400, the API's description says so), and JSON Schema
+  cannot say so of the arbitrary JSON values a run's input, a result or a payload is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from runs import engine
+from runs.processes import ChildProcess, stop_all
+from tests.conftest import make_user
+from tests.integration.harness import database_url_for_tests, wait_for
+from tests.integration.servers import free_port
+from tests.support import factories
+from tests.support.api import api_token
+
+SEED = 20261201
+MAX_EXAMPLES = 30
+# The stateful phase's own bounds (its generation settings are its own, so the one about
+# U+0000 is said again): longer walks and more of them follow more of the schema's links
+# (about 25 of 46, against about 11 with the defaults) for some 10 s more.
+STATEFUL_CONFIG = """
+[phases.stateful]
+max-steps = 20
+
+[phases.stateful.generation]
+max-examples = 300
+allow-x00 = false
+database = "none"
+"""
+TIMEOUT_SECONDS = 240
+UNRESOLVED_CLAIMS = 6  # the stateful phase resolves some; some stay for take and release
+
+
+def schemathesis_cli() -> str:
+    """The `st` entry point of the Schemathesis installed beside this Python."""
+    beside = Path(sys.executable).parent / "st"
+    found = str(beside) if beside.exists() else shutil.which("st")
+    assert found, "the Schemathesis CLI (st) is not installed: `make install`"
+    return found
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+@pytest.fixture
+def live_api(transactional_db, tmp_path) -> Iterator[str]:
+    """gunicorn serving the app on the test database; its base URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_tests(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "RUNS_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "RUNS_WORKFLOW_MODULES": "examples.workflows",
+        "DEBUG": "0",
+        "ALLOWED_HOSTS": "127.0.0.1",
+        # Hundreds of requests a minute, by the operator and, to check that they are
+        # refused, without credentials.
+        "API_THROTTLE_USER": "1000000/min",
+        "API_THROTTLE_ANON": "1000000/min",
+        "PYTHONUNBUFFERED": "1",
+    }
+    args = [
+        sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
+        "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "4",
+    ]  # fmt: skip
+    web = ChildProcess("gunicorn", args, env, tmp_path / "gunicorn.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(
+            lambda: answers(f"{base}/healthz"), timeout=60, what="gunicorn", on_timeout=web.tail
+        )
+        yield base
+    finally:
+        stop_all([web])
+        # Submissions queued their first steps; no worker takes them.
+        from config.celery import app
+
+        app.control.purge()
+
+
+def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(live_api, tmp_path):
+    token = api_token(make_user("fuzz", "operators"))
+    # Something for the links to lead to: runs, and unresolved claims to decide.
+    engine.submit_run(workflow="merge-change", input={"change_id": 1})
+    engine.submit_run(workflow="agent-refund", input={"ticket": 1, "amount": 5})
+    for change_id in range(2, 2 + UNRESOLVED_CLAIMS):
+        factories.crashed_merge(change_id=change_id)
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(STATEFUL_CONFIG)
+    command = [
+        schemathesis_cli(), "--config-file", str(config),
+        "run", f"{live_api}/api/schema/",
+        "--header", f"Authorization: Token {token}",
+        "--checks", "all",
+        "--phases", "examples,coverage,fuzzing,stateful",
+        "--seed", str(SEED),
+        "--max-examples", str(MAX_EXAMPLES),
+        "--generation-database", "none",
+        "--generation-allow-x00", "false",
+        "--workers", "1",
+        "--request-timeout", "30",
+        "--no-color",
+        "--report", "junit", "--report-dir", str(tmp_path / "report"),
+    ]  # fmt: skip
+    started = time.monotonic()
+
+    done = subprocess.run(
+        command,
+        cwd=tmp_path,  # its own files (reports, caches) go there
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+    )
+
+    elapsed = time.monotonic() - started
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"st run exited {done.returncode} after {elapsed:.0f}s\n{output}"
+    summary = output[output.rfind("SUMMARY") :]
+    assert "Selected: 13/13" in summary and "Tested: 13" in summary, summary
+    for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
+        assert f"✅ {phase}" in summary, summary
+    assert "failure" not in summary, summary
+    # The stateful phase walked the schema's links (not only ones it inferred itself).
+    covered = re.search(
+        r"API Links:\s+(\d+) covered / (\d+) selected / \d+ total \((\d+) inferred", output
+    )
+    assert covered, output
+    links, selected, inferred = map(int, covered.groups())
+    assert selected - inferred >= 30 and links >= 10, covered.group(0)

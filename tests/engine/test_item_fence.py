@@ -1,0 +1,96 @@
+"""A map item's fence (runs/engine/attempts/items.py, _fence_item): a share lock while the
+lease is fresh, a renewal once a quarter of it is spent by the worker's clock, and in
+both cases a refusal once the database's clock says the lease is gone."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import transaction
+
+from examples.models import TargetRecord
+from runs import engine
+from runs.engine.attempts.items import _fence_item
+from runs.engine.entry.execute import start_attempt
+from runs.errors import AttemptFenced
+from runs.models import Attempt, Claim, Step
+from runs.states import ClaimStatus
+from tests.support.factories import expire_leases
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def started_batch():
+    run = engine.submit_run(workflow="migrate-records", input={"count": 4, "batch_size": 4})
+    engine.execute_step(step_id=Step.objects.get(run=run, key="list_records").id, worker="t")
+    started = start_attempt(step_id=Step.objects.get(run=run, key="migrate[0]").id, worker="t")
+    assert started is not None
+    return started
+
+
+def lease_of(started) -> object:
+    return Attempt.objects.values_list("lease_expires_at", flat=True).get(pk=started.attempt.id)
+
+
+def test_a_fresh_lease_is_held_not_rewritten(started_batch):
+    before = lease_of(started_batch)
+    with transaction.atomic():
+        _fence_item(started_batch, claim_id=0, result=None)
+    assert lease_of(started_batch) == before
+
+
+def test_a_quarter_spent_lease_is_renewed_by_the_fence(started_batch):
+    before = lease_of(started_batch)
+    started_batch.lease_from = time.monotonic() - started_batch.lease_seconds / 4
+    with transaction.atomic():
+        _fence_item(started_batch, claim_id=0, result=None)
+    assert lease_of(started_batch) > before
+    assert time.monotonic() - started_batch.lease_from < 5  # counted from the renewal
+
+
+@pytest.mark.parametrize("spent", [0.0, 0.5], ids=["held", "renewing"])
+def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(started_batch, spent):
+    expire_leases()
+    started_batch.lease_from = time.monotonic() - started_batch.lease_seconds * spent
+    with pytest.raises(AttemptFenced), transaction.atomic():
+        _fence_item(started_batch, claim_id=0, result=None)
+
+
+# --- the fence at the item's commit (migration 0019's deferred constraint trigger) ----
+def run_item(started, index: int = 0) -> bool:
+    from runs.engine.attempts.items import _transactional_item
+    from runs.engine.core import keys
+    from runs.engine.entry.execute import _context_factory
+
+    pair = started.step.items[index]
+    key = keys.item_key(started.run.id, started.step.name, started.parent_revision, pair["key"])
+    ctx = _context_factory(started)(item=pair["item"], item_key=pair["key"], key=key)
+    return _transactional_item(started, ctx, key, pair["key"], pair["item"])
+
+
+def test_a_live_item_commits_with_its_claim_and_no_fence_statement(started_batch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert run_item(started_batch) is True
+    assert not any("runs_attempt" in (q["sql"] or "") for q in queries.captured_queries)
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 1
+    assert Claim.objects.get(step=started_batch.step).status == ClaimStatus.SUCCEEDED
+
+
+def test_an_item_whose_lease_ended_is_refused_at_its_commit(started_batch):
+    expire_leases()  # the worker's clock says the lease is fresh: no fence statement
+    with pytest.raises(AttemptFenced):
+        run_item(started_batch)
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 0
+    assert not Claim.objects.filter(step=started_batch.step).exists()
+
+
+def test_an_item_inside_a_callers_transaction_is_fenced_there(started_batch):
+    expire_leases()
+    with pytest.raises(AttemptFenced), transaction.atomic():
+        run_item(started_batch)
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 0

@@ -1,0 +1,151 @@
+"""Retrying a failed run's steps as the run page invites it: after a condition raised,
+beside a skipped step, after a resolution of the failed run, beside a waiting branch.
+A retry puts the run's plan back as if the failed steps had not run yet: every step is
+decided by the rules that decide it the first time."""
+
+from __future__ import annotations
+
+import pytest
+
+from examples.models import TargetRecord
+from reconciliation.services import resolve_claim
+from runs import engine
+from runs.models import Claim, Run, Step
+from runs.states import ClaimStatus, RunStatus, StepStatus
+from runs.testing import _commits, run_inline
+from tests.support import workflows as test_workflows
+
+pytestmark = pytest.mark.django_db
+
+
+def step_of(run: Run, key: str) -> Step:
+    return Step.objects.get(run=run, key=key)
+
+
+def _drive(run: Run) -> Run:
+    while step := Step.objects.filter(run=run, status=StepStatus.QUEUED).order_by("id").first():
+        with _commits():
+            engine.execute_step(step_id=step.id, worker="t")
+    run.refresh_from_db()
+    return run
+
+
+def _retry(run: Run, *keys: str) -> Run:
+    with _commits():
+        return engine.retry_steps(run_id=run.id, step_keys=list(keys), actor="ann")
+
+
+def test_a_step_whose_condition_raised_is_decided_by_its_condition_again_on_retry():
+    run = run_inline("flaky-condition")
+    assert run.status == RunStatus.FAILED
+    assert step_of(run, "pay_out").status == StepStatus.FAILED
+    test_workflows.CONDITION_ANSWERS[str(run.id)] = False  # the service answers now: no
+
+    run = _drive(_retry(run, "pay_out"))
+
+    assert step_of(run, "pay_out").status == StepStatus.SKIPPED
+    assert str(run.id) not in test_workflows.BODIES_RUN  # no payout without its approval
+    assert run.status == RunStatus.SUCCEEDED
+
+
+def test_a_map_step_whose_condition_raised_expands_on_retry():
+    run = run_inline("flaky-condition-map")
+    assert step_of(run, "pay_each").status == StepStatus.FAILED
+    test_workflows.CONDITION_ANSWERS[str(run.id)] = True
+
+    run = _drive(_retry(run, "pay_each"))
+
+    assert run.status == RunStatus.SUCCEEDED
+    assert Step.objects.filter(run=run, parent__isnull=False).count() == 3  # 5 items by 2
+    assert sorted(
+        TargetRecord.objects.filter(run_id=run.id).values_list("record_id", flat=True)
+    ) == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
+
+
+def test_a_map_step_whose_list_was_refused_expands_on_retry(monkeypatch):
+    run = run_inline("refused-then-known-map")  # the directory knows no payee yet
+    pay = step_of(run, "pay_account")
+    assert (run.status, pay.status) == (RunStatus.FAILED, StepStatus.FAILED)
+    assert pay.error == (
+        "map step 'pay_account': its key function raised KeyError(1) on item [0] of the "
+        "list from 'list_known_payees'"
+    )
+    assert not Step.objects.filter(run=run, parent__isnull=False).exists()  # never expanded
+    for payee in range(1, 6):
+        monkeypatch.setitem(test_workflows.PAYEE_ACCOUNTS, payee, f"acct-{payee}")
+
+    run = _drive(_retry(run, "pay_account"))
+
+    assert run.status == RunStatus.SUCCEEDED
+    assert step_of(run, "pay_account").status == StepStatus.SUCCEEDED
+    assert Step.objects.filter(run=run, parent__isnull=False).count() == 3  # 5 items by 2
+    assert sorted(
+        Claim.objects.filter(run=run, item_key__isnull=False).values_list("item_key", "status")
+    ) == [(f"acct-{n}", ClaimStatus.SUCCEEDED) for n in range(1, 6)]
+    assert sorted(
+        TargetRecord.objects.filter(run_id=run.id).values_list("record_id", flat=True)
+    ) == [1, 2, 3, 4, 5]
+
+
+def test_a_retry_beside_a_skipped_step_lets_their_dependent_run():
+    run = run_inline("skip-beside-failure")
+    assert run.status == RunStatus.FAILED
+    assert step_of(run, "escalate").status == StepStatus.SKIPPED
+
+    run = _drive(_retry(run, "notify_once"))
+
+    assert step_of(run, "close_ticket").status == StepStatus.SUCCEEDED
+    assert run.status == RunStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("decided_by", ["operator", "probe answer"])
+def test_resolving_a_claim_of_a_failed_run_then_retrying_finishes_the_run(decided_by):
+    run = run_inline("guarded-beside-flaky")
+    assert run.status == RunStatus.FAILED
+    claim = Claim.objects.get(run=run, step__name="deploy_later")
+    assert claim.status == ClaimStatus.UNRESOLVED
+    actor = "ann" if decided_by == "operator" else "probe"
+    with _commits():
+        resolve_claim(claim.id, ClaimStatus.SUCCEEDED, actor=actor, note="it deployed")
+    assert step_of(run, "deploy_later").status == StepStatus.SUCCEEDED
+
+    run = _drive(_retry(run, "flaky_once"))
+
+    assert {s.key: s.status for s in Step.objects.filter(run=run)} == {
+        "deploy_later": StepStatus.SUCCEEDED,
+        "flaky_once": StepStatus.SUCCEEDED,
+        "wrap_up": StepStatus.SUCCEEDED,
+    }
+    assert (run.status, run.steps_remaining) == (RunStatus.SUCCEEDED, 0)
+
+
+def test_a_retried_run_with_a_branch_still_waiting_is_waiting():
+    run = run_inline("wait-beside-failure")
+    assert run.status == RunStatus.FAILED
+    assert step_of(run, "hold_for_go").status == StepStatus.WAITING
+
+    run = _retry(run, "fail_first")
+    assert run.status == RunStatus.WAITING  # a step waits (fail_first runs meanwhile)
+    run = _drive(run)
+    assert run.status == RunStatus.WAITING  # only the wait is left
+    with _commits():
+        engine.send_signal(run_id=run.id, name="go_ahead", payload=None, actor="ann")
+    assert _drive(run).status == RunStatus.SUCCEEDED
+
+
+def test_a_retried_wait_that_timed_out_waits_again_with_a_new_timer():
+    run = run_inline("wait-approval", input={"order": 3})  # its timeout is skipped
+    assert (run.status, step_of(run, "approval").status) == (RunStatus.FAILED, "failed")
+
+    run = _drive(_retry(run, "approval"))
+
+    assert run.status == RunStatus.WAITING
+    approval = step_of(run, "approval")
+    assert approval.status == StepStatus.WAITING
+    assert approval.wake_at is not None and approval.wake_at > approval.queued_at

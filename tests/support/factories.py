@@ -1,0 +1,106 @@
+"""Builders for reconciliation tests. Runs are made by the engine (submit, start,
+crash, fail), never by hand, so every run's history still reproduces its rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import connection
+
+from runs import engine
+from runs.engine.attempts.lease import renew_lease
+from runs.engine.attempts.start import Started
+from runs.engine.entry.execute import start_attempt
+from runs.models import Claim, Run, Step
+from runs.states import RUN_ACTIVE, ClaimStatus, StepStatus
+
+
+def expire_leases() -> None:
+    """Every running attempt's lease ended a second ago (on the database's clock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "
+            "WHERE status = 'running'"
+        )
+
+
+def enter_effect(started: Started) -> None:
+    """The attempt passed its last lease check before calling a guarded step's function
+    (as the executor does just before the call): from here a death leaves the effect's
+    outcome unknown."""
+    renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
+
+
+def expire_probe_leases() -> None:
+    """Every probe in progress had its lease end a second ago (database clock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_claim SET probe_lease_expires_at = now() - interval '1 second' "
+            "WHERE probe_lease_expires_at IS NOT NULL"
+        )
+
+
+def run_queued(run: Run) -> None:
+    """Execute the run's queued steps in-process until none is left, or the run is no
+    longer active (then its queued steps would never start)."""
+    while step := Step.objects.filter(
+        run=run, status=StepStatus.QUEUED, run__status__in=RUN_ACTIVE
+    ).first():
+        engine.execute_step(step_id=step.id, worker="t")
+
+
+def crashed(workflow: str = "merge-change", count: int = 1, **input: Any) -> list[Claim]:
+    """`count` runs whose worker died in the middle of their guarded step: one
+    unresolved claim each (cause worker_died), in submission order."""
+    if workflow in ("merge-change", "merge-change-probed") and not input:
+        inputs = [{"change_id": n + 1} for n in range(count)]
+    else:
+        inputs = [input] * count
+    runs = [engine.submit_run(workflow=workflow, input=data) for data in inputs]
+    for n, run in enumerate(runs):
+        step = Step.objects.filter(run=run, status=StepStatus.QUEUED).first()
+        assert step is not None
+        started = start_attempt(step_id=step.id, worker=f"worker-{n}")
+        assert started is not None
+        enter_effect(started)
+    expire_leases()
+    assert len(engine.sweep(limit=count).crashed) == count
+    claims = {c.run_id: c for c in Claim.objects.filter(run__in=runs)}
+    assert all(c.status == ClaimStatus.UNRESOLVED for c in claims.values())
+    return [claims[run.id] for run in runs]
+
+
+def crashed_merge(change_id: int = 1, workflow: str = "merge-change") -> Claim:
+    return crashed(workflow, change_id=change_id)[0]
+
+
+def raised(workflow: str, **input: Any) -> Run:
+    """A run executed in-process until nothing is queued (its guarded steps raised)."""
+    run = engine.submit_run(workflow=workflow, input=input)
+    run_queued(run)
+    run.refresh_from_db()
+    return run
+
+
+def operator(name: str = "ann") -> User:
+    return User.objects.get_or_create(username=name)[0]
+
+
+def late_result_after_resolution() -> Run:
+    """A hooked-merge run whose paused worker merged, then (while it was paused) the
+    sweeper made its claim unresolved and ann resolved it as failed; the worker's late
+    result arrives after that resolution."""
+    from reconciliation.services import resolve_claim
+    from tests.support import workflows as test_workflows
+
+    run = engine.submit_run(workflow="hooked-merge", input={"mode": "return"})
+
+    def operator_decided_meanwhile() -> None:
+        expire_leases()
+        engine.sweep()
+        resolve_claim(Claim.objects.get(run=run), "failed", actor="ann", note="no merge seen")
+
+    test_workflows.HOOKS[str(run.id)] = operator_decided_meanwhile
+    assert engine.execute_step(step_id=Step.objects.get(run=run).id, worker="w") == "fenced"
+    return run

@@ -1,0 +1,17 @@
+"""pytest plugin (loaded with `-p tests.support.session_env`, before pytest-django reads the
+settings): a queue and a test database per test session, so concurrent sessions on one
+broker or one PostgreSQL server never consume each other's messages or drop each
+other's database; and a SECRET_KEY, which the settings require."""
+
+import os
+import uuid
+
+_session = uuid.uuid4().hex[:8]
+os.environ.setdefault("RUNS_QUEUE", f"durable-runs-test-{_session}")
+os.environ.setdefault("RUNS_TEST_DATABASE", f"test_durable_runs_{_session}")
+# The API's throttle counts (the shared cache) are kept apart per session too, and
+# tests clear only their own (tests/conftest.py).
+os.environ.setdefault("API_CACHE_PREFIX", f"durable-runs-test-{_session}")
+os.environ.setdefault("RUNS_WORKFLOW_MODULES", "examples.workflows,tests.support.workflows")
+# The settings refuse to start without one (unless DEBUG); worker processes inherit it.
+os.environ.setdefault("SECRET_KEY", f"test-only-{uuid.uuid4().hex}")

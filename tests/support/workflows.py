@@ -1,0 +1,869 @@
+"""Workflows only the test suite registers (tests/support/session_env.py adds this module to
+RUNS_WORKFLOW_MODULES). They give tests handles the examples do not: a guarded step
+that raises on demand, steps that pause inside their effect, a second version."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import Field as PydanticField
+
+from examples.fakes import CodeHost
+from examples.models import Merge, TargetRecord
+from runs.workflows import (
+    GUARDED,
+    IDEMPOTENT,
+    PURE,
+    TRANSACTIONAL,
+    Context,
+    Field,
+    NotApplied,
+    ProbeResult,
+    Retry,
+    workflow,
+)
+
+# --- a guarded step that fails as told ------------------------------------------------
+flaky = workflow(
+    "flaky-merge",
+    version=1,
+    input={"change_id": int, "mode": str},
+    effects=lambda run_id: Merge.objects.filter(run_id=run_id).count(),
+    expected_effects=lambda data: 1,
+)
+
+
+@flaky.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0.1, jitter=False))
+def merge(ctx: Context) -> dict[str, Any]:
+    mode = ctx.input["mode"]
+    if mode == "timeout":
+        raise TimeoutError("code host did not answer within 30s")
+    if mode == "not_applied_once" and ctx.attempt == 1:
+        raise NotApplied("code host refused the request before merging")
+    if mode == "not_applied_3" and ctx.attempt <= 3:  # until an operator retries
+        raise NotApplied("code host refused the request before merging")
+    return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
+
+
+# --- steps that hold still inside their effect, for SIGSTOP tests ----------------------
+def _hold(ctx: Context) -> None:
+    """Signal (by a file) that the effect is under way, then give the test time to stop us:
+    `hold` seconds, or until the file named `release` exists (a test that must act while
+    the step runs holds it for as long as it needs, however slow the machine)."""
+    Path(ctx.input["marker"]).with_suffix(f".{ctx.attempt}").touch()
+    release = Path(ctx.input["release"]) if ctx.input["release"] else None
+    deadline = time.monotonic() + ctx.input["hold"]
+    while time.monotonic() < deadline:
+        if release is not None and release.exists():
+            return
+        time.sleep(0.05)
+
+
+HOLD_INPUT = {"marker": str, "hold": float, "release": Field(str, default="")}
+slow_write = workflow("slow-write", version=1, input=HOLD_INPUT)
+
+
+@slow_write.step(kind=TRANSACTIONAL, retry=Retry(max_attempts=3))
+def write(ctx: Context) -> dict[str, Any]:
+    TargetRecord.objects.create(record_id=1, run_id=ctx.run_id)
+    _hold(ctx)
+    return {"written": 1}
+
+
+slow_merge = workflow("slow-merge", version=1, input=HOLD_INPUT)
+
+
+@slow_merge.step(kind=GUARDED)
+def merge_slowly(ctx: Context) -> dict[str, Any]:
+    result = CodeHost().merge(change_id=1, run_id=ctx.run_id)
+    _hold(ctx)
+    return result
+
+
+# --- a transactional step and a transactional map item that heartbeat, then pause ------
+# PAUSES[run_id] = (paused, release): after its effect's write and ctx.heartbeat(), the
+# step (or item) sets `paused` and waits for `release`, inside its transaction, so a test
+# can act (expire the lease, sweep) while a worker sits paused in an open transaction.
+PAUSES: dict[str, tuple[threading.Event, threading.Event]] = {}
+
+
+def _write_heartbeat_pause(ctx: Context, record_id: int) -> None:
+    TargetRecord.objects.create(record_id=record_id, run_id=ctx.run_id)
+    ctx.heartbeat()
+    paused, release = PAUSES[ctx.run_id]
+    paused.set()
+    release.wait(30)
+
+
+heartbeat_write = workflow("heartbeat-write", version=1, input={})
+
+
+@heartbeat_write.step(kind=TRANSACTIONAL, retry=Retry(max_attempts=3))
+def write_then_pause(ctx: Context) -> dict[str, Any]:
+    _write_heartbeat_pause(ctx, 1)
+    return {"written": 1}
+
+
+heartbeat_map = workflow("heartbeat-map", version=1, input={})
+
+
+@heartbeat_map.step(kind=PURE)
+def one_item(ctx: Context) -> list[int]:
+    return [7]
+
+
+@heartbeat_map.map_step(over="one_item", batch_size=1, kind=TRANSACTIONAL)
+def write_item_then_pause(ctx: Context, item: int) -> None:
+    _write_heartbeat_pause(ctx, item)
+
+
+# --- a version only some workers know --------------------------------------------------
+versioned = workflow("versioned", version=2, input={})
+
+
+@versioned.step(kind=PURE)
+def answer(ctx: Context) -> str:
+    return "v2"
+
+
+# --- a guarded step beside an independent branch, with a probe that cannot tell -------
+def cannot_tell(ctx: Context) -> ProbeResult:
+    return ProbeResult.unknown("code host audit log unavailable")
+
+
+fan_out = workflow("fan-out", version=1, input={})
+
+
+@fan_out.step(kind=GUARDED, after=[], probe=cannot_tell)
+def deploy(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("deploy API timed out")
+
+
+@fan_out.step(kind=PURE, after=[])
+def notify(ctx: Context) -> str:
+    return "notified"
+
+
+@fan_out.step(kind=PURE, after=["deploy"])
+def announce(ctx: Context) -> str:
+    return f"announced {ctx.results['deploy']}"
+
+
+# --- two pure steps in a chain, counting how often the first one runs ------------------
+CALLS: dict[str, int] = {}
+
+chain = workflow("pure-chain", version=1, input={})
+
+
+@chain.step(kind=PURE)
+def first(ctx: Context) -> str:
+    CALLS[ctx.run_id] = CALLS.get(ctx.run_id, 0) + 1
+    return "first"
+
+
+@chain.step(kind=PURE)
+def second(ctx: Context) -> str:
+    return f"second after {ctx.results['first']}"
+
+
+# --- chains whose next step a worker starts in the finish's transaction ---------------
+# held-chain: its middle step holds inside its effect, so a test can SIGKILL the worker
+# while the step that started in `ready`'s finish transaction runs.
+held_chain = workflow("held-chain", version=1, input=HOLD_INPUT)
+
+
+@held_chain.step(kind=PURE)
+def ready(ctx: Context) -> str:
+    return "ready"
+
+
+@held_chain.step(kind=PURE, after=["ready"])
+def hold(ctx: Context) -> str:
+    _hold(ctx)
+    return f"held after {ctx.results['ready']}"
+
+
+@held_chain.step(kind=PURE, after=["hold"])
+def conclude(ctx: Context) -> str:
+    return f"concluded after {ctx.results['hold']}"
+
+
+# pure-then-charge: the next step takes a claim at its start (an idempotent effect).
+pure_then_charge = workflow("pure-then-charge", version=1, input={})
+
+
+@pure_then_charge.step(kind=PURE)
+def quote(ctx: Context) -> int:
+    return 700
+
+
+@pure_then_charge.step(kind=IDEMPOTENT, after=["quote"])
+def bill(ctx: Context) -> dict[str, Any]:
+    return {"billed": ctx.results["quote"], "key": ctx.idempotency_key}
+
+
+# --- a guarded merge that lets a test act between the effect and its finish ------------
+# HOOKS[run_id]() runs right after the merge, inside the step: a test uses it to make
+# time pass (expire the lease), run the sweeper or resolve the claim, deterministically.
+HOOKS: dict[str, Any] = {}
+
+hooked = workflow("hooked-merge", version=1, input={"mode": str})
+
+
+@hooked.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0.1, jitter=False))
+def hooked_merge(ctx: Context) -> dict[str, Any]:
+    result = CodeHost().merge(change_id=1, run_id=ctx.run_id)
+    HOOKS.pop(ctx.run_id, lambda: None)()
+    if ctx.input["mode"] == "raise":
+        raise TimeoutError("code host did not answer")
+    return result
+
+
+# --- a guarded step that reports the fencing token it was given ------------------------
+tokens = workflow("token-merge", version=1, input={})
+
+
+@tokens.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0, jitter=False))
+def report_token(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt == 1:
+        raise NotApplied("host refused before doing anything")
+    assert ctx.fencing_token is not None
+    return {"key": ctx.fencing_token.key, "number": ctx.fencing_token.number}
+
+
+# --- two independent pure steps (two running attempts per run) -------------------------
+parallel = workflow("parallel-pure", version=1, input={})
+
+
+@parallel.step(kind=PURE, after=[])
+def left(ctx: Context) -> str:
+    return "left"
+
+
+@parallel.step(kind=PURE, after=[])
+def right(ctx: Context) -> str:
+    return "right"
+
+
+# --- a guarded step left unresolved while an independent branch fails the run ---------
+doomed = workflow("doomed-beside-guarded", version=1, input={})
+
+
+@doomed.step(kind=GUARDED, after=[])
+def deploy_now(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("deploy API timed out")
+
+
+@doomed.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def explode(ctx: Context) -> str:
+    raise RuntimeError("this branch always fails")
+
+
+@doomed.step(kind=PURE, after=["deploy_now"])
+def after_deploy(ctx: Context) -> str:
+    return "announced"
+
+
+# --- input with parameterised types ----------------------------------------------------
+typed_input = workflow(
+    "typed-input",
+    version=1,
+    input={
+        "ids": list[int],
+        "weights": Field(dict[str, float], default={}),
+        "groups": Field(list[dict[str, list[int]]], default=[]),
+        "note": Field(str | None, default=None),
+        "ratio": Field(float, default=0.5, min=0),
+    },
+)
+
+
+@typed_input.step(kind=PURE)
+def echo(ctx: Context) -> dict[str, Any]:
+    return ctx.input
+
+
+# --- map steps over any JSON items, by their own key or by a key function ---------------
+def _record_item(ctx: Context, item: Any) -> None:
+    """One target row per processed item, its payload the item's JSON (truncated)."""
+    TargetRecord.objects.create(record_id=0, run_id=ctx.run_id, payload=json.dumps(item)[:100])
+
+
+map_items = workflow(
+    "map-items",
+    version=1,
+    input={"items": list, "batch_size": Field(int, default=10, min=1)},
+)
+
+
+@map_items.step(kind=PURE)
+def list_items(ctx: Context) -> list[Any]:
+    return ctx.input["items"]
+
+
+@map_items.map_step(over="list_items", batch_size="batch_size", kind=TRANSACTIONAL)
+def record(ctx: Context, item: Any) -> None:
+    _record_item(ctx, item)
+
+
+map_items_by_id = workflow("map-items-by-id", version=1, input={"items": list})
+
+
+@map_items_by_id.step(kind=PURE)
+def list_items_by_id(ctx: Context) -> list[Any]:
+    return ctx.input["items"]
+
+
+@map_items_by_id.map_step(
+    over="list_items_by_id", batch_size=2, kind=TRANSACTIONAL, key=lambda item: item["id"]
+)
+def record_by_id(ctx: Context, item: Any) -> None:
+    _record_item(ctx, item)
+
+
+# --- reconciliation: a guarded step whose postcondition always fails -------------------
+verified = workflow("verified-merge", version=1, input={})
+
+
+@verified.step(kind=GUARDED, verify=lambda result: False)
+def merge_verified(ctx: Context) -> dict[str, Any]:
+    return {"merged": False}
+
+
+# --- reconciliation: a guarded step whose result a map step maps over ------------------
+listed = workflow("list-then-map", version=1, input={})
+
+
+@listed.step(kind=GUARDED)
+def fetch_changes(ctx: Context) -> list[int]:
+    raise TimeoutError("change list API timed out")
+
+
+@listed.map_step(over="fetch_changes", batch_size=2, kind=TRANSACTIONAL)
+def record_change(ctx: Context, item: Any) -> None:
+    _record_item(ctx, item)
+
+
+# --- reconciliation: two guarded steps one step waits for ------------------------------
+twins = workflow("twin-deploys", version=1, input={})
+
+
+@twins.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
+def deploy_east(ctx: Context) -> str:
+    raise TimeoutError("east deploy API timed out")
+
+
+@twins.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
+def deploy_west(ctx: Context) -> str:
+    raise TimeoutError("west deploy API timed out")
+
+
+@twins.step(kind=PURE, after=["deploy_east", "deploy_west"])
+def report(ctx: Context) -> str:
+    return "both deployed"
+
+
+# --- a map whose item 7 fails until an operator retries the batch ----------------------
+picky = workflow("picky-map", version=1, input={"count": int})
+
+
+@picky.step(kind=PURE)
+def numbers(ctx: Context) -> list[int]:
+    return list(range(1, ctx.input["count"] + 1))
+
+
+@picky.map_step(
+    over="numbers", batch_size=5, kind=TRANSACTIONAL, retry=Retry(max_attempts=2, base_delay=0)
+)
+def copy_number(ctx: Context, number: int) -> None:
+    if number == 7 and ctx.attempt <= 2:
+        raise ValueError("record 7 is locked by a migration")
+    TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
+
+
+# --- a branch that fails for good beside one that goes on ------------------------------
+fork = workflow("fork-fail", version=1, input={})
+
+
+@fork.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def doomed_branch(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("first attempt always fails")
+    return "fixed"
+
+
+@fork.step(kind=PURE, after=[])
+def steady(ctx: Context) -> str:
+    return "steady"
+
+
+@fork.step(kind=PURE, after=["steady"])
+def after_steady(ctx: Context) -> str:
+    return "after steady"
+
+
+# --- retention: a map whose listed items fail (no retry), leaving exceptions; and its
+# twin under another name, so one test can purge two identical datasets two ways -------
+def _copy_or_fail(ctx: Context, number: int) -> dict[str, int]:
+    if number in ctx.input["fail"]:
+        raise RuntimeError(f"item {number} fails")
+    TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
+    return {"copied": number}
+
+
+def _list_numbers(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+for _name in ("map-some-fail", "map-some-fail-twin"):
+    _wf = workflow(_name, version=1, input={"count": int, "fail": list, "batch_size": int})
+    _wf.step(kind=PURE, name="list_numbers")(_list_numbers)
+    _wf.map_step(
+        over="list_numbers",
+        batch_size="batch_size",
+        kind=TRANSACTIONAL,
+        retry=Retry(max_attempts=1),
+        name="copy_or_fail",
+    )(_copy_or_fail)
+
+
+# --- typed input: a pydantic model declares and validates the input (#13) ----------------
+class Address(BaseModel):
+    city: str
+    zip: str = PydanticField(pattern=r"^[0-9]{5}$")
+
+
+class OrderInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    customer: str = PydanticField(min_length=1, description="who pays")
+    amount: int = PydanticField(gt=0)
+    currency: Literal["EUR", "USD"] = "EUR"
+    express: bool = False
+    note: str | None = None
+    address: Address | None = None
+
+
+typed_order = workflow("typed-order", version=1, input=OrderInput)
+
+
+@typed_order.step(kind=PURE)
+def total(ctx: Context) -> dict[str, Any]:
+    return {"total": ctx.input["amount"] + (5 if ctx.input["express"] else 0)}
+
+
+# --- authoring (issue 13): waits, sleeps, conditions, collected results ---------------
+from datetime import timedelta  # noqa: E402
+
+wait_approval = workflow("wait-approval", version=1, input={"order": int})
+
+
+@wait_approval.step(kind=PURE)
+def prepare(ctx: Context) -> dict[str, Any]:
+    return {"order": ctx.input["order"]}
+
+
+@wait_approval.wait(signal="approval", timeout=timedelta(seconds=4), on_timeout="fail")
+def approval(ctx: Context) -> None:
+    """Waits for a person's decision (its body is not called)."""
+
+
+@wait_approval.step(kind=PURE)
+def act(ctx: Context) -> dict[str, Any]:
+    # `prepare` is not a direct dependency: ctx.results reaches any earlier step.
+    return {"order": ctx.results["prepare"]["order"], "decision": ctx.results["approval"]}
+
+
+wait_continue = workflow("wait-continue", version=1)
+
+
+@wait_continue.wait(signal="nudge", timeout=timedelta(seconds=1), on_timeout="continue")
+def nudge(ctx: Context) -> None:
+    """Continues without the signal after a second."""
+
+
+@wait_continue.step(kind=PURE)
+def after_nudge(ctx: Context) -> Any:
+    return ctx.results["nudge"]
+
+
+queued_signals = workflow("queued-signals", version=1)
+
+
+@queued_signals.wait(signal="tick", on_duplicate="queue")
+def first_tick(ctx: Context) -> None:
+    """Takes the first `tick`."""
+
+
+@queued_signals.wait(signal="tick", on_duplicate="queue")
+def second_tick(ctx: Context) -> None:
+    """Takes the second `tick`."""
+
+
+sleepy = workflow("sleepy", version=1, input={"seconds": float})
+
+
+@sleepy.sleep(for_=lambda ctx: timedelta(seconds=ctx.input["seconds"]))
+def nap(ctx: Context) -> None:
+    """Sleeps for the input's seconds."""
+
+
+@sleepy.step(kind=PURE)
+def woke(ctx: Context) -> str:
+    return "awake"
+
+
+conditional = workflow("conditional", version=1, input={"ship": bool})
+
+
+@conditional.step(kind=PURE)
+def decide(ctx: Context) -> bool:
+    return bool(ctx.input["ship"])
+
+
+@conditional.step(kind=PURE, when=lambda ctx: ctx.results["decide"])
+def ship(ctx: Context) -> str:
+    return "shipped"
+
+
+@conditional.step(kind=PURE, name="report")
+def conditional_report(ctx: Context) -> dict[str, Any]:
+    return {"decided": ctx.results["decide"], "ship": ctx.results["ship"]}
+
+
+collect_map = workflow(
+    "collect-map", version=1, input={"count": int, "batch_size": Field(int, default=50)}
+)
+
+
+@collect_map.step(kind=PURE, name="numbers")
+def count_up(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+@collect_map.map_step(over="numbers", batch_size="batch_size", kind=TRANSACTIONAL)
+def double(ctx: Context, n: int) -> int:
+    return n * 2
+
+
+@collect_map.step(kind=PURE, collect="double")
+def gather(ctx: Context) -> dict[str, Any]:
+    assert ctx.collected is not None
+    values = list(ctx.collected)
+    return {
+        "len": len(ctx.collected),
+        "ordered": values == [n * 2 for n in range(len(values))],
+        "sum": sum(values),
+    }
+
+
+# The same map, but its collector fails on its first attempt: the run fails after every
+# item completed, and a retry of `gather` reads the items' results again.
+collect_map_fails_once = workflow(
+    "collect-map-fails-once",
+    version=1,
+    input={"count": int, "batch_size": Field(int, default=50)},
+)
+
+
+@collect_map_fails_once.step(kind=PURE, name="numbers")
+def count_up_again(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+@collect_map_fails_once.map_step(
+    over="numbers", batch_size="batch_size", kind=TRANSACTIONAL, name="double"
+)
+def double_again(ctx: Context, n: int) -> int:
+    return n * 2
+
+
+@collect_map_fails_once.step(
+    kind=PURE, collect="double", name="gather", retry=Retry(max_attempts=1)
+)
+def gather_after_a_failure(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt == 1:
+        raise RuntimeError("gather fails on its first attempt")
+    assert ctx.collected is not None
+    return {"values": list(ctx.collected)}
+
+
+# --- compensation -----------------------------------------------------------------------
+compensated = workflow(
+    "compensated-order", version=1, input={"outcome": str, "undo": Field(str, default="ok")}
+)
+
+
+@compensated.compensation(kind=PURE)
+def release(ctx: Context) -> dict[str, Any]:
+    return {"released": ctx.results["reserve"]}
+
+
+@compensated.compensation(kind=GUARDED, retry=Retry(max_attempts=1))
+def refund(ctx: Context) -> dict[str, Any]:
+    if ctx.input["undo"] == "uncertain":
+        raise TimeoutError("the payment API did not answer the refund")
+    return {"refunded": ctx.results["charge"]}
+
+
+@compensated.step(kind=PURE, compensate="release")
+def reserve(ctx: Context) -> str:
+    return "seat-1"
+
+
+@compensated.step(kind=PURE, compensate="refund")
+def charge(ctx: Context) -> int:
+    return 100
+
+
+@compensated.wait(signal="go", when=lambda ctx: ctx.input["outcome"] == "wait")
+def go(ctx: Context) -> None:
+    """Only when told to wait: a run to cancel while it waits."""
+
+
+@compensated.step(kind=PURE, retry=Retry(max_attempts=1))
+def finish(ctx: Context) -> str:
+    if ctx.input["outcome"] == "fail":
+        raise RuntimeError("the order cannot be completed")
+    return "done"
+
+
+branch_wait = workflow("branch-wait", version=1)
+
+
+@branch_wait.wait(signal="go", after=[])
+def hold_on(ctx: Context) -> None:
+    """Waits while the other branch runs."""
+
+
+@branch_wait.step(kind=GUARDED, after=[], retry=Retry(max_attempts=1))
+def poke(ctx: Context) -> str:
+    raise TimeoutError("no answer")
+
+
+# --- a guarded step that names a compensation and whose outcome stays unknown ----------
+compensated_deploy = workflow("compensated-deploy", version=1)
+
+
+@compensated_deploy.compensation(kind=PURE)
+def roll_back(ctx: Context) -> dict[str, Any]:
+    return {"rolled_back": True}
+
+
+@compensated_deploy.step(kind=GUARDED, compensate="roll_back", retry=Retry(max_attempts=1))
+def deploy_release(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("the deploy API did not answer")
+
+
+@compensated_deploy.step(kind=PURE)
+def announce_release(ctx: Context) -> str:
+    return "announced"
+
+
+# --- a pure step whose guarded successor starts in its finish's transaction -------------
+quote_then_merge = workflow("quote-then-merge", version=1, input={"change_id": int})
+
+
+@quote_then_merge.step(kind=PURE)
+def quote_change(ctx: Context) -> int:
+    return int(ctx.input["change_id"])
+
+
+@quote_then_merge.step(kind=GUARDED)
+def merge_quoted(ctx: Context) -> dict[str, Any]:
+    return CodeHost().merge(change_id=ctx.results["quote_change"], run_id=ctx.run_id)
+
+
+# --- two branches: one fails for good at once, the other fails once and may retry -------
+two_branches = workflow("two-failing-branches", version=1)
+
+
+@two_branches.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def left_fails(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("left fails on its first attempt")
+    return "left"
+
+
+@two_branches.step(kind=PURE, after=[], retry=Retry(max_attempts=3, base_delay=0, jitter=False))
+def right_flaky(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("right fails on its first attempt")
+    return "right"
+
+
+# --- one branch fails for good at once, an idempotent one beside it may retry ----------
+idempotent_beside_failure = workflow("idempotent-beside-failure", version=1)
+
+
+@idempotent_beside_failure.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def fails_at_first(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "fine"
+
+
+@idempotent_beside_failure.step(
+    kind=IDEMPOTENT, after=[], retry=Retry(max_attempts=3, base_delay=0, jitter=False)
+)
+def send_receipt(ctx: Context) -> str:
+    return f"receipt sent under {ctx.idempotency_key}"
+
+
+# --- a condition that raises until a test says otherwise --------------------------------
+# CONDITION_ANSWERS[run_id]: what the condition answers; absent, it raises (its service
+# did not answer). BODIES_RUN lists the runs whose guarded body ran.
+CONDITION_ANSWERS: dict[str, bool] = {}
+BODIES_RUN: list[str] = []
+
+
+def _approved(ctx: Context) -> bool:
+    if ctx.run_id not in CONDITION_ANSWERS:
+        raise RuntimeError("the approvals service did not answer")
+    return CONDITION_ANSWERS[ctx.run_id]
+
+
+flaky_condition = workflow("flaky-condition", version=1)
+
+
+@flaky_condition.step(kind=PURE)
+def ask_approval(ctx: Context) -> str:
+    return "asked"
+
+
+@flaky_condition.step(kind=PURE, when=_approved)
+def pay_out(ctx: Context) -> str:
+    BODIES_RUN.append(ctx.run_id)
+    return "paid"
+
+
+flaky_condition_map = workflow("flaky-condition-map", version=1)
+
+
+@flaky_condition_map.step(kind=PURE)
+def list_payees(ctx: Context) -> list[int]:
+    return [1, 2, 3, 4, 5]
+
+
+@flaky_condition_map.map_step(over="list_payees", batch_size=2, kind=TRANSACTIONAL, when=_approved)
+def pay_each(ctx: Context, payee: int) -> None:
+    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
+
+
+# --- a map whose items are named by a directory that does not know them yet ------------
+# PAYEE_ACCOUNTS[payee]: the account that names a payee's item; absent, the key function
+# raises, so the engine refuses the list and the map never expands (a test fills it in).
+PAYEE_ACCOUNTS: dict[int, str] = {}
+
+refused_map = workflow("refused-then-known-map", version=1)
+
+
+@refused_map.step(kind=PURE)
+def list_known_payees(ctx: Context) -> list[int]:
+    return [1, 2, 3, 4, 5]
+
+
+@refused_map.map_step(
+    over="list_known_payees",
+    batch_size=2,
+    kind=TRANSACTIONAL,
+    key=lambda payee: PAYEE_ACCOUNTS[payee],
+)
+def pay_account(ctx: Context, payee: int) -> None:
+    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
+
+
+# --- a skipped step beside a branch that fails once: its dependent waits on both --------
+skip_beside_failure = workflow("skip-beside-failure", version=1)
+
+
+@skip_beside_failure.step(kind=PURE)
+def triage(ctx: Context) -> str:
+    return "triaged"
+
+
+@skip_beside_failure.step(kind=PURE, after=["triage"], when=lambda ctx: False)
+def escalate(ctx: Context) -> str:
+    return "escalated"
+
+
+@skip_beside_failure.step(kind=PURE, after=["triage"], retry=Retry(max_attempts=1))
+def notify_once(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("the mail server refused the first attempt")
+    return "notified"
+
+
+@skip_beside_failure.step(kind=PURE, after=["escalate", "notify_once"])
+def close_ticket(ctx: Context) -> str:
+    return "closed"
+
+
+# --- a guarded step left unresolved beside a branch that fails once, both before one end --
+guarded_beside_flaky = workflow("guarded-beside-flaky", version=1)
+
+
+@guarded_beside_flaky.step(kind=GUARDED, after=[])
+def deploy_later(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("deploy API timed out")
+
+
+@guarded_beside_flaky.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def flaky_once(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "fine"
+
+
+@guarded_beside_flaky.step(kind=PURE, after=["deploy_later", "flaky_once"])
+def wrap_up(ctx: Context) -> str:
+    return "wrapped up"
+
+
+# --- two waits of one run: one times out and goes on, the other waits on ---------------
+two_waits = workflow("two-waits", version=1)
+
+
+@two_waits.wait(signal="ping", after=[], timeout=timedelta(seconds=1), on_timeout="continue")
+def ping(ctx: Context) -> None:
+    """Goes on without its signal after a second."""
+
+
+@two_waits.wait(signal="pong", after=[])
+def pong(ctx: Context) -> None:
+    """Waits for its signal."""
+
+
+# --- a branch that waits, beside one that fails once -----------------------------------
+wait_beside_failure = workflow("wait-beside-failure", version=1)
+
+
+@wait_beside_failure.wait(signal="go_ahead", after=[])
+def hold_for_go(ctx: Context) -> None:
+    """Waits for its signal."""
+
+
+@wait_beside_failure.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def fail_first(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "ok"
+
+
+# --- a wait that a run's submitter (a service account) may signal ----------------------
+submitter_nudge = workflow("submitter-nudge", version=1)
+
+
+@submitter_nudge.wait(signal="nudge", signalled_by=("operators", "submitters"))
+def nudged(ctx: Context) -> None:
+    """The service that submitted the run says when to go on."""
+
+
+@submitter_nudge.step(kind=PURE)
+def went_on(ctx: Context) -> str:
+    return "went on"
