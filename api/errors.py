@@ -1,4 +1,4 @@
-"""One error shape for every 4xx the API answers (DESIGN.md §9):
+"""One error shape for every 4xx the API answers (docs/api.md):
 
     {"error": {"code": "...", "message": "...", "fields": {"field": ["...", ...]}}}
 

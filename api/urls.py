@@ -1,4 +1,4 @@
-"""The API's paths (DESIGN.md §9), mounted at /api/. Anything else under /api/ answers
+"""The API's paths (docs/api.md), mounted at /api/. Anything else under /api/ answers
 a JSON 404 in the error shape."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The REST API (DESIGN.md §9), thin: each action checks the request's shape, calls one
+"""The REST API (docs/api.md), thin: each action checks the request's shape, calls one
 engine or reconciliation service (or a read query), and serializes what comes back.
 Refusals are the services' domain errors, turned into the error shape by api/errors.py;
 who may call what is api/permissions.py.

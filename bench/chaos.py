@@ -1,4 +1,4 @@
-"""Chaos soak (#12): real workers, beat and servers, faults at random moments from a
+"""Chaos soak: real workers, beat and servers, faults at random moments from a
 fixed seed, then the checks that matter. Prints figures; asserts nothing in the test
 suite (it is not part of it), but exits 1 if an effect was duplicated or lost or the
 history does not verify.

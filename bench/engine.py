@@ -1,4 +1,4 @@
-"""Engine benchmark (issue #11): one table and one JSON line, all measured in one run.
+"""Engine benchmark: one table and one JSON line, all measured in one run.
 Figures, never assertions.
 
     make bench                                   # embedded servers in var/bench/

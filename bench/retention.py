@@ -1,4 +1,4 @@
-"""Retention benchmark (issue #10): purge 1,000,000 events of finished runs in bounded
+"""Retention benchmark: purge 1,000,000 events of finished runs in bounded
 batches while a concurrent writer commits small step transactions on live runs.
 
     make bench-retention                        # 1,000,000 events

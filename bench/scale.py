@@ -1,4 +1,4 @@
-"""Scale (issue #11): the 10-step pure chain measured on a near-empty database and on
+"""Scale: the 10-step pure chain measured on a near-empty database and on
 one holding 1,000,000 finished runs (each with its step, attempt, claim and events),
 written by bulk INSERT … SELECT generate_series, not by the engine. Prints both rates,
 their ratio, the indexes of the engine's tables and EXPLAIN ANALYZE of the statements

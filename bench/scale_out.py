@@ -1,4 +1,4 @@
-"""Scale out (issue #11): the 10-step pure chain with 1, 2 and 4 worker processes, in
+"""Scale out: the 10-step pure chain with 1, 2 and 4 worker processes, in
 one or two worker groups (separate `celery worker` nodes on the same queue, as two
 hosts would be), and the CPU each part used meanwhile: which one saturates.
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import uidb  # bench/, the directory of this script
 
-BUDGET_MS = 150.0  # issue #9: every page under 150 ms of server time
+BUDGET_MS = 150.0  # every page under 150 ms of server time
 
 
 @dataclass

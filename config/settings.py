@@ -1,4 +1,4 @@
-"""Settings, read from the environment (DESIGN.md §9).
+"""Settings, read from the environment (docs/operating.md#settings).
 
 DATABASE_URL, CELERY_BROKER_URL, SECRET_KEY, DEBUG, ALLOWED_HOSTS configure a
 deployment; the RUNS_* variables tune the engine (lease length, sweep interval) and
@@ -446,7 +446,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Workers keep their database connections (DESIGN.md §11). Celery's Django fixup closes
+# Workers keep their database connections (docs/performance.md#cost-shape). Celery's Django
+# fixup closes
 # every connection before and after every task unless told to reuse them: it then
 # closes them only once per CELERY_DB_REUSE_MAX tasks. runs/tasks.py applies Django's
 # own rule around each task instead (close_old_connections: CONN_MAX_AGE, health
@@ -502,7 +503,8 @@ RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # republished by the sweeper (the broker may have lost it).
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
 # A crashed guarded attempt is probed no earlier than its lease plus this grace: its
-# worker may only be paused, with the external call still to land (DESIGN.md §7).
+# worker may only be paused, with the external call still to land
+# (docs/reliability.md#what-no-lease-can-fence).
 RUNS_PROBE_GRACE_SECONDS = env_float("RUNS_PROBE_GRACE_SECONDS", 30.0)
 # A probe holds its claim for this long (database clock), so make it longer than the
 # slowest probe takes: a probe whose worker died or stalled past it is sent again by the

@@ -1,4 +1,4 @@
-"""The example workflows of DESIGN.md §9, registered by default
+"""The example workflows of docs/authoring.md#the-example-workflows, registered by default
 (settings.RUNS_WORKFLOW_MODULES)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Operator coordination around unresolved claims (issue #7).
+"""Operator coordination around unresolved claims.
 
 A take says "I am on it": one row per claim, so two operators do not investigate the
 same claim at once. It is advisory (resolving does not require it) and short-lived:

@@ -1,5 +1,5 @@
-"""The admin (/admin/) is where retention policies and schedules are edited (DESIGN.md
-§9). Operators
+"""The admin (/admin/) is where retention policies and schedules are edited
+(docs/operating.md#retention). Operators
 use it through their group's permissions (migration 0013), without being superusers.
 
 Every change to a policy writes a RetentionPolicyChange (who, when, old and new values)
@@ -197,7 +197,7 @@ CODE_OWNED = ("name", "workflow", "version", "cron", "timezone", "input", "misse
 
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin[Schedule]):
-    """Schedules (#13): a row per schedule; those declared in code can only be paused
+    """Schedules: a row per schedule; those declared in code can only be paused
     here. Saving a new schedule, a changed cron or time zone, or one enabled again
     starts it at its next tick (runs/engine/policies/schedules.py)."""
 

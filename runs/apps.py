@@ -13,6 +13,6 @@ class RunsConfig(AppConfig):
         import runs.sessions  # noqa: F401  (gives every login its lifetime)
 
         # Workflows register themselves on import; a worker knows exactly the
-        # workflows these modules declare (DESIGN.md §7).
+        # workflows these modules declare (docs/architecture.md#recovery).
         for module in settings.RUNS_WORKFLOW_MODULES:
             import_module(module)

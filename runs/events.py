@@ -1,8 +1,9 @@
-"""append_event(): the only writer of the event log (DESIGN.md §8).
+"""append_event(): the only writer of the event log (docs/architecture.md#history-and-restore).
 
 Sequence numbers come from `UPDATE run SET last_seq = last_seq + n RETURNING`, which
 serializes event writers of one run on its row for the rest of their transaction.
-That is why map items write no events (DESIGN.md §4): batch-level facts only, and why
+That is why map items write no events (docs/architecture.md#map-steps): batch-level facts only,
+and why
 the engine's start and finish buffer their events (`buffered()`) and write them in one
 statement at the end of their transaction: the run's row is then locked only from that
 statement to the commit, not from the first event on (which serialised the parallel
@@ -56,7 +57,7 @@ PROBE_INCONCLUSIVE = "probe_inconclusive"
 # past its probe lease): the claim stays unresolved, for the operator.
 PROBE_GAVE_UP = "probe_gave_up"
 RUN_RESUMED = "run_resumed"
-# Authoring (issue 13): waits, signals, conditions, compensation.
+# Authoring: waits, signals, conditions, compensation.
 RUN_WAITING = "run_waiting"  # a step waits for a signal or a time; no worker is held
 RUN_WOKEN = "run_woken"  # its last waiting step was woken: running again
 STEP_WAITING = "step_waiting"

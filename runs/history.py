@@ -1,4 +1,4 @@
-"""The event log as a second source of truth (DESIGN.md §8).
+"""The event log as a second source of truth (docs/architecture.md#history-and-restore).
 
 project() rebuilds, from a run's events alone, its status, its steps' statuses, its
 step claims' outcomes and its batches' item counts; verify_run() compares that with

@@ -1,4 +1,4 @@
-"""Prometheus metrics (#12).
+"""Prometheus metrics.
 
 Counters and histograms are written where things happen (the engine's edges, after
 the transaction that made them true has committed) in every process: web, and Celery

@@ -16,7 +16,8 @@ def parse_run_id(value: str) -> uuid.UUID:
 
 
 def run_summary(run: Run) -> dict[str, Any]:
-    """The run as one JSON object: the contract of `show_run --json` (DESIGN.md §9)."""
+    """The run as one JSON object: the contract of `show_run --json`
+    (docs/operating.md#commands)."""
     steps = list(Step.objects.filter(run=run, parent__isnull=True).order_by("id"))
     batches = Step.objects.filter(run=run, parent__isnull=False).order_by("batch_index")
     by_parent: dict[int, list[Step]] = {}

@@ -1,4 +1,4 @@
-"""Roles (DESIGN.md §9), as Django groups created by a data migration.
+"""Roles (docs/api.md#roles), as Django groups created by a data migration.
 
 - operators: view everything, take and resolve claims, cancel and retry runs;
 - viewers: read only;

@@ -1,4 +1,5 @@
-"""Effect kinds and the state machines of DESIGN.md §3 and §5.
+"""Effect kinds and the state machines (docs/architecture.md#effect-kinds and
+#state-machines).
 
 The allowed transitions are listed here for readers; the WHERE clause of each
 conditional UPDATE in runs/engine/ is what enforces them, and CHECK constraints in

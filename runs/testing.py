@@ -12,7 +12,8 @@ the test database, with no broker and no worker.
 It drives the SAME engine functions a worker and the sweeper call (submit,
 execute_step, send_signal, sweep's recover_attempt and wake_due, probe_claim); only
 the transport differs: a message published after a commit lands in an in-memory queue
-that the harness drains. Crash points (`"<point>:<step>[:<nth>]"`, DESIGN.md §9) are
+that the harness drains. Crash points (`"<point>:<step>[:<nth>]"`,
+docs/reliability.md#fault-injection) are
 simulated: at the point the harness raises SimulatedCrash (not SIGKILL), which rolls
 back what the "worker" had not committed and leaves its attempt running, as a killed
 worker would; then, as the sweeper would after the lease, it expires that attempt's

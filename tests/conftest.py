@@ -29,7 +29,8 @@ def cluster(transactional_db, tmp_path):
 
 @pytest.fixture(autouse=True)
 def _history_reproduces_rows(request):
-    """Every run a test creates must be reproducible from its event log (DESIGN.md §8).
+    """Every run a test creates must be reproducible from its event log
+    (docs/architecture.md#history-and-restore).
     Tests that alter rows behind the engine's back are marked `tampers`."""
     names = request.fixturenames
     if "transactional_db" in names or "cluster" in names:

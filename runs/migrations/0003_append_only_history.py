@@ -1,4 +1,4 @@
-"""History is append-only (DESIGN.md §8), and a resolution, once recorded, is final.
+"""History is append-only (docs/architecture.md#history-and-restore), and a resolution, once recorded, is final.
 
 - runs_event: UPDATE is always rejected; DELETE only inside a transaction that set
   `SET LOCAL durable_runs.retention = 'on'` (the retention job). TRUNCATE is not a row

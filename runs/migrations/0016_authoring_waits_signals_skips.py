@@ -1,8 +1,8 @@
-"""Authoring (issue 13): run statuses `waiting` and `compensating`, step statuses
+"""Authoring: run statuses `waiting` and `compensating`, step statuses
 `waiting` and `skipped`, the step's timer (`wake_at`), the Signal table, and for
 compensation the run's `ends_as` and the step's `compensates`.
 
-The new edges of DESIGN.md §5 are also enforced by a trigger, so that no code path
+The new edges of docs/architecture.md#state-machines are also enforced by a trigger, so that no code path
 (nor a hand-written UPDATE) can enter or leave them any other way:
 - step: only pending -> skipped (and skipped is final); only queued -> waiting; a
   waiting step only goes back to queued.

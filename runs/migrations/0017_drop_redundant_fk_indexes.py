@@ -1,4 +1,4 @@
-"""Drop the foreign-key indexes that another index already serves (issue #11): each
+"""Drop the foreign-key indexes that another index already serves: each
 step write (queued, started, finished) is a non-HOT update that inserts into every
 index of runs_step, each attempt and claim insert into every index of theirs.
 

@@ -1,4 +1,4 @@
-"""A map item's fence at its commit (issue #11): a deferred constraint trigger on the
+"""A map item's fence at its commit: a deferred constraint trigger on the
 item's claim (inserted already `succeeded`, mapping.py) checks, as the transaction
 commits, that the batch's attempt still runs under a live lease on the database's
 clock, and share-locks it until the commit ends; otherwise the commit fails with

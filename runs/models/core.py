@@ -1,9 +1,10 @@
-"""Runs, steps, attempts, claims and events (DESIGN.md §2, §5): the state a run is
+"""Runs, steps, attempts, claims and events (docs/architecture.md#vocabulary,
+#state-machines): the state a run is
 made of while it runs, and the keys and signals that reach it from outside.
 
 Invariants are database constraints, named so that a violation can be turned into a
 domain error by its name. Timestamps that take part in leases default to the
-database's clock (`db_default=Now()`), never a worker's (DESIGN.md §7).
+database's clock (`db_default=Now()`), never a worker's (docs/architecture.md#recovery).
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ class Step(models.Model):
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="batches"
     )
     batch_index = models.PositiveIntegerField(null=True, blank=True)
-    # A compensation step (issue 13): the name of the step whose effect it undoes.
+    # A compensation step: the name of the step whose effect it undoes.
     compensates = models.CharField(max_length=100, blank=True, default="")
     items = models.JSONField(null=True, blank=True)
     pending_children = models.PositiveIntegerField(null=True, blank=True)
@@ -395,10 +396,12 @@ class Claim(models.Model):
     resolved_by = models.CharField(max_length=150, blank=True, default="")
     resolved_at = models.DateTimeField(null=True, blank=True)
     resolution_note = models.TextField(blank=True, default="")
-    # Probe of an unresolved claim (DESIGN.md §3): requested (message sent), done.
+    # Probe of an unresolved claim (docs/architecture.md#effect-kinds): requested (message
+    # sent), done.
     probe_requested_at = models.DateTimeField(null=True, blank=True)
     # Not before: a crashed guarded attempt is probed only after its lease plus a grace
-    # period, so a paused worker's effect has had its chance to land first (§7).
+    # period, so a paused worker's effect has had its chance to land first
+    # (docs/architecture.md#recovery).
     probe_after = models.DateTimeField(null=True, blank=True)
     probed_at = models.DateTimeField(null=True, blank=True)
     # A probe in progress holds the claim until then (database clock); a probe whose

@@ -43,7 +43,8 @@ class RunHistorySummary(models.Model):
 
 
 class MapRegistry(models.Model):
-    """A map step's compacted completed-item registry (DESIGN.md §4). Items are numbered
+    """A map step's compacted completed-item registry
+    (docs/architecture.md#the-completed-item-registry). Items are numbered
     in plan order (batch_index * batch_size + position in the batch). Every item numbered
     below `watermark` has completed, except those listed in `exceptions` (item keys);
     items at or above it are still told by their claims. Retention moves the watermark
@@ -79,7 +80,8 @@ class MapRegistry(models.Model):
 
 class RetentionPolicy(models.Model):
     """How long finished runs keep their payloads, their events and, for the dedup
-    window, their claims and submission keys (DESIGN.md §2). The policy with no workflow
+    window, their claims and submission keys (docs/operating.md#retention). The policy with no
+    workflow
     is the default; a policy naming a workflow overrides it for that workflow (disabled:
     that workflow is not purged at all)."""
 

@@ -11,7 +11,7 @@ from ..workflows import registry
 
 
 class Schedule(models.Model):
-    """Submit a run of a workflow at every tick of a cron expression (#13). Declared in
+    """Submit a run of a workflow at every tick of a cron expression. Declared in
     code (`wf.schedule(...)`, synced into this table) or edited in the admin. The beat
     task (runs/engine/policies/schedules.py) submits each tick with the submission key
     `schedule:<name>:<tick>`, so a tick yields one run however many beats fire it."""

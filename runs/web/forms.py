@@ -1,4 +1,4 @@
-"""The submit form, generated from a workflow's input JSON Schema (#13).
+"""The submit form, generated from a workflow's input JSON Schema.
 
 Whatever declared the input (a field mapping or a pydantic model), the form reads
 the same JSON Schema the API publishes: a number field for a number, a checkbox for a

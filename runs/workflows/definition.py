@@ -1,5 +1,5 @@
 """The workflow definition API: named, versioned workflows made of steps that declare
-their effect kind (DESIGN.md §3), their dependencies and their retry policy.
+their effect kind (docs/architecture.md#effect-kinds), their dependencies and their retry policy.
 
     wf = Workflow("charge-payment", version=1, input={"amount": int})
 
@@ -154,11 +154,12 @@ class StepDef:
     batch_size: int | str | None = None
     # Map steps: names each item (its claim key); None for the item's canonical JSON.
     key: Callable[[Any], Any] | None = None
-    # Include a digest of the step's input in its idempotency key (DESIGN.md §3).
+    # Include a digest of the step's input in its idempotency key
+    # (docs/architecture.md#claims-and-keys).
     key_includes_input: bool = False
     probe: Callable[..., Any] | None = None
     verify: Callable[[Any], bool] | None = None
-    # Authoring (issue 13): a condition (`when(ctx) -> bool`, false: skipped), a wait or
+    # Authoring: a condition (`when(ctx) -> bool`, false: skipped), a wait or
     # sleep, the map step whose per-item results ctx.collected holds, and the name of
     # the compensation that undoes this step's effect when the run is cancelled or fails.
     when: Callable[..., bool] | None = None

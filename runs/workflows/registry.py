@@ -1,6 +1,7 @@
 """The registry of workflows this process knows, by (name, version).
 
-A worker refuses steps of a workflow version it does not know (DESIGN.md §7), so the
+A worker refuses steps of a workflow version it does not know (docs/architecture.md#recovery),
+so the
 registry is the single answer to "can this process run that run?"."""
 
 from __future__ import annotations

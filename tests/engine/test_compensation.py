@@ -1,4 +1,4 @@
-"""Compensation (issue 13): reverse order of completion, cancelled vs failed endings, an
+"""Compensation: reverse order of completion, cancelled vs failed endings, an
 unresolved compensation in the reconciliation queue."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The engine review (issue #6): each finding reproduced by a real interleaving or a
-real fault, then kept as a regression test."""
+"""Duplicate and late deliveries, lost leases and lost sessions, crossing sweeps, early
+retries, what "failed" means and a live run's history check: each case reproduced by a
+real interleaving or a real fault."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def step_of(run: Run, key: str) -> Step:
     return Step.objects.get(run=run, key=key)
 
 
-# --- 1. a duplicate delivery must not reopen a finished step -------------------------
+# --- a duplicate delivery must not reopen a finished step -------------------------
 @pytest.mark.django_db(transaction=True)
 def test_start_attempt_duplicate_blocked_behind_start_and_finish_does_nothing():
     run = engine.submit_run(workflow="pure-chain", input={})
@@ -88,7 +89,7 @@ def db_now() -> datetime:
         return cursor.fetchone()[0]
 
 
-# --- 2. a late guarded result is kept, even when it beats the sweeper ------------------
+# --- a late guarded result is kept, even when it beats the sweeper ------------------
 @pytest.mark.parametrize("mode", ["return", "raise"])
 def test_late_guarded_finish_before_sweep_crashes_its_attempt_and_keeps_evidence(db, mode):
     run = engine.submit_run(workflow="hooked-merge", input={"mode": mode})
@@ -134,7 +135,7 @@ def test_late_guarded_result_after_resolution_is_an_event_and_changes_nothing(db
     }
 
 
-# --- 3. a guarded effect is never called by an attempt that lost its lease -------------
+# --- a guarded effect is never called by an attempt that lost its lease -------------
 def _pause_after_start(monkeypatch, *, then) -> None:
     """The worker pauses between its start commit and the call into the external
     system; `then` is what happens to the world meanwhile."""
@@ -249,7 +250,7 @@ def test_guarded_step_receives_a_fencing_token_increasing_per_attempt(db):
     assert str(FencingToken(claim.key, 2)) == f"{claim.key}#2"
 
 
-# --- 4. a partitioned worker's open claim does not use up a step's attempts ------------
+# --- a partitioned worker's open claim does not use up a step's attempts ------------
 def _hold_claim(key: str, run: Run, step: Step, release: threading.Event) -> Background:
     """Another session inserts the claim and keeps its transaction open (a worker whose
     host was cut off mid-effect) until `release` is set; then it rolls back."""
@@ -330,7 +331,7 @@ def test_database_sessions_end_idle_transactions_and_keep_alive(db, settings):
     assert "-c tcp_keepalives_idle=30" in options["options"]
 
 
-# --- 5. concurrent sweeps never deadlock -----------------------------------------------
+# --- concurrent sweeps never deadlock -----------------------------------------------
 @pytest.mark.django_db(transaction=True)
 def test_two_sweeps_crossing_two_runs_do_not_deadlock(monkeypatch):
     runs = [engine.submit_run(workflow="parallel-pure", input={}) for _ in range(2)]
@@ -390,7 +391,7 @@ def _routes(published, settings):
         yield task, app.amqp.router.route({}, task)["queue"].name
 
 
-# --- 6. a retry woken early waits for its time, not for the sweeper --------------------
+# --- a retry woken early waits for its time, not for the sweeper --------------------
 def test_retry_message_arriving_early_is_sent_again_for_the_remaining_delay(db, published):
     run = engine.submit_run(workflow="charge-payment", input={"amount": 5})
     step = step_of(run, "charge")
@@ -409,7 +410,7 @@ def test_retry_message_arriving_early_is_sent_again_for_the_remaining_delay(db, 
     assert (step.status, step.attempts) == (StepStatus.RETRYING, 1)
 
 
-# --- 7. "failed" means the effect did not happen ---------------------------------------
+# --- "failed" means the effect did not happen ---------------------------------------
 def test_idempotent_step_killed_after_its_effect_every_time_is_abandoned_not_failed(db):
     run = engine.submit_run(workflow="charge-payment", input={"amount": 5})
     step = step_of(run, "charge")
@@ -434,7 +435,7 @@ def test_idempotent_step_killed_after_its_effect_every_time_is_abandoned_not_fai
     ]
 
 
-# --- 8. resolving a claim of a finished run schedules nothing --------------------------
+# --- resolving a claim of a finished run schedules nothing --------------------------
 @pytest.mark.parametrize("outcome", ["succeeded", "failed"])
 def test_resolution_of_a_failed_run_records_the_outcome_and_schedules_nothing(
     db, outcome, published
@@ -459,7 +460,7 @@ def test_resolution_of_a_failed_run_records_the_outcome_and_schedules_nothing(
     assert Step.objects.filter(run=run, status=StepStatus.QUEUED).count() == 0
 
 
-# --- 10. verify_history reads a live run from one snapshot -----------------------------
+# --- verify_history reads a live run from one snapshot -----------------------------
 @pytest.mark.django_db(transaction=True)
 def test_verify_run_of_a_run_moving_on_meanwhile_reports_nothing(monkeypatch):
     run = engine.submit_run(workflow="pure-chain", input={})

@@ -1,4 +1,5 @@
-"""The event log is append-only and reproduces the rows (DESIGN.md §8)."""
+"""The event log is append-only and reproduces the rows
+(docs/architecture.md#history-and-restore)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Map item keys (DESIGN.md §4): each item of a collection has a key of its own, stable,
+"""Map item keys (docs/architecture.md#map-steps): each item of a collection has a key of its
+own, stable,
 bounded to fit its claim, and a collection whose items share a key is refused.
 
 The runs are driven in-process (engine.execute_step inline, no worker)."""

@@ -1,4 +1,5 @@
-"""The seed scenario (DESIGN.md §1): 500 records in batches of 50, with real workers
+"""The seed scenario (docs/architecture.md#the-problem): 500 records in batches of 50, with real
+workers
 and real SIGKILLs. A duplicate would show as a second TargetRecord row."""
 
 from __future__ import annotations

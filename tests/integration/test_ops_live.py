@@ -1,4 +1,4 @@
-"""Operations against real processes (#12): /readyz of a real web server whose
+"""Operations against real processes: /readyz of a real web server whose
 PostgreSQL is stopped and started again; metrics a real worker serves, moving when a
 step runs, crashes and is recovered; a step's log line carrying its run and step."""
 

@@ -1,4 +1,4 @@
-"""Retention's guarantees that need real processes (issue #10, item 5):
+"""Retention's guarantees that need real processes:
 
 (b) after a run's payloads and events (and later its claims) are purged, a redelivered
     step message, executed by a real worker, performs no effect;

@@ -1,5 +1,5 @@
 """Two real beats, one of them killed and restarted across ticks: every tick of a
-per-second schedule yields exactly one run (#13)."""
+per-second schedule yields exactly one run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Durable waits against real worker and beat processes (issue 13): signals before and
+"""Durable waits against real worker and beat processes: signals before and
 after the wait is reached, timeouts woken by the sweeper on the database's clock, a
 worker killed while its run waits, and two beats (two sweepers) waking a timer once."""
 

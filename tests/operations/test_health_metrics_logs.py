@@ -1,4 +1,4 @@
-"""Operations (#12): health endpoints, /metrics and who may read it, log lines that
+"""Operations: health endpoints, /metrics and who may read it, log lines that
 carry their context, and production settings that pass Django's deploy check."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Retention (issue #10): policies and their audit in the admin, the purge's stages on
+"""Retention: policies and their audit in the admin, the purge's stages on
 finished runs only, the compacted registry, verify_history, the run page and the API.
 The guarantees that need real worker processes are in tests/integration/test_retention.py.
 """
@@ -381,7 +381,7 @@ def test_c_compacted_registry_still_skips_every_completed_item_when_a_batch_is_r
         return result
 
     before = done_now()
-    # batch 2 (6, 7, 8) stopped at 8 and failed the run: batch 3 (9) never ran
+    # batch 2 (6, 7, 8) stopped at 8 and failed the run: batch 3 never ran
     assert before == {0: {"0", "1", "2"}, 1: {"3", "4", "5"}, 2: {"6", "7"}, 3: set()}
     age(run, 100)
     retention.purge(policy=default_policy(), batch=4)

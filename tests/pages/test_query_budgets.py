@@ -1,4 +1,4 @@
-"""Pages cost a fixed number of queries, whatever the number of runs (issue #9, speed
+"""Pages cost a fixed number of queries, whatever the number of runs (speed
 at scale): the runs list with each filter and each kind of search, the overview and
 the reconciliation queue make exactly the queries of PAGES with 3 runs and with 60
 (no query per row, none hidden in a template), and a run's page the same with 2

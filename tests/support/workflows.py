@@ -432,7 +432,7 @@ for _name in ("map-some-fail", "map-some-fail-twin"):
     )(_copy_or_fail)
 
 
-# --- typed input: a pydantic model declares and validates the input (#13) ----------------
+# --- typed input: a pydantic model declares and validates the input ----------------
 class Address(BaseModel):
     city: str
     zip: str = PydanticField(pattern=r"^[0-9]{5}$")
@@ -457,7 +457,7 @@ def total(ctx: Context) -> dict[str, Any]:
     return {"total": ctx.input["amount"] + (5 if ctx.input["express"] else 0)}
 
 
-# --- authoring (issue 13): waits, sleeps, conditions, collected results ---------------
+# --- authoring: waits, sleeps, conditions, collected results ---------------
 from datetime import timedelta  # noqa: E402
 
 wait_approval = workflow("wait-approval", version=1, input={"order": int})

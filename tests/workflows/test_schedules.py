@@ -1,4 +1,4 @@
-"""Schedules (#13): a run per tick, missed ticks by policy, refusals that say why."""
+"""Schedules: a run per tick, missed ticks by policy, refusals that say why."""
 
 from __future__ import annotations
 

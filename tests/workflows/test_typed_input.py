@@ -1,4 +1,4 @@
-"""Typed input (#13): a pydantic model validates a workflow's input, the API publishes
+"""Typed input: a pydantic model validates a workflow's input, the API publishes
 its schema, and the runs page's submit form is generated from that schema."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Authoring (issue 13) in-process, through runs.testing.run_inline and the engine's
+"""Authoring in-process, through runs.testing.run_inline and the engine's
 services: waits and signals, sleeps, conditions, ctx.results, collected results."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Probing unresolved claims (DESIGN.md §3).
+"""Probing unresolved claims (docs/architecture.md#effect-kinds).
 
 When a guarded step's claim becomes unresolved and the step declares `probe(ctx)`, a
 worker asks the external system, read-only, what happened. A definite answer resolves

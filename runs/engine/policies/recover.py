@@ -1,4 +1,5 @@
-"""Recovery (DESIGN.md §7): attempts whose lease expired are declared crashed and their
+"""Recovery (docs/architecture.md#recovery): attempts whose lease expired are declared crashed
+and their
 steps handled by effect kind; queued steps whose message never started an attempt are
 republished, and so are probes whose message was lost or whose probe lease passed
 without an answer.
@@ -126,7 +127,8 @@ def _probe_after(attempt: Attempt) -> Any:
 
 
 def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
-    """Mark the attempt crashed and apply the effect-kind table of DESIGN.md §3.
+    """Mark the attempt crashed and apply the effect-kind table of
+    docs/architecture.md#effect-kinds.
     Caller holds the attempt's row lock.
 
     `effect_started=False`: the attempt itself knows it never called the step's

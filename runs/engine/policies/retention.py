@@ -1,4 +1,4 @@
-"""Retention (DESIGN.md §2, issue #10): remove what finished runs no longer need while
+"""Retention (docs/operating.md#retention): remove what finished runs no longer need while
 keeping every record that prevents a duplicate effect.
 
 A purge applies each enabled RetentionPolicy to the runs it governs (the default

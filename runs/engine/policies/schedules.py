@@ -1,4 +1,4 @@
-"""Schedules: a run per cron tick, never two (#13).
+"""Schedules: a run per cron tick, never two.
 
 The beat calls fire_due_schedules() every RUNS_SCHEDULE_INTERVAL seconds. Each due
 schedule row is locked with SKIP LOCKED (two beats, or two workers running the task,
@@ -129,7 +129,7 @@ def tick_key(name: str, tick: datetime) -> str:
 
 
 def db_now() -> datetime:
-    """The database's clock: every worker and beat agrees on it (DESIGN.md §7)."""
+    """The database's clock: every worker and beat agrees on it (docs/architecture.md#recovery)."""
     with connection.cursor() as cursor:
         cursor.execute(SQL["db_now"])
         now: datetime = cursor.fetchone()[0]

@@ -1,4 +1,4 @@
-"""Durable waits (issue 13): wait steps that wait for a named signal, sleep steps that
+"""Durable waits: wait steps that wait for a named signal, sleep steps that
 wait for a time, the sweeper's timer wake-ups, and send_signal().
 
 A wait step holds no worker. When its message is delivered (the step is `queued`),

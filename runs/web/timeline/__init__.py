@@ -1,4 +1,4 @@
-"""The run timeline (issue 9; Temporal UI's "compact timeline of its activities"): a pure
+"""The run timeline (Temporal UI's "compact timeline of its activities"): a pure
 function from a run's rows and a few of its events to a layout model, which the
 `timeline` partial of templates/runs/detail.html draws as SVG.
 

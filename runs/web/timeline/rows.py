@@ -36,7 +36,8 @@ MARK_TYPES = (
 @dataclass(frozen=True)
 class ItemProgress:
     """Map items one attempt committed, from their claims (the completed-item
-    registry, DESIGN.md §4): how many, and when the last one committed."""
+    registry, docs/architecture.md#the-completed-item-registry): how many, and when the last one
+    committed."""
 
     committed: int
     last_at: datetime | None
