@@ -74,7 +74,7 @@ lint: install
 	@# and bench). django-stubs loads the settings, which refuse to load without a SECRET_KEY.
 	SECRET_KEY=type-checking-only $(VENV)/bin/mypy
 
-## bench: the engine's figures (bench/engine.py; README "Performance"); the bench extra
+## bench: the engine's figures (bench/engine.py; docs/performance.md); the bench extra
 ##     brings the peer it is compared with (DBOS Transact) and psutil.
 BENCH_ARGS ?=
 bench: install

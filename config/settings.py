@@ -484,10 +484,12 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # --- Engine ---------------------------------------------------------------
-# A worker whose step's success makes exactly one step ready starts that step itself
-# after the commit, instead of a broker round trip, up to this many times per message
-# (0: always publish). A worker that dies in between leaves the step queued for the
-# sweeper's republish (RUNS_REPUBLISH_AFTER_SECONDS), as a lost message would.
+# A worker whose step's success makes exactly one step ready starts that step itself,
+# in the finish's own transaction where it can (runs/engine/attempts/start.py,
+# start_successor), else right after the commit, instead of a broker round trip, up to
+# this many times per message (0: always publish). A worker that dies in between leaves
+# the step to the sweeper (a lease to recover, or a queued step to republish after
+# RUNS_REPUBLISH_AFTER_SECONDS), as a lost message would.
 RUNS_DIRECT_SUCCESSORS = int(env_float("RUNS_DIRECT_SUCCESSORS", 20))
 # The engine's per-step statements are prepared once per connection (runs/prepared.py).
 # Unset: yes, unless behind a pooler (DATABASE_POOLER, or seen on the connection); 1

@@ -1,4 +1,4 @@
-"""Template helpers for the page conventions (README.md, "The operator pages"): a status is a
+"""Template helpers for the page conventions (docs/operating.md#the-operator-pages): a status is a
 word and a colour, ids are shortened with the full value in `title` and a copy button,
 times are relative with the absolute time in `title`, JSON is pretty-printed. Every
 value is escaped (format_html), so a payload can never inject markup."""

@@ -1,4 +1,4 @@
-"""Public API for writing workflows: see the README, definition.py (declaring a
+"""Public API for writing workflows: see docs/authoring.md, definition.py (declaring a
 workflow and its steps), inputs.py (its input) and context.py (what a step receives)."""
 
 from .context import Collected, Context, FencingToken

@@ -141,7 +141,7 @@ def test_metrics_read_queue_and_runs_from_the_database(client):
     engine.submit_run(workflow="charge-payment", input={"amount": 3})
     text = client.get("/metrics").content.decode()
     assert metric_value(text, "durable_runs_runs", status="pending") == 1
-    # Every metric the README names exists, with its labels.
+    # Every metric docs/operating.md names exists, with its labels.
     for name in (
         "durable_runs_steps_total",
         "durable_runs_attempts_recovered_total",

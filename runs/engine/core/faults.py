@@ -1,4 +1,4 @@
-"""Fault injection (README.md, "Fault injection"): the worker process kills itself with
+"""Fault injection (docs/reliability.md#fault-injection): the worker process kills itself with
 SIGKILL at a named point, so crash tests exercise real process death rather than an
 exception.
 
