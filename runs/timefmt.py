@@ -15,6 +15,11 @@ def absolute(t: datetime) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S}.{local.microsecond // 1000:03d} {local.tzname() or ''}"
 
 
+def to_the_second(t: datetime) -> str:
+    """`2025-01-31 12:00:03 UTC`: the title of a relative time, where a second is enough."""
+    return timezone.localtime(t).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def trimmed(value: float, decimals: int) -> str:
     return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
 
@@ -39,6 +44,20 @@ def duration_text(seconds: float) -> str:
     if seconds < 60:
         return f"{trimmed(seconds, 2 if seconds < 10 else 1)} s"
     return compound(seconds, parts=2)
+
+
+def elapsed_text(seconds: float) -> str:
+    """How long something took, as the lists show it: `12 ms`, `4.2 s`, `3 min`, `2 h 5 min`."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return span_text(timedelta(seconds=seconds))
+
+
+def span_text(delta: timedelta) -> str:
+    """A length of time without 'ago': `4 min`, `2 h 5 min`, `3 d`."""
+    return humanize_delta(delta).removesuffix(" ago")
 
 
 def humanize_delta(delta: timedelta) -> str:

@@ -15,7 +15,14 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from runs.timefmt import absolute, duration_text, humanize_delta
+from runs.timefmt import (
+    absolute,
+    duration_text,
+    elapsed_text,
+    humanize_delta,
+    span_text,
+    to_the_second,
+)
 
 register = template.Library()
 
@@ -47,11 +54,10 @@ def ago(value: datetime | None, now: datetime | None = None) -> str:
     if value is None:
         return mark_safe('<span class="muted">—</span>')  # a constant
     now = now or timezone.now()
-    exact = timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
     return format_html(
         '<time datetime="{}" title="{}">{}</time>',
         value.isoformat(),
-        exact,
+        to_the_second(value),
         humanize_delta(now - value),
     )
 
@@ -60,12 +66,7 @@ def ago(value: datetime | None, now: datetime | None = None) -> str:
 def duration(start: datetime | None, end: datetime | None = None) -> str:
     if start is None:
         return "—"
-    seconds = ((end or timezone.now()) - start).total_seconds()
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    return humanize_delta(timedelta(seconds=seconds)).removesuffix(" ago")
+    return elapsed_text(((end or timezone.now()) - start).total_seconds())
 
 
 @register.filter
@@ -110,7 +111,7 @@ def timedelta_words(value: timedelta | None) -> str:
     """'4 min', '2 h 5 min' for a duration (None: '—')."""
     if value is None:
         return "—"
-    return humanize_delta(value).removesuffix(" ago")
+    return span_text(value)
 
 
 @register.filter
