@@ -50,14 +50,35 @@ def _history_reproduces_rows(request):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles():
+def _fresh_throttles(request):
     """Each test starts with no API throttle counts (they live in the shared cache)."""
+    from django.core.cache import caches
+    from django.core.cache.backends.db import DatabaseCache
+
+    if not isinstance(caches["default"], DatabaseCache):
+        clear_cache()
+        yield
+        return
+    # In the test database: a test inside a transaction leaves no count behind, and one
+    # whose transactions commit clears what it counted when it ends.
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    if not (
+        "transactional_db" in names
+        or "live_server" in names
+        or (marker is not None and marker.kwargs.get("transaction"))
+    ):
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
     clear_cache()
 
 
 def clear_cache() -> None:
     """Delete this session's keys from the default cache. Never FLUSHDB: a Redis cache
-    shares its database with the broker (config/settings.py)."""
+    may share its database with the broker (config/settings.py). A database cache is in
+    this session's test database: all of it is this session's."""
     from django.core.cache import caches
     from django.core.cache.backends.redis import RedisCache
 
