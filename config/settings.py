@@ -519,6 +519,11 @@ RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # A queued step whose message has not started an attempt within this bound is
 # republished by the sweeper (the broker may have lost it).
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
+# A message's countdown (a retry's delay, a probe's wait) is at most this long; a longer
+# wait takes several messages (runs/engine/core/publish.py). Keep it below the broker's
+# bound on a message held unacknowledged: Redis's visibility timeout (an hour by
+# default), RabbitMQ's consumer_timeout (30 minutes by default).
+RUNS_MAX_COUNTDOWN_SECONDS = env_positive("RUNS_MAX_COUNTDOWN_SECONDS", 600.0)
 # A crashed guarded attempt is probed no earlier than its lease plus this grace: its
 # worker may only be paused, with the external call still to land (DESIGN.md §7).
 RUNS_PROBE_GRACE_SECONDS = env_float("RUNS_PROBE_GRACE_SECONDS", 30.0)
