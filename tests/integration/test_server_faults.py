@@ -1,8 +1,8 @@
 """Server faults in the middle of migrate-records (500 records, batches of 50): the
 PostgreSQL server restarting under running workers, and the broker dying and coming
-back empty. Each test starts its own server on a free port on 127.0.0.1, so the
-machine's PostgreSQL and Redis are never stopped; the test database of pytest-django
-is used only where a test says so.
+back empty. Each test starts its own server on a free port on 127.0.0.1 (a broker of the
+kind the session's is: Redis or RabbitMQ), so the machine's servers are never stopped;
+the test database of pytest-django is used only where a test says so.
 
 What is under test is recovery without help: workers reconnect by themselves
 (CONN_HEALTH_CHECKS, broker connection retry), an attempt whose worker lost the
@@ -66,11 +66,13 @@ def hold_run_when(
 # --- the tests ------------------------------------------------------------------------
 
 
-def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, private_redis, cluster):
+def test_postgres_restart_mid_migration_workers_reconnect(
+    private_postgres, private_broker, cluster
+):
     pg = private_postgres
-    # A private broker too (never faulted here): the machine's Redis stays untouched,
+    # A private broker too (never faulted here): the machine's broker stays untouched,
     # and no other test session shares the queue.
-    private = {"DATABASE_URL": pg.url, "CELERY_BROKER_URL": private_redis.url}
+    private = {"DATABASE_URL": pg.url, "CELERY_BROKER_URL": private_broker.url}
     manage(cluster.env(**private), "migrate", "--noinput")
     worker = cluster.worker(**private)
     beat = cluster.beat(**private)
@@ -123,8 +125,10 @@ def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, priv
     assert "OperationalError" in worker.output()
 
 
-def test_redis_killed_and_restarted_empty_sweeper_republishes(private_redis, cluster):
-    broker = private_redis
+def test_broker_killed_and_restarted_empty_sweeper_republishes(private_broker, cluster):
+    """Redis with no persistence, or a RabbitMQ node whose data is gone with it (a node
+    replaced, a disk lost): every message is lost, those the workers held too."""
+    broker = private_broker
     worker = cluster.worker(CELERY_BROKER_URL=broker.url)
     beat = cluster.beat(CELERY_BROKER_URL=broker.url)
     run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
@@ -142,9 +146,9 @@ def test_redis_killed_and_restarted_empty_sweeper_republishes(private_redis, clu
         (killed_at,) = cursor.fetchone()
     assert rows.count() < INPUT["count"], "the broker died after the migration had finished"
     time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
-    # Back on the same port with nothing in it (no RDB, no AOF): every message is lost,
-    # so the rest of the run can only come from the sweeper republishing queued steps.
-    broker.start()
+    # Back on the same port with nothing in it: every message is lost, so the rest of
+    # the run can only come from the sweeper republishing queued steps.
+    broker.start(empty=True)
 
     run = wait_settled(run, cluster, timeout=120)
 
