@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install up test lint bench bench-ui bench-retention chaos stop clean
+.PHONY: install up test test-integration lint bench bench-ui bench-retention chaos stop clean
 
 # The venv is (re)built when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -34,6 +34,13 @@ up: install
 ## test: the whole suite, on DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers.
 test: install
 	$(PY) scripts/stack.py test $(PYTEST_ARGS)
+
+## test-integration: only what depends on the servers (marker `servers`: tests/integration,
+##     every test that starts workers, the readiness checks, migrations from zero), on
+##     DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers. On RabbitMQ:
+##     CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/durable_runs make test-integration
+test-integration: install
+	$(PY) scripts/stack.py test -m servers $(PYTEST_ARGS)
 
 lint: install
 	@# A merge left unfinished must never land: no conflict markers in tracked files.

@@ -13,11 +13,49 @@ from tests.integration.harness import Cluster
 assert settings.CELERY_TASK_DEFAULT_QUEUE.startswith("durable-runs-test-"), "plugin not loaded"
 
 
+def pytest_collection_modifyitems(items):
+    """A test that starts real workers, or sits in tests/integration, depends on the
+    session's broker and PostgreSQL (marker `servers`): `make test-integration` runs
+    those, on another broker."""
+    for item in items:
+        integration = "integration" in item.path.parts[-3:-1]
+        if integration or "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.workers)
+        if item.get_closest_marker("workers"):
+            item.add_marker(pytest.mark.servers)
+
+
+_used_the_broker: list[bool] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_queues():
+    """At the end, this session's queues go (RUNS_QUEUE is per session), if a test used
+    them: a RabbitMQ keeps durable queues, and their exchange, until someone deletes
+    them."""
+    yield
+    if not _used_the_broker:
+        return
+    from config.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1)
+            channel = conn.default_channel
+            for queue in app.amqp.queues.values():
+                queue(channel).delete()
+            for exchange in {q.exchange for q in app.amqp.queues.values() if q.exchange.name}:
+                exchange(channel).delete()
+    except Exception:  # broker unreachable: nothing to tidy, nothing to fail
+        pass
+
+
 @pytest.fixture
 def cluster(transactional_db, tmp_path):
     """Start and stop real worker and beat processes against the test database."""
     from config.celery import app
 
+    _used_the_broker.append(True)
     app.control.purge()
     cluster = Cluster(tmp_path)
     try:
