@@ -28,7 +28,7 @@ from runs.states import ClaimStatus, RunStatus
 
 from .harness import wait_for
 from .helpers import SETTLED, wait_settled
-from .servers import manage
+from .servers import manage, session_broker
 
 pytestmark = pytest.mark.workers
 
@@ -165,3 +165,44 @@ def test_broker_killed_and_restarted_empty_sweeper_republishes(private_broker, c
     assert batches.filter(queued_at__gt=killed_at).exists()
     assert worker.popen.poll() is None, worker.output()
     assert beat.popen.poll() is None, beat.output()
+
+
+@pytest.mark.skipif(
+    session_broker() != "rabbitmq",
+    reason="about RabbitMQ's restart with its data: the private Redis keeps nothing across "
+    "a restart (no persistence), which the empty restart above covers",
+)
+def test_rabbitmq_killed_and_restarted_with_its_messages_redelivers_safely(private_broker, cluster):
+    """A RabbitMQ node killed and started again keeps its durable queues and persistent
+    messages, and puts back every message its consumers had not acknowledged: the batch
+    a worker was running when the node died comes again, to run against the claims that
+    batch already took."""
+    broker = private_broker
+    worker = cluster.worker(CELERY_BROKER_URL=broker.url)
+    beat = cluster.beat(CELERY_BROKER_URL=broker.url)
+    run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
+    rows = TargetRecord.objects.filter(run_id=run.id)
+
+    wait_for(
+        lambda: rows.count() >= MIGRATED_BEFORE_FAULT,
+        timeout=30,
+        what=f"{MIGRATED_BEFORE_FAULT} migrated rows",
+        on_timeout=cluster.logs,
+    )
+    broker.kill()
+    assert rows.count() < INPUT["count"], "the broker died after the migration had finished"
+    time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
+    broker.start(empty=False)
+
+    run = wait_settled(run, cluster, timeout=120)
+
+    assert run.status == RunStatus.SUCCEEDED, cluster.logs()
+    assert rows.count() == 500
+    assert not rows.values("record_id").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert sorted(rows.values_list("record_id", flat=True)) == list(range(1, 501))
+    claims = Claim.objects.filter(run=run, item_key__isnull=False)
+    assert claims.count() == claims.filter(status=ClaimStatus.SUCCEEDED).count() == 500
+    assert worker.popen.poll() is None, worker.output()
+    assert beat.popen.poll() is None, beat.output()
+    # The worker came back to the restarted node by itself.
+    assert worker.output().count(f"Connected to amqp://guest:**@127.0.0.1:{broker.port}//") >= 2
