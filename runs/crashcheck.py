@@ -283,6 +283,7 @@ class CrashCheck:
                 notes.append(f"did not settle within {self.timeout:g}s (the worker was not killed)")
         finally:
             stop_all(processes, STOP_GRACE_SECONDS)
+            _delete_queues(queue)
 
         settled = run is not None
         run = run or Run.objects.get(pk=run_id)
@@ -409,6 +410,23 @@ class CrashCheck:
             return str(uuid.UUID(lines[-1].strip()))
         except ValueError as exc:
             raise CrashcheckError(f"submit_run printed no run id:\n{done.stdout}") from exc
+
+
+def _delete_queues(queue: str) -> None:
+    """Delete a check's queues and their exchange, once its processes are gone: a
+    RabbitMQ keeps durable queues until someone deletes them (Redis forgets an empty
+    list by itself). A broker that does not answer now keeps them; nothing fails."""
+    from kombu import Connection, Exchange, Queue
+
+    try:
+        with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
+            conn.ensure_connection(max_retries=1)
+            channel = conn.default_channel
+            for name in (queue, f"{queue}-recovery"):
+                Queue(name, channel=channel).delete()
+            Exchange(queue, channel=channel).delete()
+    except Exception:
+        pass
 
 
 def _remove_if_empty(path: Path) -> None:
