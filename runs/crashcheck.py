@@ -52,6 +52,7 @@ from runs.processes import (
     ProcessError,
     celery_beat_args,
     celery_worker_args,
+    delete_queues,
     stop_all,
 )
 from runs.states import RUN_ACTIVE, RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
@@ -283,7 +284,7 @@ class CrashCheck:
                 notes.append(f"did not settle within {self.timeout:g}s (the worker was not killed)")
         finally:
             stop_all(processes, STOP_GRACE_SECONDS)
-            _delete_queues(queue)
+            delete_queues(queue)
 
         settled = run is not None
         run = run or Run.objects.get(pk=run_id)
@@ -410,23 +411,6 @@ class CrashCheck:
             return str(uuid.UUID(lines[-1].strip()))
         except ValueError as exc:
             raise CrashcheckError(f"submit_run printed no run id:\n{done.stdout}") from exc
-
-
-def _delete_queues(queue: str) -> None:
-    """Delete a check's queues and their exchange, once its processes are gone: a
-    RabbitMQ keeps durable queues until someone deletes them (Redis forgets an empty
-    list by itself). A broker that does not answer now keeps them; nothing fails."""
-    from kombu import Connection, Exchange, Queue
-
-    try:
-        with Connection(settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
-            conn.ensure_connection(max_retries=1)
-            channel = conn.default_channel
-            for name in (queue, f"{queue}-recovery"):
-                Queue(name, channel=channel).delete()
-            Exchange(queue, channel=channel).delete()
-    except Exception:
-        pass
 
 
 def _remove_if_empty(path: Path) -> None:

@@ -36,18 +36,9 @@ def _session_queues():
     yield
     if not _used_the_broker:
         return
-    from config.celery import app
+    from runs.processes import delete_queues
 
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1)
-            channel = conn.default_channel
-            for queue in app.amqp.queues.values():
-                queue(channel).delete()
-            for exchange in {q.exchange for q in app.amqp.queues.values() if q.exchange.name}:
-                exchange(channel).delete()
-    except Exception:  # broker unreachable: nothing to tidy, nothing to fail
-        pass
+    delete_queues(settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
 @pytest.fixture
