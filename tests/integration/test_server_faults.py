@@ -74,9 +74,12 @@ def test_postgres_restart_mid_migration_workers_reconnect(
     # and no other test session shares the queue.
     private = {"DATABASE_URL": pg.url, "CELERY_BROKER_URL": private_broker.url}
     manage(cluster.env(**private), "migrate", "--noinput")
-    worker = cluster.worker(**private)
     beat = cluster.beat(**private)
+    # Submitted before any worker runs, and the worker not waited for: the gate below is
+    # looking before the first item can commit. A worker already running could finish
+    # the whole migration while `submit_run` exits, before the gate's first look.
     run_id = submit(cluster.env(**private))
+    worker = cluster.worker(wait=False, **private)
 
     def migrated() -> int:
         row = pg.query("SELECT count(*) FROM examples_targetrecord WHERE run_id = %s", (run_id,))
