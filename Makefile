@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install lock up demo test lint bench bench-ui bench-retention chaos stop clean
+.PHONY: help install lock up demo test test-integration lint bench bench-ui bench-retention chaos stop clean
 .DEFAULT_GOAL := help
 
 ## help: this list (each target's `##` lines).
@@ -60,6 +60,13 @@ demo: install
 ## test: the whole suite, on DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers.
 test: install
 	$(PY) scripts/stack.py test $(PYTEST_ARGS)
+
+## test-integration: only what depends on the servers (marker `servers`: tests/integration,
+##     every test that starts workers, the readiness checks, migrations from zero), on
+##     DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers. On RabbitMQ:
+##     CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/durable_runs make test-integration
+test-integration: install
+	$(PY) scripts/stack.py test -m servers $(PYTEST_ARGS)
 
 ## lint: ruff (check and format), the import contracts (lint-imports) and mypy; the same
 ##     checks run before each commit once `pre-commit install` is done.

@@ -1,5 +1,5 @@
 """Throttles per user and per anonymous address, counted in the cache every process
-shares (settings.CACHES, the broker's Redis).
+shares (settings.CACHES: a Redis, or a table in PostgreSQL).
 
 Addresses are the client's, behind settings.TRUSTED_PROXY_COUNT proxies
 (config/clientip.py). The rates are read from settings.API_THROTTLE_USER /
@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError
 from redis.exceptions import RedisError
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
@@ -36,7 +37,7 @@ class _FromSettings:
     def allow_request(self, request: Any, view: Any) -> bool:
         try:
             return bool(super().allow_request(request, view))  # type: ignore[misc]
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, DatabaseError) as exc:
             log.warning("API throttle skipped: its cache is unavailable (%s)", exc)
             return True
 

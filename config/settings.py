@@ -419,25 +419,50 @@ SPECTACULAR_SETTINGS = {
 }
 
 
-def cache_from_broker(url: str) -> dict[str, object]:
-    """The cache every process shares (API throttle counts): the broker's Redis when it
-    is one, the embedded `redis+socket://PATH` included (`unix://PATH` to redis-py);
-    otherwise each process's memory, which throttles per process only."""
+# The table of the database cache (CACHE_URL=db): made by api's migration 0002.
+DATABASE_CACHE_TABLE = "durable_runs_cache"
+
+
+def cache_from_broker(url: str, cache_url: str = "") -> dict[str, object]:
+    """The cache every process shares: it holds the API's throttle counts, nothing else.
+
+    CACHE_URL when set: a Redis URL (`redis://`, `rediss://`, `unix://PATH`,
+    `redis+socket://PATH`), `db` for a table in PostgreSQL, or `memory` for each
+    process's own memory (throttles then count per process only). Unset: the broker's
+    Redis when the broker is one (the embedded `redis+socket://PATH` included), else the
+    database, so that a RabbitMQ deployment needs no Redis and still throttles across
+    every web process."""
+    url = cache_url.strip() or url
     if url.startswith("redis+socket://"):
         url = "unix://" + url.removeprefix("redis+socket://").split("?", 1)[0]
+    prefix = os.environ.get("API_CACHE_PREFIX") or "durable-runs"
     if url.startswith(("redis://", "rediss://", "unix://")):
         return {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": url,
-            # Never clear() this cache: it shares the broker's database (FLUSHDB).
-            "KEY_PREFIX": os.environ.get("API_CACHE_PREFIX") or "durable-runs",
+            # Never clear() this cache: it may share the broker's database (FLUSHDB).
+            "KEY_PREFIX": prefix,
         }
-    return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if url == "memory":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if url == "db" or not cache_url.strip():
+        return {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": DATABASE_CACHE_TABLE,
+            "KEY_PREFIX": prefix,
+            # One row per throttled user or address within its window: a cull (every
+            # set past this many rows) must not forget live counts.
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
+        }
+    raise ImproperlyConfigured(
+        f"CACHE_URL must be a redis://, rediss://, unix:// or redis+socket:// URL, db or "
+        f"memory, not {cache_url!r}"
+    )
 
 
 # --- Celery ---------------------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
-CACHES = {"default": cache_from_broker(CELERY_BROKER_URL)}
+CACHES = {"default": cache_from_broker(CELERY_BROKER_URL, os.environ.get("CACHE_URL", ""))}
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("RUNS_QUEUE", "durable-runs")
 # A message is acknowledged only after the task returns, and is requeued if the
 # worker process dies: delivery may duplicate, never lose (the engine dedupes).
@@ -504,6 +529,11 @@ RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
 # A queued step whose message has not started an attempt within this bound is
 # republished by the sweeper (the broker may have lost it).
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
+# A message's countdown (a retry's delay, a probe's wait) is at most this long; a longer
+# wait takes several messages (runs/engine/core/publish.py). Keep it below the broker's
+# bound on a message held unacknowledged: Redis's visibility timeout (an hour by
+# default), RabbitMQ's consumer_timeout (30 minutes by default).
+RUNS_MAX_COUNTDOWN_SECONDS = env_positive("RUNS_MAX_COUNTDOWN_SECONDS", 600.0)
 # A crashed guarded attempt is probed no earlier than its lease plus this grace: its
 # worker may only be paused, with the external call still to land
 # (docs/reliability.md#what-no-lease-can-fence).

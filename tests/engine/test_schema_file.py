@@ -150,6 +150,7 @@ def drift(migrated: dict[str, str], from_file: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.servers  # the migrations and the file, on the session's PostgreSQL
 def test_schema_file_is_what_migrations_from_zero_make(empty_database):
     migrate_from_zero(empty_database)
 

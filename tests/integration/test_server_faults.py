@@ -1,8 +1,8 @@
 """Server faults in the middle of migrate-records (500 records, batches of 50): the
 PostgreSQL server restarting under running workers, and the broker dying and coming
-back empty. Each test starts its own server on a free port on 127.0.0.1, so the
-machine's PostgreSQL and Redis are never stopped; the test database of pytest-django
-is used only where a test says so.
+back empty. Each test starts its own server on a free port on 127.0.0.1 (a broker of the
+kind the session's is: Redis or RabbitMQ), so the machine's servers are never stopped;
+the test database of pytest-django is used only where a test says so.
 
 What is under test is recovery without help: workers reconnect by themselves
 (CONN_HEALTH_CHECKS, broker connection retry), an attempt whose worker lost the
@@ -28,7 +28,7 @@ from runs.states import ClaimStatus, RunStatus
 
 from .harness import wait_for
 from .helpers import SETTLED, wait_settled
-from .servers import manage
+from .servers import manage, session_broker
 
 pytestmark = pytest.mark.workers
 
@@ -66,15 +66,20 @@ def hold_run_when(
 # --- the tests ------------------------------------------------------------------------
 
 
-def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, private_redis, cluster):
+def test_postgres_restart_mid_migration_workers_reconnect(
+    private_postgres, private_broker, cluster
+):
     pg = private_postgres
-    # A private broker too (never faulted here): the machine's Redis stays untouched,
+    # A private broker too (never faulted here): the machine's broker stays untouched,
     # and no other test session shares the queue.
-    private = {"DATABASE_URL": pg.url, "CELERY_BROKER_URL": private_redis.url}
+    private = {"DATABASE_URL": pg.url, "CELERY_BROKER_URL": private_broker.url}
     manage(cluster.env(**private), "migrate", "--noinput")
-    worker = cluster.worker(**private)
     beat = cluster.beat(**private)
+    # Submitted before any worker runs, and the worker not waited for: the gate below is
+    # looking before the first item can commit. A worker already running could finish
+    # the whole migration while `submit_run` exits, before the gate's first look.
     run_id = submit(cluster.env(**private))
+    worker = cluster.worker(wait=False, **private)
 
     def migrated() -> int:
         row = pg.query("SELECT count(*) FROM examples_targetrecord WHERE run_id = %s", (run_id,))
@@ -123,8 +128,10 @@ def test_postgres_restart_mid_migration_workers_reconnect(private_postgres, priv
     assert "OperationalError" in worker.output()
 
 
-def test_redis_killed_and_restarted_empty_sweeper_republishes(private_redis, cluster):
-    broker = private_redis
+def test_broker_killed_and_restarted_empty_sweeper_republishes(private_broker, cluster):
+    """Redis with no persistence, or a RabbitMQ node whose data is gone with it (a node
+    replaced, a disk lost): every message is lost, those the workers held too."""
+    broker = private_broker
     worker = cluster.worker(CELERY_BROKER_URL=broker.url)
     beat = cluster.beat(CELERY_BROKER_URL=broker.url)
     run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
@@ -142,9 +149,9 @@ def test_redis_killed_and_restarted_empty_sweeper_republishes(private_redis, clu
         (killed_at,) = cursor.fetchone()
     assert rows.count() < INPUT["count"], "the broker died after the migration had finished"
     time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
-    # Back on the same port with nothing in it (no RDB, no AOF): every message is lost,
-    # so the rest of the run can only come from the sweeper republishing queued steps.
-    broker.start()
+    # Back on the same port with nothing in it: every message is lost, so the rest of
+    # the run can only come from the sweeper republishing queued steps.
+    broker.start(empty=True)
 
     run = wait_settled(run, cluster, timeout=120)
 
@@ -161,3 +168,44 @@ def test_redis_killed_and_restarted_empty_sweeper_republishes(private_redis, clu
     assert batches.filter(queued_at__gt=killed_at).exists()
     assert worker.popen.poll() is None, worker.output()
     assert beat.popen.poll() is None, beat.output()
+
+
+@pytest.mark.skipif(
+    session_broker() != "rabbitmq",
+    reason="about RabbitMQ's restart with its data: the private Redis keeps nothing across "
+    "a restart (no persistence), which the empty restart above covers",
+)
+def test_rabbitmq_killed_and_restarted_with_its_messages_redelivers_safely(private_broker, cluster):
+    """A RabbitMQ node killed and started again keeps its durable queues and persistent
+    messages, and puts back every message its consumers had not acknowledged: the batch
+    a worker was running when the node died comes again, to run against the claims that
+    batch already took."""
+    broker = private_broker
+    worker = cluster.worker(CELERY_BROKER_URL=broker.url)
+    beat = cluster.beat(CELERY_BROKER_URL=broker.url)
+    run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
+    rows = TargetRecord.objects.filter(run_id=run.id)
+
+    wait_for(
+        lambda: rows.count() >= MIGRATED_BEFORE_FAULT,
+        timeout=30,
+        what=f"{MIGRATED_BEFORE_FAULT} migrated rows",
+        on_timeout=cluster.logs,
+    )
+    broker.kill()
+    assert rows.count() < INPUT["count"], "the broker died after the migration had finished"
+    time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
+    broker.start(empty=False)
+
+    run = wait_settled(run, cluster, timeout=120)
+
+    assert run.status == RunStatus.SUCCEEDED, cluster.logs()
+    assert rows.count() == 500
+    assert not rows.values("record_id").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert sorted(rows.values_list("record_id", flat=True)) == list(range(1, 501))
+    claims = Claim.objects.filter(run=run, item_key__isnull=False)
+    assert claims.count() == claims.filter(status=ClaimStatus.SUCCEEDED).count() == 500
+    assert worker.popen.poll() is None, worker.output()
+    assert beat.popen.poll() is None, beat.output()
+    # The worker came back to the restarted node by itself.
+    assert worker.output().count(f"Connected to amqp://guest:**@127.0.0.1:{broker.port}//") >= 2

@@ -26,7 +26,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from runs.processes import WORKER_READY
+from runs.processes import WORKER_READY, delete_queues
 from tests.integration import harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,6 +221,7 @@ def stack(transactional_db, tmp_path) -> Iterator[Stack]:
                 proc.wait()
         for leftover in running.processes():
             leftover.kill()
+        delete_queues(queue)
 
 
 def wait_ready(stack: Stack) -> None:

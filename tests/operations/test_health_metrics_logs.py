@@ -25,6 +25,7 @@ def test_healthz_answers_without_a_login(client):
     assert response.status_code == 200 and response.json() == {"status": "ok"}
 
 
+@pytest.mark.servers  # asks the session's broker and PostgreSQL
 def test_readyz_checks_database_migrations_and_broker(client):
     response = client.get("/readyz")
     body = response.json()
@@ -271,6 +272,7 @@ def test_a_wrong_log_format_is_one_clear_line():
     assert done.returncode != 0 and "LOG_FORMAT must be json or plain, not 'xml'" in done.stderr
 
 
+@pytest.mark.servers  # asks the session's broker and PostgreSQL
 def test_check_health_command_for_containers():
     from tests.integration.harness import database_url_for_tests
 

@@ -135,18 +135,65 @@ def test_settings_passwords_need_at_least_12_characters():
         ("redis://127.0.0.1:6379/0", "RedisCache", "redis://127.0.0.1:6379/0"),
         ("redis+socket:///srv/var/redis.sock", "RedisCache", "unix:///srv/var/redis.sock"),
         ("redis+socket:///srv/r.sock?virtual_host=0", "RedisCache", "unix:///srv/r.sock"),
-        ("amqp://guest@localhost//", "LocMemCache", None),
+        ("amqp://guest@localhost//", "DatabaseCache", "durable_runs_cache"),
     ],
 )
 def test_settings_api_cache_follows_the_broker(broker, backend, location):
     """Throttle counts are shared by every process through the broker's Redis (the
-    embedded one's socket included)."""
+    embedded one's socket included), or with another broker through PostgreSQL."""
     from config.settings import cache_from_broker
 
     cache = cache_from_broker(broker)
 
     assert str(cache["BACKEND"]).endswith(backend)
     assert cache.get("LOCATION") == location
+
+
+@pytest.mark.parametrize(
+    ("cache_url", "backend", "location"),
+    [
+        ("redis://cache.internal:6379/2", "RedisCache", "redis://cache.internal:6379/2"),
+        ("redis+socket:///srv/c.sock", "RedisCache", "unix:///srv/c.sock"),
+        ("db", "DatabaseCache", "durable_runs_cache"),
+        ("memory", "LocMemCache", None),
+    ],
+)
+@pytest.mark.parametrize("broker", ["amqp://guest@localhost//", "redis://127.0.0.1:6379/0"])
+def test_settings_cache_url_wins_over_the_broker(broker, cache_url, backend, location):
+    from config.settings import cache_from_broker
+
+    cache = cache_from_broker(broker, cache_url)
+
+    assert str(cache["BACKEND"]).endswith(backend)
+    assert cache.get("LOCATION") == location
+
+
+def test_settings_cache_url_refuses_what_it_cannot_use():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from config.settings import cache_from_broker
+
+    with pytest.raises(ImproperlyConfigured) as refused:
+        cache_from_broker("amqp://guest@localhost//", "memcached://127.0.0.1:11211")
+    assert str(refused.value) == (
+        "CACHE_URL must be a redis://, rediss://, unix:// or redis+socket:// URL, db or "
+        "memory, not 'memcached://127.0.0.1:11211'"
+    )
+
+
+def test_settings_database_cache_table_is_made_by_the_migrations(db):
+    """The table the database cache names exists once migrations have run, whichever
+    cache this session uses: a change of broker needs no `createcachetable`."""
+    from django.core.cache.backends.db import DatabaseCache
+    from django.db import connection
+
+    from config.settings import DATABASE_CACHE_TABLE, cache_from_broker
+
+    config = cache_from_broker("amqp://guest@localhost//")
+    cache = DatabaseCache(DATABASE_CACHE_TABLE, {"KEY_PREFIX": "t", **config})
+    cache.set("k", 1)
+    assert cache.get("k") == 1
+    assert DATABASE_CACHE_TABLE in connection.introspection.table_names()
 
 
 def test_settings_api_cache_reaches_the_embedded_redis_socket(tmp_path):

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterable
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 
 from . import faults
@@ -28,7 +29,20 @@ def send(task: str, arg: int, countdown: float | None = None) -> None:
     current_app.send_task(task, args=(arg,), countdown=countdown)
 
 
+def bounded(countdown: float | None) -> float | None:
+    """A countdown of at most RUNS_MAX_COUNTDOWN_SECONDS. The worker that receives a
+    message with a countdown holds it unacknowledged until then, and a broker takes a
+    message held too long for lost: Redis delivers it again after its visibility
+    timeout, RabbitMQ closes the channel after its consumer_timeout. A longer wait is
+    made of several messages: one that arrives before its time on the database's clock
+    is sent again for what remains (republish_if_early, the probe's early arrival)."""
+    if countdown is None:
+        return None
+    return min(countdown, float(settings.RUNS_MAX_COUNTDOWN_SECONDS))
+
+
 def publish_now(step_ids: Iterable[int], countdown: float | None = None) -> None:
+    countdown = bounded(countdown)
     for step_id in step_ids:
         for _ in range(faults.message_copies()):
             try:
@@ -59,7 +73,7 @@ def publish_on_commit(
 
 def publish_probes(claim_ids: list[int], delays: dict[int, float] | None = None) -> None:
     for claim_id in claim_ids:
-        delay = (delays or {}).get(claim_id) or None
+        delay = bounded((delays or {}).get(claim_id) or None)
         try:
             send(PROBE_CLAIM, claim_id, delay)
         except Exception:
