@@ -110,7 +110,8 @@ def delete_queues(queue: str, broker_url: str | None = None) -> None:
     exchange, once the processes that used them are gone: a RabbitMQ keeps durable
     queues until someone deletes them (Redis forgets an empty list by itself). A broker
     that does not answer now keeps them; nothing fails."""
-    from kombu import Connection, Exchange, Queue
+    from kombu.connection import Connection
+    from kombu.entity import Exchange, Queue
 
     try:
         with Connection(broker_url or settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
