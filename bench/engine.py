@@ -124,6 +124,9 @@ def measure(
     return Phase(name, units, _span(run_ids, batches_only), db)
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
 def plain_celery(n: int) -> float:
     """No-op tasks per second through the same settings and broker."""
     import noop
@@ -296,6 +299,12 @@ def main() -> None:
         args.celery_tasks = 500 if args.quick else 2000
     if args.latency_runs is None:
         args.latency_runs = 4 if args.quick else 10
+    if not common.redis_url(settings.CELERY_BROKER_URL).startswith(REDIS_SCHEMES):
+        # The plain-Celery row counts its no-op tasks in the broker's Redis.
+        raise SystemExit(
+            f"bench/engine.py needs a Redis broker, not {settings.CELERY_BROKER_URL.split(':')[0]}:"
+            " unset CELERY_BROKER_URL (make bench starts its own) or name a redis:// one"
+        )
     call_command("migrate", verbosity=0)
     dbname = settings.DATABASES["default"]["NAME"]
     print(

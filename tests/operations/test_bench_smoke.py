@@ -143,8 +143,29 @@ def _finite_positive(result: dict[str, Any], keys: list[str]) -> None:
     assert not bad, bad
 
 
+def test_engine_refuses_a_broker_it_cannot_count_on_in_one_line(bench_env):
+    env = {**bench_env, "CELERY_BROKER_URL": "amqp://guest:guest@127.0.0.1:5672/none"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "engine.py"), "--quick"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        "bench/engine.py needs a Redis broker, not amqp: unset CELERY_BROKER_URL"
+        " (make bench starts its own) or name a redis:// one"
+    ]
+
+
 @pytest.mark.workers
 def test_engine(bench_env):
+    if not bench_env["CELERY_BROKER_URL"].startswith(("redis", "unix")):
+        pytest.skip("bench/engine.py counts plain Celery in a Redis broker (see the test above)")
     try:
         import dbos  # noqa: F401  (the bench extra)
 
