@@ -41,12 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
-from django.db.migrations.executor import MigrationExecutor
 
+from config.health import check_broker, check_database
 from runs.dburl import database_url
+from runs.management.commands.createoperator import grant_role
 from runs.models import Claim, Run, Step
 from runs.processes import (
     BEAT_READY,
@@ -57,7 +58,7 @@ from runs.processes import (
     celery_worker_args,
     stop_all,
 )
-from runs.roles import OPERATORS, grant_operator_permissions
+from runs.roles import OPERATORS
 from runs.states import ClaimStatus, RunStatus, StepStatus
 
 REVIEWER = "demo-reviewer"  # the account that rejects one refund (it cannot log in)
@@ -228,29 +229,25 @@ class Command(BaseCommand):
         self.stderr.write(f"demo: {line}")
 
     def _check_stack(self, base_url: str) -> None:
-        """One line saying what is missing, rather than a traceback."""
+        """One line saying what is missing, rather than a traceback: the checks /readyz
+        makes (config/health.py), each refusal in words."""
         db = connection.settings_dict
         where = f"database {db.get('NAME')} on {db.get('HOST') or 'the default socket'}"
         try:
-            connection.ensure_connection()
-            executor = MigrationExecutor(connection)
-            pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+            database = check_database()
         except DatabaseError as exc:
             reason = " ".join((str(exc).splitlines() or [""])[0].split())
             raise CommandError(
                 f"cannot reach the stack's {where} ({reason}): start it with `make up` in "
                 "another shell (or set DATABASE_URL), then run `make demo` again"
             ) from exc
-        if pending:
+        if not database["ok"]:
             raise CommandError(
-                f"the {where} is not migrated ({len(pending)} migration(s) pending): `make up` "
-                "migrates it (or `python manage.py migrate`), then run `make demo` again"
+                f"the {where} is not migrated ({database['error']}): `make up` migrates it "
+                "(or `python manage.py migrate`), then run `make demo` again"
             )
-        from config.celery import app
-
         try:
-            with app.connection_for_write() as conn:
-                conn.ensure_connection(max_retries=1, timeout=3)
+            check_broker()
         except Exception as exc:
             raise CommandError(
                 f"cannot reach the stack's broker ({type(exc).__name__}: {exc}): start it with "
@@ -273,10 +270,7 @@ def reviewer_account() -> User:
     if created or user.has_usable_password() or not user.is_active:
         user.set_unusable_password()
         user.is_active = True
-        user.save()
-    group, _ = Group.objects.get_or_create(name=OPERATORS)
-    grant_operator_permissions(group)
-    user.groups.add(group)
+    grant_role(user, OPERATORS)  # saves it
     return user
 
 
