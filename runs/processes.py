@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from kombu.connection import Connection
+from kombu.entity import Exchange, Queue
 
 WORKER_READY = " ready."
 BEAT_READY = "beat: Starting"
@@ -110,9 +112,6 @@ def delete_queues(queue: str, broker_url: str | None = None) -> None:
     exchange, once the processes that used them are gone: a RabbitMQ keeps durable
     queues until someone deletes them (Redis forgets an empty list by itself). A broker
     that does not answer now keeps them; nothing fails."""
-    from kombu.connection import Connection
-    from kombu.entity import Exchange, Queue
-
     try:
         with Connection(broker_url or settings.CELERY_BROKER_URL, connect_timeout=5) as conn:
             conn.ensure_connection(max_retries=1)

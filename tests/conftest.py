@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+from runs.processes import delete_queues
 from tests.integration.harness import Cluster
 
 # tests/support/session_env.py (a -p plugin) names this session's queue and test database.
@@ -36,8 +37,6 @@ def _session_queues():
     yield
     if not _used_the_broker:
         return
-    from runs.processes import delete_queues
-
     delete_queues(settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
