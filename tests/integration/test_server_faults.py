@@ -128,10 +128,10 @@ def test_postgres_restart_mid_migration_workers_reconnect(
     assert "OperationalError" in worker.output()
 
 
-def test_broker_killed_and_restarted_empty_sweeper_republishes(private_broker, cluster):
-    """Redis with no persistence, or a RabbitMQ node whose data is gone with it (a node
-    replaced, a disk lost): every message is lost, those the workers held too."""
-    broker = private_broker
+def _migration_whose_broker_dies(broker: Any, cluster: Any) -> tuple[Any, Any, Run, Any, Any]:
+    """A 500-record migration on `broker`'s workers, killed with the broker once part of
+    it has migrated: the worker, the beat, the run, its rows and when the broker died
+    (the database's clock). The broker is down on return; the outage is the caller's."""
     worker = cluster.worker(CELERY_BROKER_URL=broker.url)
     beat = cluster.beat(CELERY_BROKER_URL=broker.url)
     run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
@@ -148,6 +148,24 @@ def test_broker_killed_and_restarted_empty_sweeper_republishes(private_broker, c
         cursor.execute("SELECT now()")
         (killed_at,) = cursor.fetchone()
     assert rows.count() < INPUT["count"], "the broker died after the migration had finished"
+    return worker, beat, run, rows, killed_at
+
+
+def _every_record_migrated_once(run: Run, rows: Any) -> None:
+    assert run.status == RunStatus.SUCCEEDED
+    assert rows.count() == 500
+    assert rows.values("record_id").distinct().count() == 500
+    assert not rows.values("record_id").annotate(n=Count("id")).filter(n__gt=1).exists()
+    assert sorted(rows.values_list("record_id", flat=True)) == list(range(1, 501))
+    claims = Claim.objects.filter(run=run, item_key__isnull=False)
+    assert claims.count() == claims.filter(status=ClaimStatus.SUCCEEDED).count() == 500
+
+
+def test_broker_killed_and_restarted_empty_sweeper_republishes(private_broker, cluster):
+    """Redis with no persistence, or a RabbitMQ node whose data is gone with it (a node
+    replaced, a disk lost): every message is lost, those the workers held too."""
+    broker = private_broker
+    worker, beat, run, rows, killed_at = _migration_whose_broker_dies(broker, cluster)
     time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
     # Back on the same port with nothing in it: every message is lost, so the rest of
     # the run can only come from the sweeper republishing queued steps.
@@ -156,12 +174,7 @@ def test_broker_killed_and_restarted_empty_sweeper_republishes(private_broker, c
     run = wait_settled(run, cluster, timeout=120)
 
     assert run.status == RunStatus.SUCCEEDED, cluster.logs()
-    assert rows.count() == 500
-    assert rows.values("record_id").distinct().count() == 500
-    assert not rows.values("record_id").annotate(n=Count("id")).filter(n__gt=1).exists()
-    assert sorted(rows.values_list("record_id", flat=True)) == list(range(1, 501))
-    claims = Claim.objects.filter(run=run, item_key__isnull=False)
-    assert claims.count() == claims.filter(status=ClaimStatus.SUCCEEDED).count() == 500
+    _every_record_migrated_once(run, rows)
     # At least one batch was queued again after the kill: republished by the sweeper
     # (or requeued from a crashed attempt), since the restarted broker held nothing.
     batches = Step.objects.filter(run=run, parent__isnull=False)
@@ -181,30 +194,14 @@ def test_rabbitmq_killed_and_restarted_with_its_messages_redelivers_safely(priva
     a worker was running when the node died comes again, to run against the claims that
     batch already took."""
     broker = private_broker
-    worker = cluster.worker(CELERY_BROKER_URL=broker.url)
-    beat = cluster.beat(CELERY_BROKER_URL=broker.url)
-    run = Run.objects.get(pk=submit(cluster.env(CELERY_BROKER_URL=broker.url)))
-    rows = TargetRecord.objects.filter(run_id=run.id)
-
-    wait_for(
-        lambda: rows.count() >= MIGRATED_BEFORE_FAULT,
-        timeout=30,
-        what=f"{MIGRATED_BEFORE_FAULT} migrated rows",
-        on_timeout=cluster.logs,
-    )
-    broker.kill()
-    assert rows.count() < INPUT["count"], "the broker died after the migration had finished"
+    worker, beat, run, rows, _ = _migration_whose_broker_dies(broker, cluster)
     time.sleep(OUTAGE_SECONDS)  # the outage itself, not a wait for a condition
     broker.start(empty=False)
 
     run = wait_settled(run, cluster, timeout=120)
 
     assert run.status == RunStatus.SUCCEEDED, cluster.logs()
-    assert rows.count() == 500
-    assert not rows.values("record_id").annotate(n=Count("id")).filter(n__gt=1).exists()
-    assert sorted(rows.values_list("record_id", flat=True)) == list(range(1, 501))
-    claims = Claim.objects.filter(run=run, item_key__isnull=False)
-    assert claims.count() == claims.filter(status=ClaimStatus.SUCCEEDED).count() == 500
+    _every_record_migrated_once(run, rows)
     assert worker.popen.poll() is None, worker.output()
     assert beat.popen.poll() is None, beat.output()
     # The worker came back to the restarted node by itself.
