@@ -15,10 +15,15 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from runs import sql
+from runs.states import ClaimStatus, RunStatus
+
+SQL = sql.load(__file__)
 
 PREFIX = "durable_runs"
 # Step durations run from milliseconds (pure) to hours (a long guarded call).
@@ -71,17 +76,10 @@ class DatabaseCollector(Collector):
     status (by the status index)."""
 
     def collect(self) -> Iterator[Metric]:
-        from django.db import connection
-
-        from runs.states import RunStatus
-
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*), coalesce(extract(epoch FROM now() - min(unresolved_at)), 0) "
-                "FROM runs_claim WHERE status = 'unresolved'"
-            )
+            cursor.execute(SQL["unresolved_claims"], {"unresolved": ClaimStatus.UNRESOLVED})
             count, oldest = cursor.fetchone()
-            cursor.execute("SELECT status, count(*) FROM runs_run GROUP BY status")
+            cursor.execute(SQL["runs_by_status"])
             by_status = dict(cursor.fetchall())
         yield GaugeMetricFamily(
             f"{PREFIX}_unresolved_claims", "Claims waiting for a decision.", value=count
