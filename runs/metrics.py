@@ -58,6 +58,12 @@ PURGED = Counter(
     "Rows retention compacted or deleted, by stage.",
     ["stage", "action"],
 )
+WEBHOOKS = Counter(
+    f"{PREFIX}_webhook_deliveries_total",
+    "Webhook delivery tries by event and outcome (delivered; failed: another try is "
+    "scheduled; gave_up: its tries used up, kept as failed).",
+    ["event", "outcome"],
+)
 
 
 def on_commit(apply: Any) -> None:
@@ -65,24 +71,55 @@ def on_commit(apply: Any) -> None:
     transaction.on_commit(apply)
 
 
+# Read at scrape time; each statement is answered from a partial index (or a handful of
+# rows: one per retention policy). Statuses are parameters, never spliced.
+UNRESOLVED_SQL = (
+    "SELECT count(*), coalesce(extract(epoch FROM now() - min(unresolved_at)), 0) "
+    "FROM runs_claim WHERE status = %s"
+)
+# step_waiting_idx: queued steps by queued_at.
+QUEUED_SQL = (
+    "SELECT count(*), coalesce(extract(epoch FROM now() - min(queued_at)), 0) "
+    "FROM runs_step WHERE status = %s"
+)
+# Each enabled policy's last completed purge (a dry run is a preview, not a purge); a
+# policy never purged counts from its creation, so a beat that never ran is seen too.
+RETENTION_SQL = (
+    "SELECT p.name, extract(epoch FROM now() - coalesce("
+    "(SELECT max(u.finished_at) FROM runs_retentionpurge u "
+    "WHERE u.policy_id = p.id AND NOT u.dry_run), p.created_at)) "
+    "FROM runs_retentionpolicy p WHERE p.enabled"
+)
+# webhook_pending_idx: the outbox rows still to deliver.
+WEBHOOK_SQL = (
+    "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) "
+    "FROM reconciliation_webhookdelivery WHERE status = %s"
+)
+
+
 class DatabaseCollector(Collector):
-    """Gauges read from PostgreSQL at scrape time: the reconciliation queue (count and
-    age of its oldest claim, by the partial index on unresolved claims) and runs by
-    status (by the status index)."""
+    """Gauges read from PostgreSQL at scrape time (docs/operating.md#alerts says which
+    alert reads which): the reconciliation queue (count and age of its oldest claim),
+    runs by status, the steps queued for a worker (count and age of the oldest: workers
+    that stopped taking work), each retention policy's time since its last purge, and
+    the webhook outbox's undelivered events."""
 
     def collect(self) -> Iterator[Metric]:
         from django.db import connection
 
-        from runs.states import RunStatus
+        from runs.states import ClaimStatus, RunStatus, StepStatus
 
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*), coalesce(extract(epoch FROM now() - min(unresolved_at)), 0) "
-                "FROM runs_claim WHERE status = 'unresolved'"
-            )
+            cursor.execute(UNRESOLVED_SQL, [ClaimStatus.UNRESOLVED.value])
             count, oldest = cursor.fetchone()
             cursor.execute("SELECT status, count(*) FROM runs_run GROUP BY status")
             by_status = dict(cursor.fetchall())
+            cursor.execute(QUEUED_SQL, [StepStatus.QUEUED.value])
+            queued, oldest_queued = cursor.fetchone()
+            cursor.execute(RETENTION_SQL)
+            purges = cursor.fetchall()
+            cursor.execute(WEBHOOK_SQL, ["pending"])
+            pending, oldest_pending = cursor.fetchone()
         yield GaugeMetricFamily(
             f"{PREFIX}_unresolved_claims", "Claims waiting for a decision.", value=count
         )
@@ -95,6 +132,35 @@ class DatabaseCollector(Collector):
         for status in RunStatus.values:
             runs.add_metric([status], by_status.get(status, 0))
         yield runs
+        yield GaugeMetricFamily(
+            f"{PREFIX}_queued_steps",
+            "Steps queued for a worker (ready, no attempt started yet).",
+            value=queued,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_oldest_queued_step_age_seconds",
+            "Time the longest-queued step has waited for a worker (0 when none).",
+            value=float(oldest_queued),
+        )
+        retention = GaugeMetricFamily(
+            f"{PREFIX}_retention_last_purge_age_seconds",
+            "Seconds since each enabled retention policy's last completed purge (since "
+            "its creation if it never had one).",
+            labels=["policy"],
+        )
+        for policy, age in purges:
+            retention.add_metric([policy], float(age))
+        yield retention
+        yield GaugeMetricFamily(
+            f"{PREFIX}_webhook_pending",
+            "Webhook events not delivered yet (their tries not used up).",
+            value=pending,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_oldest_webhook_pending_age_seconds",
+            "Age of the oldest webhook event not delivered yet (0 when none).",
+            value=float(oldest_pending),
+        )
 
 
 def process_registry() -> CollectorRegistry:
