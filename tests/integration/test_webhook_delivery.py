@@ -26,7 +26,9 @@ def hook_env(url: str, **extra: str) -> dict[str, str]:
         "RUNS_WEBHOOK_INTERVAL": "0.3",
         "RUNS_WEBHOOK_BACKOFF_SECONDS": "0.5",
         "RUNS_WEBHOOK_BACKOFF_MAX_SECONDS": "30",
-        "RUNS_WEBHOOK_TIMEOUT_SECONDS": "1",
+        # Long enough that an answered request is never taken for a timeout on a busy
+        # machine (that would be a second delivery, as the docs warn receivers).
+        "RUNS_WEBHOOK_TIMEOUT_SECONDS": "10",
         **extra,
     }
 
@@ -102,7 +104,7 @@ def test_a_receiver_that_fails_then_recovers_gets_each_event_once(cluster):
 
 def test_a_hanging_receiver_delays_no_step(cluster):
     with receiver(hang=True) as state:
-        env = hook_env(state.url)
+        env = hook_env(state.url, RUNS_WEBHOOK_TIMEOUT_SECONDS="1")
         cluster.worker(**env)
         cluster.worker(**env)
         cluster.beat(**env)

@@ -257,3 +257,23 @@ def test_a_misconfigured_webhook_is_one_line_at_start(tmp_path, env, refusal):
 
     result = run(["manage.py", "check"], clean_env(tmp_path, DEBUG="1", **env))
     assert (result.returncode, result.stderr, result.stdout) == (1, refusal + "\n", "")
+
+
+def test_the_verification_snippet_in_the_docs_accepts_a_delivery_and_refuses_a_forgery(hook):
+    from tests.integration.harness import ROOT
+
+    text = (ROOT / "docs" / "operating.md").read_text()
+    section = text[text.index("## Webhook") :]
+    snippet = section[section.index("```python\n") + 10 :]
+    snippet = snippet[: snippet.index("```")]
+    namespace: dict = {}
+    exec(snippet, namespace)
+    verify = namespace["verify"]
+
+    state = hook()
+    crashed_merge()
+    send_webhooks.apply().get()
+    [request] = state.requests
+    assert verify(SECRET.encode(), request.headers, request.body)
+    assert not verify(b"another-secret-entirely", request.headers, request.body)
+    assert not verify(SECRET.encode(), request.headers, request.body + b" ")
