@@ -211,3 +211,65 @@ def test_every_metric_the_rules_and_the_dashboard_read_is_exposed(client):
     histograms = {n for n in ours if f"{n}_bucket" in ours}
     parts = {f"{h}_{s}" for h in histograms for s in ("bucket", "sum", "count")}
     assert ours - histograms - parts - board == set()
+
+
+def gauge(text: str, name: str, **labels: str) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
+
+
+@pytest.mark.django_db
+def test_the_gauges_the_alerts_read_say_what_the_database_holds(client):
+    from django.db import connection
+
+    from runs import engine
+    from runs.models import RetentionPolicy, RetentionPurge, Step
+    from runs.states import StepStatus
+
+    text = client.get("/metrics").content.decode()
+    assert gauge(text, "durable_runs_queued_steps") == 0
+    assert gauge(text, "durable_runs_oldest_queued_step_age_seconds") == 0
+
+    run = engine.submit_run(workflow="charge-payment", input={"amount": 3})
+    queued = Step.objects.filter(run=run, status=StepStatus.QUEUED)
+    assert queued.count() == 1
+    with connection.cursor() as cursor:  # queued two minutes ago, on the database's clock
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = now() - interval '120 seconds' WHERE id = %s",
+            [queued.get().id],
+        )
+    text = client.get("/metrics").content.decode()
+    assert gauge(text, "durable_runs_queued_steps") == 1
+    assert 120 <= gauge(text, "durable_runs_oldest_queued_step_age_seconds") < 180
+
+    # Retention: per enabled policy, since its last completed purge (a preview is none).
+    RetentionPolicy.objects.all().delete()
+    kept = RetentionPolicy.objects.create(name="kept", workflow="")
+    RetentionPolicy.objects.create(name="off", workflow="w", enabled=False)
+    fresh = RetentionPolicy.objects.create(name="fresh", workflow="charge-payment")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE runs_retentionpolicy SET created_at = now() - interval '10 hours'")
+    text = client.get("/metrics").content.decode()
+    name = "durable_runs_retention_last_purge_age_seconds"
+    assert 36000 <= gauge(text, name, policy="kept") < 36060  # never purged: since created
+    assert gauge(text, name, policy="off") is None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO runs_retentionpurge (policy_id, policy_name, dry_run, started_at, "
+            "finished_at, counts, batches) VALUES "
+            "(%(kept)s, 'kept', false, now() - interval '2 hours', now() - interval '2 hours', "
+            "'{}', 0), "
+            "(%(kept)s, 'kept', true, now(), now(), '{}', 0), "
+            "(%(kept)s, 'kept', false, now(), NULL, '{}', 0), "  # cut short: no finish
+            "(%(fresh)s, 'fresh', false, now(), now(), '{}', 0)",
+            {"kept": kept.id, "fresh": fresh.id},
+        )
+    assert RetentionPurge.objects.count() == 4
+    text = client.get("/metrics").content.decode()
+    assert 7200 <= gauge(text, name, policy="kept") < 7260
+    assert 0 <= gauge(text, name, policy="fresh") < 60
