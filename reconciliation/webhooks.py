@@ -258,3 +258,42 @@ def deliver_due() -> Delivered:
             result.failed += 1
         break  # the receiver is failing: leave the rest to the next interval
     return result
+
+
+RESEND_SQL = """
+UPDATE reconciliation_webhookdelivery
+SET status = %(pending)s, tries = 0, next_attempt_at = now(), last_error = '',
+    history = history || jsonb_build_array(jsonb_build_object(
+        'try', NULL, 'at', now(), 'outcome', 'resent', 'status_code', NULL,
+        'error', '', 'next_attempt_at', now()))
+WHERE id = ANY(%(ids)s) AND status = %(failed)s
+RETURNING id
+"""
+
+
+class NotFailed(Exception):
+    """Only a delivery kept as failed can be sent again; names those that are not."""
+
+    def __init__(self, refused: dict[int, str]) -> None:
+        self.refused = refused
+        described = ", ".join(f"{i} ({status})" for i, status in sorted(refused.items()))
+        super().__init__(
+            f"only a failed webhook delivery can be sent again, not {described}; "
+            "nothing was changed"
+        )
+
+
+def resend(ids: list[int]) -> list[int]:
+    """Make failed deliveries pending again, due now, with their tries back to zero (the
+    receiver was fixed): all of them, or none if any is not failed."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(
+            RESEND_SQL,
+            {"ids": ids, "pending": Status.PENDING.value, "failed": Status.FAILED.value},
+        )
+        changed = sorted(row[0] for row in cursor.fetchall())
+        if changed != sorted(set(ids)):
+            statuses = dict(WebhookDelivery.objects.filter(pk__in=ids).values_list("pk", "status"))
+            refused = {i: statuses.get(i, "no such delivery") for i in ids if i not in changed}
+            raise NotFailed(refused)  # rolls the update back
+    return changed

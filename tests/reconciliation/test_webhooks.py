@@ -277,3 +277,44 @@ def test_the_verification_snippet_in_the_docs_accepts_a_delivery_and_refuses_a_f
     assert verify(SECRET.encode(), request.headers, request.body)
     assert not verify(b"another-secret-entirely", request.headers, request.body)
     assert not verify(SECRET.encode(), request.headers, request.body + b" ")
+
+
+def test_the_outbox_command_lists_what_is_undelivered_and_resends_a_failed_one(hook, settings):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    state = hook(failures=1)
+    settings.RUNS_WEBHOOK_MAX_TRIES = 1
+    crashed(count=2)
+    webhooks.enqueue_events()
+    webhooks.deliver_due()  # the first fails, and with one try is kept as failed
+    make_due()
+    webhooks.deliver_due()  # the second is delivered
+    failed = WebhookDelivery.objects.get(status="failed")
+    delivered = WebhookDelivery.objects.get(status="delivered")
+
+    out = StringIO()
+    call_command("webhook_outbox", stdout=out)
+    [line] = out.getvalue().splitlines()
+    assert line.startswith(f"{failed.id} claim_unresolved claim {failed.claim_id} failed tries 1 ")
+    assert line.endswith(" last error: HTTP 500")
+
+    # Only failed ones can be sent again; a refusal changes nothing.
+    with pytest.raises(CommandError) as refused:
+        call_command("webhook_outbox", "--resend", str(failed.id), str(delivered.id), "999999")
+    assert str(refused.value) == (
+        f"only a failed webhook delivery can be sent again, not {delivered.id} (delivered), "
+        "999999 (no such delivery); nothing was changed"
+    )
+    failed.refresh_from_db()
+    assert (failed.status, failed.tries) == ("failed", 1)
+
+    out = StringIO()
+    call_command("webhook_outbox", "--resend", str(failed.id), stdout=out)
+    assert out.getvalue() == f"1 webhook deliveries sent again: [{failed.id}]\n"
+    webhooks.deliver_due()
+    failed.refresh_from_db()
+    assert (failed.status, failed.tries) == ("delivered", 1)
+    assert [h["outcome"] for h in failed.history] == ["gave_up", "resent", "delivered"]
+    assert len(state.successes()) == 2
