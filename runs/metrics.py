@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from runs import sql
-from runs.states import ClaimStatus, RunStatus
+from runs.states import ClaimStatus, RunStatus, StepStatus
 
 SQL = sql.load(__file__)
 
@@ -63,6 +63,12 @@ PURGED = Counter(
     "Rows retention compacted or deleted, by stage.",
     ["stage", "action"],
 )
+WEBHOOKS = Counter(
+    f"{PREFIX}_webhook_deliveries_total",
+    "Webhook delivery tries by event and outcome (delivered; failed: another try is "
+    "scheduled; gave_up: its tries used up, kept as failed).",
+    ["event", "outcome"],
+)
 
 
 def on_commit(apply: Any) -> None:
@@ -71,9 +77,11 @@ def on_commit(apply: Any) -> None:
 
 
 class DatabaseCollector(Collector):
-    """Gauges read from PostgreSQL at scrape time: the reconciliation queue (count and
-    age of its oldest claim, by the partial index on unresolved claims) and runs by
-    status (by the status index)."""
+    """Gauges read from PostgreSQL at scrape time (docs/operating.md#alerts says which
+    alert reads which): the reconciliation queue (count and age of its oldest claim),
+    runs by status, the steps queued for a worker (count and age of the oldest: workers
+    that stopped taking work), each retention policy's time since its last purge, and
+    the webhook outbox's undelivered events."""
 
     def collect(self) -> Iterator[Metric]:
         with connection.cursor() as cursor:
@@ -81,6 +89,12 @@ class DatabaseCollector(Collector):
             count, oldest = cursor.fetchone()
             cursor.execute(SQL["runs_by_status"])
             by_status = dict(cursor.fetchall())
+            cursor.execute(SQL["queued_steps"], {"queued": StepStatus.QUEUED})
+            queued, oldest_queued = cursor.fetchone()
+            cursor.execute(SQL["retention_last_purge"])
+            purges = cursor.fetchall()
+            cursor.execute(SQL["webhook_pending"], {"pending": "pending"})
+            pending, oldest_pending = cursor.fetchone()
         yield GaugeMetricFamily(
             f"{PREFIX}_unresolved_claims", "Claims waiting for a decision.", value=count
         )
@@ -93,6 +107,35 @@ class DatabaseCollector(Collector):
         for status in RunStatus.values:
             runs.add_metric([status], by_status.get(status, 0))
         yield runs
+        yield GaugeMetricFamily(
+            f"{PREFIX}_queued_steps",
+            "Steps queued for a worker (ready, no attempt started yet).",
+            value=queued,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_oldest_queued_step_age_seconds",
+            "Time the longest-queued step has waited for a worker (0 when none).",
+            value=float(oldest_queued),
+        )
+        retention = GaugeMetricFamily(
+            f"{PREFIX}_retention_last_purge_age_seconds",
+            "Seconds since each enabled retention policy's last completed purge (since "
+            "its creation if it never had one).",
+            labels=["policy"],
+        )
+        for policy, age in purges:
+            retention.add_metric([policy], float(age))
+        yield retention
+        yield GaugeMetricFamily(
+            f"{PREFIX}_webhook_pending",
+            "Webhook events not delivered yet (their tries not used up).",
+            value=pending,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_oldest_webhook_pending_age_seconds",
+            "Age of the oldest webhook event not delivered yet (0 when none).",
+            value=float(oldest_pending),
+        )
 
 
 def process_registry() -> CollectorRegistry:
