@@ -96,11 +96,16 @@ class Heartbeat:
 
     def start(self) -> None:
         """Write the row (and drop rows of workers silent for RUNS_WORKER_FORGET_SECONDS),
-        then start the thread."""
-        with connection.cursor() as cursor:
-            cursor.execute(_FORGET, {"forget": float(settings.RUNS_WORKER_FORGET_SECONDS)})
-            cursor.execute(_REGISTER, self._params())
-            self.started = cursor.fetchone()[0]
+        then start the thread. A worker starts whether or not PostgreSQL answers now (its
+        tasks retry until it does): the first heartbeat that gets through writes the row."""
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_FORGET, {"forget": float(settings.RUNS_WORKER_FORGET_SECONDS)})
+                cursor.execute(_REGISTER, self._params())
+                self.started = cursor.fetchone()[0]
+        except Exception:
+            log.warning("could not write the worker's row; its heartbeat will", exc_info=True)
+            connection.close()
         self._thread.start()
 
     def beat(self) -> None:
