@@ -1,21 +1,38 @@
 """The Celery app. The broker only delivers hints ("step N may be ready"); every
 fact lives in PostgreSQL, so settings here favour redelivery over loss."""
 
+import atexit
 import os
+import shutil
+import socket
 import sys
 import tempfile
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 # A prefork worker's metrics are counted in its child processes: prometheus-client adds
 # them up from files in PROMETHEUS_MULTIPROC_DIR, which must be set before it is first
-# imported (here, before Django loads anything). A worker given none gets a fresh one.
+# imported (here, before Django loads anything). A worker given none gets a fresh one,
+# which it removes when it exits (docs/operating.md#metrics-of-worker-processes); a
+# directory the environment gives belongs to whoever gave it and is never removed.
+_OWN_METRICS_DIR: tuple[str, int] | None = None  # (the directory, the pid that made it)
+
+
+def _remove_own_metrics_dir() -> None:
+    # Pool children inherit this module's state but leave through os._exit (no atexit);
+    # the pid check keeps any other process that inherits it from removing it.
+    if _OWN_METRICS_DIR is not None and _OWN_METRICS_DIR[1] == os.getpid():
+        shutil.rmtree(_OWN_METRICS_DIR[0], ignore_errors=True)
+
+
 if "worker" in sys.argv[1:] and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="durable-runs-metrics-")
+    _OWN_METRICS_DIR = (tempfile.mkdtemp(prefix="durable-runs-metrics-"), os.getpid())
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _OWN_METRICS_DIR[0]
+    atexit.register(_remove_own_metrics_dir)
 
 app = Celery("durable_runs")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -44,6 +61,108 @@ def _nothing() -> None:
 
 
 app.steps["worker"].add(ShutdownPromptly)
+
+
+def _pool_children(pool: Any) -> list[int] | None:
+    """The pids of a prefork pool's children; None for a pool that runs tasks in the
+    worker's main process (solo, threads)."""
+    processes = getattr(getattr(pool, "_pool", None), "_pool", None)
+    if processes is None:
+        return None
+    return [p.pid for p in list(processes) if p.pid]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _mark_process_dead(pid: int) -> None:
+    """prometheus-client's bookkeeping for a process that is gone: its live gauges'
+    files are removed, so sums of live gauges count only processes that run."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
+class ForgetDeadChildren:
+    """The parent's half of mark_process_dead: a child killed outright (SIGKILL, the OOM
+    killer) runs no shutdown signal, so each heartbeat marks dead the children it saw
+    before that are neither in the pool nor alive any more. Only this worker's own
+    children: the directory may be shared with processes whose pids this one cannot see
+    (other containers), which must keep their files."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.seen: set[int] = set()
+
+    def __call__(self) -> None:
+        current = set(_pool_children(self.pool) or ())
+        for pid in self.seen - current:
+            if not _alive(pid):
+                _mark_process_dead(pid)
+                self.seen.discard(pid)
+        self.seen |= current
+
+
+class WorkerHeartbeat(bootsteps.StartStopStep):  # type: ignore[misc]
+    """The worker's row for the workers page (runs/workers.py), written at start, kept
+    fresh by a thread, deleted at a clean stop; after the pool, whose pids it reports."""
+
+    requires = {"celery.worker.components:Pool"}
+    heartbeat: Any = None
+
+    def start(self, worker: Any) -> None:
+        from runs.metrics import WORKER_PROCESSES
+        from runs.workers import Heartbeat, Identity
+
+        pool = worker.pool
+        if _pool_children(pool) is None:
+            WORKER_PROCESSES.set(1)  # tasks run in this process
+        self.heartbeat = Heartbeat(
+            Identity(
+                name=worker.hostname,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                concurrency=int(worker.concurrency or 1),
+            ),
+            pool_pids=lambda: _pool_children(pool) or [os.getpid()],
+            also=ForgetDeadChildren(pool),
+        )
+        self.heartbeat.start()
+
+    def stop(self, worker: Any) -> None:
+        heartbeat, self.heartbeat = self.heartbeat, None
+        if heartbeat is not None:
+            heartbeat.stop()
+        if _OWN_METRICS_DIR is None:
+            _mark_process_dead(os.getpid())  # a directory that outlives this worker
+
+    terminate = stop  # a cold shutdown (a second SIGTERM, SIGQUIT) too
+
+
+app.steps["worker"].add(WorkerHeartbeat)
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def count_pool_child(**_: object) -> None:
+    """A prefork child runs tasks: it counts itself among the live worker processes."""
+    from runs.metrics import WORKER_PROCESSES
+
+    WORKER_PROCESSES.set(1)
+
+
+@worker_process_shutdown.connect  # type: ignore[untyped-decorator]
+def forget_pool_child(pid: int | None = None, **_: object) -> None:
+    """Runs in a prefork child as it exits (recycled by --max-tasks-per-child, or at
+    shutdown): its live gauges go with it."""
+    _mark_process_dead(pid or os.getpid())
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]

@@ -530,6 +530,14 @@ RUNS_PREPARED_STATEMENTS = (
 )
 # Default lease of an attempt; a step may declare its own. Renewed by ctx.heartbeat().
 RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
+# A worker's main process writes its heartbeat (runs/workers.py) this often, on a timer of
+# its own, never per step; the workers page calls a worker silent once its last one is
+# older than RUNS_LEASE_SECONDS. A worker silent for RUNS_WORKER_FORGET_SECONDS is
+# dropped from the page when another worker starts.
+RUNS_WORKER_HEARTBEAT_SECONDS = env_positive(
+    "RUNS_WORKER_HEARTBEAT_SECONDS", max(0.2, min(RUNS_LEASE_SECONDS / 4, 15.0))
+)
+RUNS_WORKER_FORGET_SECONDS = env_positive("RUNS_WORKER_FORGET_SECONDS", 86400.0)
 # A queued step whose message has not started an attempt within this bound is
 # republished by the sweeper (the broker may have lost it).
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)

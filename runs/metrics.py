@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db import connection, transaction
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -57,6 +57,15 @@ PROBES = Counter(
     "Probe answers about unresolved claims (applied, not_applied, unknown, superseded), "
     "and probes that gave up (gave_up: their tries used up without an answer).",
     ["outcome"],
+)
+# A live gauge: each worker process that runs tasks sets it to 1 (config/celery.py), and
+# in multiprocess mode the sum counts only processes alive, which holds as long as a dead
+# one's file is removed (mark_process_dead, docs/operating.md#metrics-of-worker-processes).
+WORKER_PROCESSES = Gauge(
+    f"{PREFIX}_worker_processes",
+    "Celery worker processes that run tasks, alive now (prefork children, or a solo "
+    "worker's process).",
+    multiprocess_mode="livesum",
 )
 PURGED = Counter(
     f"{PREFIX}_retention_rows_total",

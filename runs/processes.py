@@ -24,12 +24,13 @@ class ProcessError(Exception):
     """A child process did not start, or died before it was ready."""
 
 
-def celery_worker_args(node_name: str) -> list[str]:
-    """A solo-pool worker: a task runs in the worker's main process, so a fault-injected
-    SIGKILL kills the whole worker, as an OOM kill would. INFO, because the "ready."
-    line is logged at INFO."""
+def celery_worker_args(node_name: str, pool: tuple[str, ...] = ("-P", "solo")) -> list[str]:
+    """A solo-pool worker by default: a task runs in the worker's main process, so a
+    fault-injected SIGKILL kills the whole worker, as an OOM kill would. `pool` replaces
+    the pool's options (a prefork worker's children: -P prefork -c 2 ...). INFO, because
+    the "ready." line is logged at INFO."""
     return [
-        sys.executable, "-m", "celery", "-A", "config", "worker", "-P", "solo",
+        sys.executable, "-m", "celery", "-A", "config", "worker", *pool,
         "-n", node_name, "--without-gossip", "--without-mingle", "--without-heartbeat",
         "--loglevel", "INFO",
     ]  # fmt: skip

@@ -1,5 +1,6 @@
 """The runs app's models, by idea: a run's state (core), what retention keeps and
-records (retention), schedules (schedules). Import them from here."""
+records (retention), schedules (schedules), the worker processes that report
+themselves (workers). Import them from here."""
 
 from .core import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
 from .retention import (
@@ -10,6 +11,7 @@ from .retention import (
     RunHistorySummary,
 )
 from .schedules import Schedule
+from .workers import WorkerProcess
 
 __all__ = [
     "Attempt",
@@ -25,4 +27,5 @@ __all__ = [
     "Signal",
     "Step",
     "SubmissionKey",
+    "WorkerProcess",
 ]

@@ -7,6 +7,7 @@ app_name = "runs"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("runs/", views.run_list, name="list"),
+    path("workers/", views.worker_list, name="workers"),
     path("runs/new/", views.new_run, name="new"),
     path("runs/<str:run_id>/", views.run_detail, name="detail"),
     path("runs/<str:run_id>/cancel/", actions.cancel, name="cancel"),

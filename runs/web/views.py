@@ -1,5 +1,6 @@
-"""The run pages' GET views (thin): the overview, the runs list, a run's page and the
-submit form. What they show is read by queries.py."""
+"""The run pages' GET views (thin): the overview, the runs list, a run's page, the
+submit form and the workers page. What they show is read by queries.py (workers.py for
+the workers page)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from runs.roles import can_submit
 from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
 from runs.workflows import registry
 
-from . import forms, queries, timeline
+from . import forms, queries, timeline, workers
 from .access import submitter_required, viewer_required
 from .http import SignedInRequest
 
@@ -28,6 +29,16 @@ def overview(request: SignedInRequest) -> HttpResponse:
     if request.htmx and request.htmx.target == "overview-live":
         template += "#overview-live"
     return render(request, template, context)
+
+
+@viewer_required
+def worker_list(request: SignedInRequest) -> HttpResponse:
+    """Workers, the attempts they run, waiting steps and queue depths; the live part
+    polls itself (`workers-live`), a full page otherwise, so Back and a reload work."""
+    template = "runs/workers.html"
+    if request.htmx and request.htmx.target == "workers-live":
+        template += "#workers-live"
+    return render(request, template, {"page": workers.workers_page()})
 
 
 @viewer_required

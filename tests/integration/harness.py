@@ -86,14 +86,22 @@ class Cluster:
         env.update(overrides)
         return env
 
-    def worker(self, *, faults: str | None = None, wait: bool = True, **env: str) -> Process:
-        """Start a real worker; `faults` is a RUNS_FAULTS spec (enables fault injection)."""
+    def worker(
+        self,
+        *,
+        faults: str | None = None,
+        wait: bool = True,
+        pool: tuple[str, ...] = ("-P", "solo"),
+        **env: str,
+    ) -> Process:
+        """Start a real worker; `faults` is a RUNS_FAULTS spec (enables fault injection),
+        `pool` the pool's options (solo unless told)."""
         if faults is not None:
             env = {**env, "RUNS_ALLOW_FAULTS": "1", "RUNS_FAULTS": faults}
         n = len(self.processes)
         proc = Process(
             f"worker{n}",
-            celery_worker_args(f"w{n}-{os.getpid()}@%h"),
+            celery_worker_args(f"w{n}-{os.getpid()}@%h", pool),
             self.env(**env),
             self.tmp / f"worker{n}.log",
         )

@@ -151,6 +151,7 @@ def test_metrics_read_queue_and_runs_from_the_database(client):
         "durable_runs_probe_outcomes_total",
         "durable_runs_retention_rows_total",
         "durable_runs_oldest_unresolved_claim_age_seconds",
+        "durable_runs_worker_processes",
     ):
         assert f"# TYPE {name} " in text, name
 

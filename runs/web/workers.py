@@ -1,0 +1,202 @@
+"""The read side of the workers page (docs/operating.md#workers-and-queues): workers as
+they report themselves (runs/workers.py), the attempts running now, the steps waiting
+for a free worker, and the depth of each Celery queue as the broker counts it.
+
+Three queries whatever the number of workers and attempts (tests/pages/
+test_query_budgets.py), each on an index: the waiting steps' count and oldest wait with
+the database's clock (step_waiting_idx), the worker rows, the running attempts
+(attempt_live_lease_idx). The broker is asked over one fresh connection with the
+readiness check's timeout; a broker that does not answer is said on the page.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from kombu.connection import Connection
+from kombu.entity import Queue
+
+from runs import sql
+from runs.models import Attempt, WorkerProcess
+from runs.states import AttemptStatus, StepStatus
+
+SQL = sql.load(__file__)
+
+# More running attempts than this are not listed one by one (the count still is).
+ATTEMPTS_SHOWN = 500
+
+
+@dataclass
+class RunningAttempt:
+    id: int
+    run_id: uuid.UUID
+    step_key: str
+    number: int
+    worker: str
+    started_at: datetime
+    lease_expires_at: datetime
+    lease_expired: bool
+
+
+@dataclass
+class WorkerRow:
+    name: str
+    host: str
+    pid: int
+    pool_pids: list[int]
+    concurrency: int
+    started_at: datetime
+    heartbeat_at: datetime
+    attempts: list[RunningAttempt] = field(default_factory=list)
+    heartbeat_stale: bool = False
+
+    @property
+    def children(self) -> list[int]:
+        """The pool's processes, when they are not the main process (prefork)."""
+        return [] if self.pool_pids in ([], [self.pid]) else self.pool_pids
+
+    @property
+    def silent(self) -> bool:
+        return self.heartbeat_stale or any(a.lease_expired for a in self.attempts)
+
+    @property
+    def silent_since(self) -> datetime | None:
+        """Its last heartbeat, if that is older than a lease; else the earliest lease of
+        its attempts that expired without a renewal."""
+        if self.heartbeat_stale:
+            return self.heartbeat_at
+        expired = [a.lease_expires_at for a in self.attempts if a.lease_expired]
+        return min(expired) if expired else None
+
+
+@dataclass
+class QueueDepth:
+    name: str
+    role: str
+    messages: int
+
+
+@dataclass
+class WorkersPage:
+    now: datetime
+    lease_seconds: float
+    workers: list[WorkerRow]
+    # Running attempts of processes no worker row names (a worker that does not
+    # report: started before its row existed, or forgotten).
+    unreported: list[RunningAttempt]
+    running: int
+    attempts_capped: bool
+    waiting: int
+    oldest_queued_at: datetime | None
+    queues: list[QueueDepth]
+    broker_error: str
+
+    @property
+    def oldest_wait(self) -> timedelta | None:
+        return self.now - self.oldest_queued_at if self.oldest_queued_at else None
+
+    @property
+    def silent(self) -> int:
+        return sum(1 for w in self.workers if w.silent)
+
+
+def _waiting() -> tuple[datetime, int, datetime | None]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL["waiting"],
+            {"queued": StepStatus.QUEUED.value, "retrying": StepStatus.RETRYING.value},
+        )
+        now, count, oldest = cursor.fetchone()
+    return now, int(count), oldest
+
+
+def queue_depths() -> tuple[list[QueueDepth], str]:
+    """Messages waiting in each of the engine's queues (settings.RUNS_QUEUE and its
+    recovery twin), from a passive declare: LLEN of the lists on Redis, message_count
+    on RabbitMQ. A queue the broker does not know (Redis drops an empty list) holds 0."""
+    names = [
+        (settings.CELERY_TASK_DEFAULT_QUEUE, "steps"),
+        (settings.CELERY_RECOVERY_QUEUE, "recovery: sweeps, probes, schedules"),
+    ]
+    timeout = settings.RUNS_HEALTH_TIMEOUT_SECONDS
+    depths = []
+    try:
+        with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
+            for name, role in names:
+                # A channel per queue: on RabbitMQ a passive declare of a missing queue
+                # closes its channel.
+                channel = conn.channel()
+                try:
+                    _, messages, _ = Queue(name, channel=channel).queue_declare(passive=True)
+                except conn.channel_errors:
+                    messages = 0
+                finally:
+                    try:
+                        channel.close()
+                    except Exception:  # already closed by the broker
+                        pass
+                depths.append(QueueDepth(name=name, role=role, messages=int(messages)))
+    except Exception as exc:
+        return [], f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+    return depths, ""
+
+
+def workers_page() -> WorkersPage:
+    now, waiting, oldest = _waiting()
+    lease = float(settings.RUNS_LEASE_SECONDS)
+    stale_before = now - timedelta(seconds=lease)
+    workers = [
+        WorkerRow(
+            name=w.name,
+            host=w.host,
+            pid=w.pid,
+            pool_pids=list(w.pool_pids),
+            concurrency=w.concurrency,
+            started_at=w.started_at,
+            heartbeat_at=w.heartbeat_at,
+            heartbeat_stale=w.heartbeat_at < stale_before,
+        )
+        for w in WorkerProcess.objects.order_by("name")
+    ]
+    # An attempt's `worker` is "host:pid" of the process that runs it (runs/tasks.py).
+    by_process = {f"{w.host}:{pid}": w for w in workers for pid in (w.pool_pids or [w.pid])}
+    rows = list(
+        Attempt.objects.filter(status=AttemptStatus.RUNNING)
+        .order_by("started_at", "id")
+        .values_list(
+            "id", "run_id", "step__key", "number", "worker", "started_at", "lease_expires_at"
+        )[: ATTEMPTS_SHOWN + 1]
+    )
+    capped = len(rows) > ATTEMPTS_SHOWN
+    unreported: list[RunningAttempt] = []
+    for id_, run_id, key, number, worker, started, lease_expires in rows[:ATTEMPTS_SHOWN]:
+        attempt = RunningAttempt(
+            id=id_,
+            run_id=run_id,
+            step_key=key,
+            number=number,
+            worker=worker,
+            started_at=started,
+            lease_expires_at=lease_expires,
+            lease_expired=lease_expires <= now,
+        )
+        owner = by_process.get(worker)
+        (owner.attempts if owner else unreported).append(attempt)
+    queues, broker_error = queue_depths()
+    return WorkersPage(
+        now=now,
+        lease_seconds=lease,
+        workers=workers,
+        unreported=unreported,
+        running=len(rows[:ATTEMPTS_SHOWN]),
+        attempts_capped=capped,
+        waiting=waiting,
+        oldest_queued_at=oldest,
+        queues=queues,
+        broker_error=broker_error,
+    )

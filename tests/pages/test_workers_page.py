@@ -1,0 +1,164 @@
+"""The workers page (/workers/, runs/web/workers.py) from rows the engine and the
+workers write: which worker runs which attempt, who is silent, what waits for a free
+worker and since when (the database's clock), and the broker's queues; a fixed number of
+queries however many workers and attempts there are. Real workers writing these rows
+are in tests/integration/test_workers_page.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from runs import engine
+from runs.models import Attempt, Step, WorkerProcess
+from runs.states import StepStatus
+from tests.pages.test_query_budgets import LAYOUT
+
+# The waiting steps with the database's clock, the worker rows, the running attempts.
+WORKERS_PAGE = 3
+HTMX_LIVE = {"HX-Request": "true", "HX-Target": "workers-live"}
+
+
+def worker(n: int, *, pids: list[int] | None = None) -> WorkerProcess:
+    return WorkerProcess.objects.create(
+        name=f"w{n}@host-a", host="host-a", pid=1000 + n, pool_pids=pids or [1000 + n]
+    )
+
+
+def running_attempt(worker_name: str) -> Attempt:
+    """A run whose first step an attempt of `worker_name` ("host:pid") runs now."""
+    run = engine.submit_run(workflow="pure-chain", input={})
+    step = Step.objects.get(run=run, status=StepStatus.QUEUED)
+    started = engine.start_attempt(step_id=step.id, worker=worker_name)
+    assert started is not None
+    return started.attempt
+
+
+def queued_runs(n: int) -> list[Step]:
+    """`n` runs whose first step waits for a worker."""
+    runs = [engine.submit_run(workflow="pure-chain", input={}) for _ in range(n)]
+    return [Step.objects.get(run=r, status=StepStatus.QUEUED) for r in runs]
+
+
+@pytest.mark.parametrize(("workers", "attempts"), [(1, 1), (12, 30)])
+def test_the_page_makes_the_same_queries_whatever_the_number_of_workers_and_attempts(
+    operator_client, django_assert_num_queries, workers, attempts
+):
+    rows = [worker(n) for n in range(workers)]
+    for i in range(attempts):
+        w = rows[i % workers]
+        running_attempt(f"{w.host}:{w.pid}")
+    queued_runs(2)
+    for headers in ({}, HTMX_LIVE):
+        with django_assert_num_queries(LAYOUT + WORKERS_PAGE, info=f"{workers} workers"):
+            response = operator_client.get("/workers/", headers=headers)
+        assert response.status_code == 200
+        assert response.context["page"].running == attempts
+
+
+def test_each_attempt_is_listed_under_the_process_that_runs_it(operator_client):
+    solo = worker(1)
+    prefork = worker(2, pids=[2001, 2002])
+    mine = running_attempt("host-a:1001")
+    childs = running_attempt("host-a:2002")
+    stray = running_attempt("host-b:77")  # a process with no worker row
+
+    response = operator_client.get("/workers/")
+    page = response.context["page"]
+    by_name = {w.name: w for w in page.workers}
+    assert [a.id for a in by_name[solo.name].attempts] == [mine.id]
+    assert [a.id for a in by_name[prefork.name].attempts] == [childs.id]
+    assert [a.id for a in page.unreported] == [stray.id]
+    assert not any(w.silent for w in page.workers)
+    html = response.content.decode()
+    # Each attempt links to its run's page, named by its step.
+    for attempt in (mine, childs, stray):
+        assert f'<a href="/runs/{attempt.run_id}/">first</a>' in html
+    assert "pool 2001, 2002" in html
+    assert "silent" not in html
+
+
+def test_a_worker_is_silent_once_its_heartbeat_is_older_than_a_lease(operator_client):
+    quiet, fresh = worker(1), worker(2)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_workerprocess SET heartbeat_at = now() - interval '61 seconds' "
+            "WHERE id = %s",
+            [quiet.id],
+        )
+    quiet.refresh_from_db()
+    with override_settings(RUNS_LEASE_SECONDS=60):
+        page = operator_client.get("/workers/").context["page"]
+    by_name = {w.name: w for w in page.workers}
+    assert by_name[quiet.name].silent and by_name[quiet.name].silent_since == quiet.heartbeat_at
+    assert not by_name[fresh.name].silent
+    assert page.silent == 1
+
+
+def test_a_worker_whose_attempt_lease_expired_unrenewed_is_silent(operator_client):
+    w = worker(1)
+    attempt = running_attempt("host-a:1001")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' WHERE id = %s",
+            [attempt.id],
+        )
+    attempt.refresh_from_db()
+    response = operator_client.get("/workers/")
+    row = response.context["page"].workers[0]
+    assert row.name == w.name and not row.heartbeat_stale
+    assert row.silent and row.silent_since == attempt.lease_expires_at
+    assert "not renewed" in response.content.decode()
+
+
+def test_waiting_steps_and_the_oldest_wait_are_exact_on_the_database_clock(operator_client):
+    steps = queued_runs(3)
+    running_attempt("host-a:1")  # started: no longer waiting
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = now() - interval '90 seconds' WHERE id = %s "
+            "RETURNING queued_at",
+            [steps[1].id],
+        )
+        (oldest,) = cursor.fetchone()
+    page = operator_client.get("/workers/").context["page"]
+    assert page.waiting == 3
+    assert page.oldest_queued_at == oldest
+    assert page.oldest_wait == page.now - oldest
+    assert timedelta(seconds=90) <= page.oldest_wait < timedelta(seconds=120)
+
+
+def test_the_waiting_count_is_read_from_the_waiting_steps_index(db):
+    from runs.web.workers import SQL
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            "EXPLAIN " + SQL["waiting"],
+            {"queued": StepStatus.QUEUED.value, "retrying": StepStatus.RETRYING.value},
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "step_waiting_idx" in plan, plan
+
+
+def test_nothing_waiting_and_no_worker_says_so(viewer_client):
+    html = viewer_client.get("/workers/").content.decode()
+    assert "0</span> queued steps" in html
+    assert "No worker reports itself" in html
+
+
+def test_a_broker_that_cannot_be_read_is_said_on_the_page(operator_client):
+    with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0"):
+        response = operator_client.get("/workers/")
+    assert response.status_code == 200
+    assert "The broker could not be read" in response.content.decode()
+    assert response.context["page"].queues == []
+
+
+def test_the_page_asks_for_a_viewer(client, submitter):
+    assert client.get("/workers/").status_code == 302  # to the login page
+    client.force_login(submitter)
+    assert client.get("/workers/").status_code == 403
