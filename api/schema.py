@@ -202,6 +202,28 @@ runs_retrieve = _operation(
     ok={200: OpenApiResponse(s.RunDetailSerializer, description="The run.")},
     errors=(404,),
 )
+runs_export = _operation(
+    "runs_export",
+    tag="runs",
+    summary="Export a run",
+    description="The run as one versioned JSON document, read in one snapshot: the run, "
+    "its steps, attempts, claims (map items included) with their resolutions (who, when, "
+    "why, evidence), signals, compacted map registries, and its events or, for those "
+    "retention removed, their summary. `manage.py verify_export FILE` checks a saved one. "
+    "Viewers and operators; a submitter, its own runs.",
+    parameters=[
+        RUN_ID,
+        OpenApiParameter(
+            "Content-Disposition",
+            {"type": "string", "pattern": r'^attachment; filename="run-[0-9a-f-]{36}\.json"$'},
+            OpenApiParameter.HEADER,
+            response=[200],
+            description='A download: attachment; filename="run-<id>.json".',
+        ),
+    ],
+    ok={200: OpenApiResponse(s.RunExportSerializer, description="The export document.")},
+    errors=(404,),
+)
 runs_cancel = _operation(
     "runs_cancel",
     tag="runs",
@@ -365,6 +387,7 @@ workflows_list = _operation(
 # name, for one, is the caller's).
 RUN_OPERATIONS = (
     "runs_retrieve",
+    "runs_export",
     "runs_steps_list",
     "runs_events_list",
     "runs_cancel",
@@ -385,7 +408,13 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
     ("runs_list", "200"): _each(RUN_OPERATIONS, run_id="$response.body#/results/0/id"),
     ("runs_retrieve", "200"): {
         **_each(
-            ("runs_steps_list", "runs_events_list", "runs_cancel", "runs_signal"),
+            (
+                "runs_export",
+                "runs_steps_list",
+                "runs_events_list",
+                "runs_cancel",
+                "runs_signal",
+            ),
             run_id="$response.body#/id",
         ),
         "runs_retry_step": {"run_id": "$response.body#/id", "step": "$response.body#/steps/0/key"},

@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reconciliation.services import REFERENCE_MAX
+from runs import export
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 
 from . import errors
@@ -517,3 +518,193 @@ class WorkflowSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     latest_version = serializers.IntegerField()
     versions = WorkflowVersion(many=True)
+
+
+# --- a run's export (docs/api.md, "Run export") ---------------------------------------
+# The document runs/export.py builds, described field by field for the schema: the
+# view answers the document as built, these only say what it holds.
+def _when(help_text: str = "", **kwargs: Any) -> serializers.DateTimeField:
+    return serializers.DateTimeField(help_text=help_text, **kwargs)
+
+
+def _maybe_when(help_text: str = "") -> serializers.DateTimeField:
+    return _when(help_text, allow_null=True)
+
+
+def _text(help_text: str = "") -> serializers.CharField:
+    return serializers.CharField(allow_blank=True, help_text=help_text)
+
+
+class ExportRun(serializers.Serializer[Any]):
+    id = serializers.UUIDField()
+    workflow = serializers.CharField()
+    version = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    input = JSONObjectField(help_text="Compacted by retention: its size and sha256.")
+    result = serializers.JSONField(allow_null=True)
+    error = _text("Why it failed or was cancelled (empty: it did not).")
+    ends_as = _text("While compensating: how it ends (cancelled or failed).")
+    plan_revision = serializers.IntegerField()
+    last_seq = serializers.IntegerField(help_text="Its last event's seq.")
+    submitted_by = _text(SUBMITTED_BY_HELP)
+    submitted_via = _text("page, api-token, api-session, cli, schedule (empty: not recorded).")
+    created_at = _when()
+    updated_at = _when()
+    finished_at = _maybe_when()
+    retention_started_at = _maybe_when("When retention first touched it.")
+    payloads_compacted_at = _maybe_when("Inputs and results replaced by sizes and digests.")
+    compacted_at = _maybe_when("Events removed; history.summary keeps what they said.")
+    claims_purged_at = _maybe_when("Claims, registries and submission keys removed.")
+
+
+class ExportStep(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    key = serializers.CharField(help_text='Unique in the run: the name, or "name[i]" for a batch.')
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+    status = serializers.ChoiceField(choices=StepStatus.choices)
+    depends_on = serializers.ListField(child=serializers.CharField())
+    # A declared field, taken out of the class (see ErrorDetail.fields).
+    parent = serializers.CharField(  # type: ignore[assignment]
+        allow_null=True, help_text="A batch's map step (its key)."
+    )
+    batch_index = serializers.IntegerField(allow_null=True)
+    item_count = serializers.IntegerField(allow_null=True, help_text="A batch's items.")
+    compensates = _text("A compensation: the step it undoes.")
+    plan_revision = serializers.IntegerField()
+    claim_generation = serializers.IntegerField()
+    attempts = serializers.IntegerField(help_text="Attempts started.")
+    deferred_attempts = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+    result = serializers.JSONField(allow_null=True)
+    error = _text()
+    created_at = _when()
+    queued_at = _maybe_when()
+    started_at = _maybe_when()
+    finished_at = _maybe_when()
+    wake_at = _maybe_when("A wait or sleep: when the sweeper wakes it.")
+    next_attempt_at = _maybe_when()
+
+
+class ExportAttempt(serializers.Serializer[Any]):
+    step = serializers.CharField(help_text="Its step's key.")
+    number = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=AttemptStatus.choices)
+    worker = _text()
+    started_at = _when()
+    lease_expires_at = _when()
+    effect_entered_at = _maybe_when("A guarded attempt: when it entered its effect.")
+    finished_at = _maybe_when()
+    error = _text()
+
+
+class ExportResolution(serializers.Serializer[Any]):
+    outcome = serializers.ChoiceField(
+        choices=[ClaimStatus.SUCCEEDED.value, ClaimStatus.FAILED.value]
+    )
+    by = serializers.CharField(help_text="Who decided: an operator, or `probe`.")
+    at = _when()
+    note = serializers.CharField(help_text="Why.")
+    evidence = serializers.JSONField(
+        allow_null=True, help_text="What the decision rests on (a reference, a probe's answer)."
+    )
+
+
+class ExportClaim(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    key = serializers.CharField(help_text="The effect's idempotency key.")
+    step = serializers.CharField(help_text="Its step's key.")
+    attempt = serializers.IntegerField(allow_null=True, help_text="The attempt that held it.")
+    item_key = serializers.CharField(allow_null=True, help_text="A map item's key.")
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+    status = serializers.ChoiceField(choices=ClaimStatus.choices)
+    result = serializers.JSONField(allow_null=True)
+    error = _text()
+    evidence = serializers.JSONField(allow_null=True, help_text="Cause, reason, probe answers.")
+    created_at = _when()
+    unresolved_at = _maybe_when()
+    completed_at = _maybe_when()
+    probe_requested_at = _maybe_when()
+    probe_after = _maybe_when()
+    probed_at = _maybe_when()
+    probe_tries = serializers.IntegerField()
+    resolution = ExportResolution(allow_null=True, help_text="Null: nobody resolved it.")
+
+
+class ExportRegistry(serializers.Serializer[Any]):
+    step = serializers.CharField(help_text="The map step's key.")
+    items = serializers.IntegerField()
+    batch_size = serializers.IntegerField()
+    watermark = serializers.IntegerField(help_text="Items numbered below it completed…")
+    exceptions = serializers.ListField(
+        child=serializers.CharField(), help_text="…except these item keys."
+    )
+    updated_at = _when()
+
+
+class ExportSignal(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    payload = serializers.JSONField(allow_null=True)
+    actor = serializers.CharField()
+    created_at = _when()
+    consumed_at = _maybe_when()
+    consumed_by = serializers.CharField(allow_null=True, help_text="The wait step that took it.")
+
+
+class ExportSummary(serializers.Serializer[Any]):
+    events_removed = serializers.IntegerField()
+    first_seq = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+    counts = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Removed events by type."
+    )
+    projection = serializers.DictField(
+        help_text="What the removed events said of the run, its steps, claims and batches."
+    )
+    removed_at = _when()
+
+
+class ExportEvent(serializers.Serializer[Any]):
+    seq = serializers.IntegerField()
+    type = serializers.CharField()
+    step = serializers.CharField(allow_null=True)
+    attempt_number = serializers.IntegerField(allow_null=True)
+    schema_version = serializers.IntegerField()
+    payload = JSONObjectField()
+    created_at = _when()
+
+
+class ExportHistory(serializers.Serializer[Any]):
+    summary = ExportSummary(
+        allow_null=True, help_text="What retention kept of the events it removed (seq 1..S)."
+    )
+    events = ExportEvent(many=True, help_text="The events there are (seq S+1..last_seq).")
+
+
+class ExportCounts(serializers.Serializer[Any]):
+    steps = serializers.IntegerField()
+    attempts = serializers.IntegerField()
+    claims = serializers.IntegerField()
+    item_claims = serializers.IntegerField()
+    signals = serializers.IntegerField()
+    events = serializers.IntegerField()
+    events_removed = serializers.IntegerField()
+
+
+class RunExportSerializer(serializers.Serializer[Any]):
+    # Their enums are RunExportFormatEnum and RunExportVersionEnum (ENUM_NAME_OVERRIDES).
+    format = serializers.ChoiceField(choices=export.FORMATS)
+    version = serializers.ChoiceField(
+        choices=export.VERSIONS, help_text="The document's version: a reader refuses others."
+    )
+    exported_at = _when("The snapshot's instant (database clock).")
+    exported_by = serializers.CharField(help_text="user:<username> or cli.")
+    run = ExportRun()
+    steps = ExportStep(many=True, help_text="In plan order, map batches included.")
+    attempts = ExportAttempt(many=True)
+    claims = ExportClaim(many=True, help_text="Step and map item claims alike.")
+    registries = ExportRegistry(many=True, help_text="Compacted map registries.")
+    signals = ExportSignal(many=True)
+    history = ExportHistory()
+    counts = ExportCounts()

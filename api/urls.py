@@ -27,6 +27,7 @@ app_name = "api"
 
 runs = views.RunViewSet.as_view({"get": "list", "post": "create"})
 run = views.RunViewSet.as_view({"get": "retrieve"})
+export = views.RunViewSet.as_view({"get": "export"})
 cancel = views.RunViewSet.as_view({"post": "cancel"})
 retry_step = views.RunViewSet.as_view({"post": "retry_step"})
 signal = views.RunViewSet.as_view({"post": "signal"})
@@ -41,6 +42,7 @@ workflows = views.WorkflowViewSet.as_view({"get": "list"})
 urlpatterns = [
     path("runs/", runs, name="runs"),
     path("runs/<uuid:run_id>/", run, name="run"),
+    path("runs/<uuid:run_id>/export/", export, name="run-export"),
     path("runs/<uuid:run_id>/steps/", steps, name="run-steps"),
     path("runs/<uuid:run_id>/events/", events, name="run-events"),
     path("runs/<uuid:run_id>/cancel/", cancel, name="run-cancel"),

@@ -22,6 +22,7 @@ from rest_framework.viewsets import GenericViewSet
 from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
+from runs import export as run_export
 from runs.models import Attempt, Event, Run, Step
 from runs.queries import run_detail
 from runs.workflows import registry
@@ -90,6 +91,7 @@ class RunViewSet(ApiViewSet):
     roles = {
         "list": READ_RUNS,
         "retrieve": READ_RUNS,
+        "export": READ_RUNS,
         "create": SUBMIT,
         "cancel": OPERATE,
         "retry_step": OPERATE,
@@ -136,6 +138,19 @@ class RunViewSet(ApiViewSet):
     def retrieve(self, request: SignedInRequest, run_id: uuid.UUID) -> Response:
         run = get_object_or_404(self.readable_runs(), pk=run_id)
         return Response(s.RunDetailSerializer(run_detail(run)).data)
+
+    @schema.runs_export
+    def export(self, request: SignedInRequest, run_id: uuid.UUID) -> Response:
+        """The run as one JSON document (docs/api.md, "Run export"), as a download. A
+        submitter exports its own runs only (404 otherwise, as for GET …/{id}/); nothing
+        of its own run is left out for it, as nothing is in the other answers."""
+        doc = run_export.build(
+            run_id,
+            exported_by=engine.user_principal(request.user.get_username()),
+            runs=self.readable_runs(),
+        )
+        disposition = f'attachment; filename="{run_export.filename(run_id)}"'
+        return Response(doc, headers={"Content-Disposition": disposition})
 
     @schema.runs_cancel
     def cancel(self, request: SignedInRequest, run_id: uuid.UUID) -> Response:

@@ -415,6 +415,8 @@ SPECTACULAR_SETTINGS = {
         "ClaimStatusEnum": "runs.states.ClaimStatus",
         "EffectKindEnum": "runs.states.EffectKind",
         "ErrorCodeEnum": "api.errors.CODES",
+        "RunExportFormatEnum": "runs.export.FORMATS",
+        "RunExportVersionEnum": "runs.export.VERSIONS",
     },
 }
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("workers/", views.worker_list, name="workers"),
     path("runs/new/", views.new_run, name="new"),
     path("runs/<str:run_id>/", views.run_detail, name="detail"),
+    path("runs/<str:run_id>/export.json", views.run_export, name="export"),
     path("runs/<str:run_id>/cancel/", actions.cancel, name="cancel"),
     path("runs/<str:run_id>/signal/", actions.signal, name="signal"),
     path("runs/<str:run_id>/retry/", actions.retry, name="retry"),

@@ -4,12 +4,14 @@ the workers page)."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django_htmx.http import HttpResponseClientRedirect
 
-from runs import engine
+from runs import engine, export
 from runs.models import Run
 from runs.queries import parse_run_id
 from runs.roles import can_submit
@@ -123,6 +125,23 @@ def run_detail(request: SignedInRequest, run_id: str) -> HttpResponse:
             "polled": live and request.htmx.trigger == "run-live",
         },
     )
+
+
+@viewer_required
+def run_export(request: SignedInRequest, run_id: str) -> HttpResponse:
+    """The run page's "Export (JSON)": the document GET /api/runs/{id}/export/ answers
+    (runs/export.py), as a download, for viewers and operators."""
+    try:
+        doc = export.build(
+            parse_run_id(run_id), exported_by=engine.user_principal(request.user.get_username())
+        )
+    except (ValueError, engine.RunNotFound) as exc:
+        raise Http404(f"no run {run_id}") from exc
+    response = HttpResponse(
+        json.dumps(doc, indent=1, ensure_ascii=False), content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{export.filename(doc["run"]["id"])}"'
+    return response
 
 
 def toggle_url(query: QueryDict, toggle: timeline.Toggle) -> str:

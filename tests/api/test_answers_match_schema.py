@@ -1,7 +1,8 @@
 """Each success answer of the API, and a few refusals, checked against its OpenAPI
 schema with Schemathesis' checks, from concrete requests: a submission's 201 and its
 replay's 200, a map run's steps and a page of its events, a claim taken, released and
-resolved, a run cancelled, and the 409s that follow.
+resolved, a run cancelled, the exports of a map run and of a resolved claim's run, and the
+409s that follow.
 
 tests/api/test_fuzz_live_server.py fuzzes the whole API with the Schemathesis CLI; its random
 and stateful requests reach these answers only when its walk happens to. This test
@@ -73,6 +74,7 @@ def test_api_success_answers_conform_to_the_schema(schema):
         ("/api/runs/{run_id}/", "GET", {"path_parameters": {"run_id": str(run.id)}}, 200),
         ("/api/runs/{run_id}/", "GET", {"path_parameters": {"run_id": str(claim.run_id)}}, 200),
         ("/api/runs/{run_id}/steps/", "GET", {"path_parameters": {"run_id": str(run.id)}}, 200),
+        ("/api/runs/{run_id}/export/", "GET", {"path_parameters": {"run_id": str(run.id)}}, 200),
         (
             "/api/runs/{run_id}/events/",
             "GET",
@@ -102,6 +104,13 @@ def test_api_success_answers_conform_to_the_schema(schema):
             "POST",
             {"path_parameters": {"claim_id": claim.pk}, "body": {"outcome": "failed", "note": "x"}},
             409,
+        ),
+        # A resolved claim's resolution (who, when, why, evidence) in the export.
+        (
+            "/api/runs/{run_id}/export/",
+            "GET",
+            {"path_parameters": {"run_id": str(claim.run_id)}},
+            200,
         ),
         (
             "/api/runs/{run_id}/cancel/",

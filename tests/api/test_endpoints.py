@@ -261,6 +261,7 @@ def test_unknown_api_path_answers_json_404(api):
         "/api/runs/00000000-0000-0000-0000-000000000000/",
         "/api/runs/00000000-0000-0000-0000-000000000000/steps/",
         "/api/runs/00000000-0000-0000-0000-000000000000/events/",
+        "/api/runs/00000000-0000-0000-0000-000000000000/export/",
         "/api/runs/not-a-uuid/",
     ],
 )

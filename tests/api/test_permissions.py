@@ -23,9 +23,11 @@ MATRIX = [
     ("get", "/api/runs/{run}/", None, (401, 403, 200, 404, 200)),
     ("get", "/api/runs/{run}/steps/", None, (401, 403, 200, 404, 200)),
     ("get", "/api/runs/{run}/events/", None, (401, 403, 200, 404, 200)),
+    ("get", "/api/runs/{run}/export/", None, (401, 403, 200, 404, 200)),
     ("get", "/api/runs/{own}/", None, (401, 403, 200, 200, 200)),
     ("get", "/api/runs/{own}/steps/", None, (401, 403, 200, 200, 200)),
     ("get", "/api/runs/{own}/events/", None, (401, 403, 200, 200, 200)),
+    ("get", "/api/runs/{own}/export/", None, (401, 403, 200, 200, 200)),
     ("post", "/api/runs/{run}/cancel/", {"reason": "r"}, (401, 403, 403, 403, 200)),
     # {run} did not fail: an operator is let in and told so (409); the others never are.
     ("post", "/api/runs/{run}/steps/merge/retry/", None, (401, 403, 403, 403, 409)),

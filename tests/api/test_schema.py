@@ -288,6 +288,7 @@ def test_a_signal_payload_postgresql_cannot_store_answers_400_not_500(api):
 # --- links: where the ids an answer gives can be used --------------------------------------
 RUN_OPERATIONS = {
     "runs_retrieve",
+    "runs_export",
     "runs_steps_list",
     "runs_events_list",
     "runs_cancel",
