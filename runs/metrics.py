@@ -53,6 +53,11 @@ PROBES = Counter(
     "and probes that gave up (gave_up: their tries used up without an answer).",
     ["outcome"],
 )
+PAUSED_STARTS = Counter(
+    f"{PREFIX}_paused_starts_total",
+    "Deliveries of a step that a pause refused to start (the step stays queued), by workflow.",
+    ["workflow"],
+)
 PURGED = Counter(
     f"{PREFIX}_retention_rows_total",
     "Rows retention compacted or deleted, by stage.",
@@ -67,8 +72,8 @@ def on_commit(apply: Any) -> None:
 
 class DatabaseCollector(Collector):
     """Gauges read from PostgreSQL at scrape time: the reconciliation queue (count and
-    age of its oldest claim, by the partial index on unresolved claims) and runs by
-    status (by the status index)."""
+    age of its oldest claim, by the partial index on unresolved claims), runs by
+    status (by the status index), and pauses with the steps waiting behind them."""
 
     def collect(self) -> Iterator[Metric]:
         from django.db import connection
@@ -83,6 +88,20 @@ class DatabaseCollector(Collector):
             count, oldest = cursor.fetchone()
             cursor.execute("SELECT status, count(*) FROM runs_run GROUP BY status")
             by_status = dict(cursor.fetchall())
+            cursor.execute("SELECT count(*) FROM runs_pause")
+            (pauses,) = cursor.fetchone()
+            paused_steps: dict[str, int] = {}
+            if pauses:
+                # Waiting steps by the partial index on them (step_waiting_idx), each
+                # run by primary key, each pause by its unique (workflow, step).
+                cursor.execute(
+                    "SELECT r.workflow, count(*) FROM runs_step s "
+                    "JOIN runs_run r ON r.id = s.run_id "
+                    "WHERE s.status IN ('queued', 'retrying') AND EXISTS ("
+                    "SELECT 1 FROM runs_pause p WHERE p.workflow = r.workflow "
+                    "AND p.step IN ('', s.name)) GROUP BY r.workflow"
+                )
+                paused_steps = dict(cursor.fetchall())
         yield GaugeMetricFamily(
             f"{PREFIX}_unresolved_claims", "Claims waiting for a decision.", value=count
         )
@@ -95,6 +114,17 @@ class DatabaseCollector(Collector):
         for status in RunStatus.values:
             runs.add_metric([status], by_status.get(status, 0))
         yield runs
+        yield GaugeMetricFamily(
+            f"{PREFIX}_pauses", "Pauses in effect (workflows or steps paused).", value=pauses
+        )
+        waiting = GaugeMetricFamily(
+            f"{PREFIX}_paused_steps",
+            "Steps queued (or retrying) behind a pause, by workflow.",
+            labels=["workflow"],
+        )
+        for workflow, count in sorted(paused_steps.items()):
+            waiting.add_metric([workflow], count)
+        yield waiting
 
 
 def process_registry() -> CollectorRegistry:

@@ -1,7 +1,8 @@
 """The runs app's models, by idea: a run's state (core), what retention keeps and
-records (retention), schedules (schedules). Import them from here."""
+records (retention), schedules (schedules), pauses (pauses). Import them from here."""
 
 from .core import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
+from .pauses import Pause, PauseChange
 from .retention import (
     MapRegistry,
     RetentionPolicy,
@@ -16,6 +17,8 @@ __all__ = [
     "Claim",
     "Event",
     "MapRegistry",
+    "Pause",
+    "PauseChange",
     "RetentionPolicy",
     "RetentionPolicyChange",
     "RetentionPurge",
