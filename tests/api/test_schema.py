@@ -172,7 +172,14 @@ def test_every_request_body_is_closed(openapi):
                 bodies[op["operationId"]] = body_schemas(
                     openapi, content["application/json"]["schema"]
                 )
-    assert set(bodies) == {"runs_create", "runs_cancel", "runs_signal", "claims_resolve"}
+    assert set(bodies) == {
+        "runs_create",
+        "runs_cancel",
+        "runs_signal",
+        "claims_resolve",
+        "pauses_create",
+        "pauses_resume",
+    }
     open_bodies = {
         name: [s.get("description") for s in schemas if s.get("additionalProperties") is not False]
         for name, schemas in bodies.items()
