@@ -321,8 +321,9 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
             # republishes it (policies/pauses.py), and the sweeper skips it meanwhile.
             metrics.PAUSED_STARTS.labels(run.workflow).inc()
             log.info(
-                "step %s is paused (pause %s by %s: %s); left %s",
+                "step %s of run %s is paused (pause %s by %s: %s); left %s",
                 step.key,
+                run.id,
                 paused.pause_id,
                 paused.actor,
                 paused.reason,
