@@ -345,7 +345,7 @@ def test_every_link_names_an_operation_and_some_of_its_path_parameters(openapi):
                     names = {p["name"] for p in target["parameters"] if p["in"] == "path"}
                     # A link gives what the answer knows; the rest is the caller's.
                     assert set(link["parameters"]) <= names, (op["operationId"], name)
-                    assert "run_id" in link["parameters"] or "claim_id" in link["parameters"]
+                    assert {"run_id", "claim_id", "pause_id"} & set(link["parameters"])
 
 
 # --- submitting: one body per registered workflow ------------------------------------------
