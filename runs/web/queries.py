@@ -724,21 +724,18 @@ def pause_audit(limit: int = AUDIT_ROWS) -> list[PauseChange]:
     return list(PauseChange.objects.order_by("-at", "-id")[:limit])
 
 
-def paused_by_workflow() -> dict[str, list[Pause]]:
-    """Pauses by workflow name: what the runs list marks."""
-    out: dict[str, list[Pause]] = {}
-    for pause in pauses_in_effect():
-        out.setdefault(pause.workflow, []).append(pause)
-    return out
-
-
-def mark_paused(shown: Iterable[Run]) -> None:
+def mark_paused(shown: Iterable[Run], pauses_now: list[Pause] | None = None) -> None:
     """Set `paused` (the pause, or None) on each run with a step waiting behind a pause:
-    at most two queries (the pauses, then the waiting steps of those runs alone)."""
+    at most two queries (the pauses, unless given, then the waiting steps of the shown
+    runs of paused workflows, only if there are any)."""
     runs = list(shown)
     for run in runs:
         run.paused = None  # type: ignore[attr-defined]
-    pauses = paused_by_workflow()
+    if not runs:
+        return
+    pauses: dict[str, list[Pause]] = {}
+    for pause in pauses_in_effect() if pauses_now is None else pauses_now:
+        pauses.setdefault(pause.workflow, []).append(pause)
     held = {run.pk: run for run in runs if run.workflow in pauses and run.status in RUN_ACTIVE}
     if not held:
         return

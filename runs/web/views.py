@@ -26,7 +26,7 @@ def overview(request: SignedInRequest) -> HttpResponse:
     context["recent"] = list(
         Run.objects.defer("input", "result").order_by("-created_at", "-id")[:15]
     )
-    queries.mark_paused(context["recent"])
+    queries.mark_paused(context["recent"], context["pauses"])
     template = "runs/overview.html"
     if request.htmx and request.htmx.target == "overview-live":
         template += "#overview-live"

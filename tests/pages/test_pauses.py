@@ -44,7 +44,11 @@ def test_operator_pauses_from_the_page_and_sees_it_in_the_audit(operator_client,
     [
         ({"workflow": "merge-change", "reason": ""}, "pause-reason-error", "needs a reason"),
         ({"workflow": "nope", "reason": "r"}, "pause-workflow-error", "unknown workflow"),
-        ({"workflow": "merge-change", "step": "mreg", "reason": "r"}, "pause-step-error", "no step"),
+        (
+            {"workflow": "merge-change", "step": "mreg", "reason": "r"},
+            "pause-step-error",
+            "no step",
+        ),
     ],
 )
 def test_a_bad_pause_form_says_why_beside_its_field_and_writes_nothing(
