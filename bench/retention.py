@@ -165,7 +165,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from runs.engine.policies import retention
+    from runs.engine import retention
     from runs.models import Event, RetentionPolicy
 
     call_command("migrate", verbosity=0)

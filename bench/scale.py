@@ -229,7 +229,6 @@ def explain_step_statements() -> None:
     from django.db import connection
 
     from runs import engine, events
-    from runs.engine.attempts import finish, start
     from runs.models import Step
 
     run = engine.submit_run(workflow="bench-chain-pure", input={"n": 1})
@@ -237,7 +236,7 @@ def explain_step_statements() -> None:
     text = str  # a parameter's type in the PREPARE: text unless named below
     statements = {
         "start (step -> running, attempt, run, dependency results)": (
-            start.SQL["start"],
+            engine.HOT_STATEMENTS["start"],
             {
                 "step_id": (step.id, "bigint"),
                 "running": ("running", text),
@@ -251,7 +250,7 @@ def explain_step_statements() -> None:
             },
         ),
         "finish (fence, claim, step, run counter, dependents)": (
-            finish.SQL["succeed_and_dependents"],
+            engine.HOT_STATEMENTS["finish"],
             {
                 "attempt": (0, "bigint"),
                 "attempt_succeeded": ("succeeded", text),
@@ -273,7 +272,7 @@ def explain_step_statements() -> None:
             },
         ),
         "events (seq allocation + insert)": (
-            events._WRITE_MANY,
+            events.SQL["append_many"],
             {
                 "n": (2, "int"),
                 "run": (str(run.id), "uuid"),

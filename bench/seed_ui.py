@@ -122,12 +122,10 @@ def crash(step_id: int) -> None:
     from django.db import connection
 
     from runs import engine
-    from runs.engine.attempts.lease import renew_lease
-    from runs.engine.entry.execute import start_attempt
 
-    started = start_attempt(step_id=step_id, worker="celery@web-9")
+    started = engine.start_attempt(step_id=step_id, worker="celery@web-9")
     assert started is not None
-    renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
+    engine.renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "

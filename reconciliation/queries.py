@@ -38,13 +38,15 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Now
 
-from runs import events
+from runs import events, sql
 from runs.engine import PostconditionFailed, Preview, db_now_plus, preview_resolutions, probe_of
 from runs.history import snapshot
 from runs.models import Attempt, Claim, Event, Pause
 from runs.states import ClaimStatus
 
 from .services import Take
+
+SQL = sql.load(__file__)
 
 T = TypeVar("T")
 
@@ -256,10 +258,11 @@ def queue_summary() -> QueueSummary:
     indexed query (claim_unresolved_idx)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*), now() - min(unresolved_at), "
-            "count(*) FILTER (WHERE unresolved_at < now() - make_interval(secs => %s)) "
-            "FROM runs_claim WHERE status = %s",
-            [float(settings.RECONCILIATION_STALE_MINUTES) * 60, ClaimStatus.UNRESOLVED],
+            SQL["queue_summary"],
+            {
+                "stale_seconds": float(settings.RECONCILIATION_STALE_MINUTES) * 60,
+                "unresolved": ClaimStatus.UNRESOLVED,
+            },
         )
         size, oldest, stale = cursor.fetchone()
     return QueueSummary(int(size), oldest, int(stale))

@@ -30,7 +30,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 
-from runs import inputs
+from runs import inputs, sql
 from runs.engine import (
     ClaimAlreadyResolved,
     ClaimNotFound,
@@ -55,6 +55,8 @@ from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus
 
 from .models import ClaimTake
+
+SQL = sql.load(__file__)
 
 log = logging.getLogger(__name__)
 
@@ -93,32 +95,6 @@ class Take:
     expires_at: datetime
 
 
-# One statement decides: a new take is inserted; an existing one is overwritten only if
-# it expired or is the same user's (a renewal: taken_at stays, expires_at moves on).
-# The claim row is read FOR SHARE, so a take and a resolution of the same claim
-# serialize: a take waiting behind a resolution re-reads the claim's status (READ
-# COMMITTED re-check) and inserts nothing, and a resolution that comes second deletes
-# the take in its own transaction.
-# Times are statement_timestamp(), like Django's Now() on PostgreSQL (the queue's
-# "is this take live?"), so a retry within one transaction sees the clock move.
-TAKE_SQL = """
-INSERT INTO reconciliation_claimtake AS t (claim_id, taken_by_id, taken_at, expires_at)
-SELECT c.id, %(user)s, statement_timestamp(),
-       statement_timestamp() + make_interval(secs => %(seconds)s)
-FROM runs_claim AS c
-WHERE c.id = %(claim)s AND c.status = %(unresolved)s
-FOR SHARE OF c
-ON CONFLICT (claim_id) DO UPDATE SET
-    taken_by_id = EXCLUDED.taken_by_id,
-    taken_at = CASE WHEN t.taken_by_id = EXCLUDED.taken_by_id
-                         AND t.expires_at > statement_timestamp()
-                    THEN t.taken_at ELSE EXCLUDED.taken_at END,
-    expires_at = EXCLUDED.expires_at
-WHERE t.expires_at <= statement_timestamp() OR t.taken_by_id = EXCLUDED.taken_by_id
-RETURNING t.taken_at, t.expires_at
-"""
-
-
 def take_claim(*, claim_id: int, user: User) -> Take:
     """Take an unresolved claim ("on it") for settings.RECONCILIATION_TAKE_MINUTES, or
     renew one's own take. Refuses: ClaimTakenByOther (a live take by someone else),
@@ -132,7 +108,7 @@ def take_claim(*, claim_id: int, user: User) -> Take:
     with transaction.atomic(durable=True):
         for _ in range(3):
             with connection.cursor() as cursor:
-                cursor.execute(TAKE_SQL, params)
+                cursor.execute(SQL["take_claim"], params)
                 row = cursor.fetchone()
             if row is not None:
                 return Take(claim_id, user.get_username(), user.pk, row[0], row[1])

@@ -20,8 +20,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from . import prepared
+from . import prepared, sql
 from .models import Event
+
+SQL = sql.load(__file__)
 
 # Event types. Payloads are small JSON objects; Event.schema_version says how to read them.
 RUN_SUBMITTED = "run_submitted"
@@ -106,20 +108,6 @@ def rewind_buffer(mark: int) -> None:
     del _local.pending[mark:]
 
 
-_WRITE_MANY = """
-    WITH seq AS (
-        UPDATE runs_run SET last_seq = last_seq + %(n)s WHERE id = %(run)s RETURNING last_seq
-    )
-    INSERT INTO runs_event
-        (run_id, seq, type, step_id, attempt_number, schema_version, payload, created_at)
-    SELECT %(run)s, seq.last_seq - %(n)s + e.ord, e.type, e.step_id, e.attempt_number,
-           %(version)s, e.payload, statement_timestamp()
-    FROM seq, unnest(%(types)s::text[], %(steps)s::bigint[], %(attempts)s::integer[],
-                     %(payloads)s::jsonb[]) WITH ORDINALITY AS e(type, step_id, attempt_number,
-                                                                  payload, ord)
-"""
-
-
 def _write(
     pending: list[tuple[uuid.UUID | str, str, int | None, int | None, dict[str, Any]]],
 ) -> None:
@@ -133,7 +121,7 @@ def _write(
             continue
         with prepared.cursor() as cursor:
             cursor.execute(
-                _WRITE_MANY,
+                SQL["append_many"],
                 {
                     "n": len(entries),
                     "run": run_id,
@@ -172,28 +160,16 @@ def _append_now(
     attempt_number: int | None,
     payload: dict[str, Any],
 ) -> int:
-    params: list[Any] = [
-        run_id,
-        run_id,
-        type,
-        step_id,
-        attempt_number,
-        Event.SCHEMA_VERSION,
-        Jsonb(payload),
-    ]
+    params = {
+        "run": run_id,
+        "type": type,
+        "step": step_id,
+        "attempt": attempt_number,
+        "version": Event.SCHEMA_VERSION,
+        "payload": Jsonb(payload),
+    }
     with prepared.cursor() as cursor:
-        cursor.execute(
-            """
-            WITH seq AS (
-                UPDATE runs_run SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq
-            )
-            INSERT INTO runs_event
-                (run_id, seq, type, step_id, attempt_number, schema_version, payload, created_at)
-            SELECT %s, seq.last_seq, %s, %s, %s, %s, %s, statement_timestamp() FROM seq
-            RETURNING seq
-            """,
-            params,
-        )
+        cursor.execute(SQL["append_one"], params)
         row = cursor.fetchone()
     if row is None:
         raise LookupError(f"run {run_id} does not exist")

@@ -17,8 +17,11 @@ from django.db import connection, transaction
 from django.db.models import Count
 
 from . import events as ev
+from . import sql
 from .models import Claim, Event, MapRegistry, Run, RunHistorySummary, Step
 from .states import ClaimStatus, RunStatus, StepStatus
+
+SQL = sql.load(__file__)
 
 STEP_STATUS_BY_EVENT = {
     ev.STEP_QUEUED: StepStatus.QUEUED,
@@ -126,7 +129,7 @@ def snapshot() -> Iterator[None]:
         return
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            cursor.execute(SQL["snapshot"])
         yield
 
 

@@ -15,10 +15,15 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from runs import sql
+from runs.states import ClaimStatus, RunStatus, StepStatus
+
+SQL = sql.load(__file__)
 
 PREFIX = "durable_runs"
 # Step durations run from milliseconds (pure) to hours (a long guarded call).
@@ -76,30 +81,18 @@ class DatabaseCollector(Collector):
     status (by the status index), and pauses with the steps waiting behind them."""
 
     def collect(self) -> Iterator[Metric]:
-        from django.db import connection
-
-        from runs.states import RunStatus
-
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*), coalesce(extract(epoch FROM now() - min(unresolved_at)), 0) "
-                "FROM runs_claim WHERE status = 'unresolved'"
-            )
+            cursor.execute(SQL["unresolved_claims"], {"unresolved": ClaimStatus.UNRESOLVED})
             count, oldest = cursor.fetchone()
-            cursor.execute("SELECT status, count(*) FROM runs_run GROUP BY status")
+            cursor.execute(SQL["runs_by_status"])
             by_status = dict(cursor.fetchall())
-            cursor.execute("SELECT count(*) FROM runs_pause")
+            cursor.execute(SQL["pauses"])
             (pauses,) = cursor.fetchone()
             paused_steps: dict[str, int] = {}
             if pauses:
-                # Waiting steps by the partial index on them (step_waiting_idx), each
-                # run by primary key, each pause by its unique (workflow, step).
                 cursor.execute(
-                    "SELECT r.workflow, count(*) FROM runs_step s "
-                    "JOIN runs_run r ON r.id = s.run_id "
-                    "WHERE s.status IN ('queued', 'retrying') AND EXISTS ("
-                    "SELECT 1 FROM runs_pause p WHERE p.workflow = r.workflow "
-                    "AND p.step IN ('', s.name)) GROUP BY r.workflow"
+                    SQL["paused_steps"],
+                    {"queued": StepStatus.QUEUED, "retrying": StepStatus.RETRYING},
                 )
                 paused_steps = dict(cursor.fetchall())
         yield GaugeMetricFamily(

@@ -8,20 +8,17 @@
 
 Deny by default: a page needs a login AND a role; every POST checks the role on the
 server, whatever the page showed. Superusers count as operators.
+
+This module only answers "may this user ...?", for the engine (who may send a signal),
+the pages and the API alike; the pages' decorators that act on the answer (a login
+redirect, a 403) are runs/web/access.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
-from django_htmx.http import HttpResponseClientRedirect
 
 OPERATORS = "operators"
 VIEWERS = "viewers"
@@ -93,37 +90,3 @@ def role_of(user: Any) -> str | None:
     if can_submit(user):
         return SUBMITTERS
     return None
-
-
-View = Callable[..., HttpResponse]
-
-
-def _to_login(request: HttpRequest) -> HttpResponse:
-    """To the login page, and back here after it. An htmx request (a poll whose login
-    ended) sends the whole page there: the login form is not swapped into a badge."""
-    if request.headers.get("HX-Request") == "true":
-        current = urlsplit(request.headers.get("HX-Current-URL", ""))
-        page = current.path + (f"?{current.query}" if current.query else "")
-        login = redirect_to_login(page or request.get_full_path())
-        return HttpResponseClientRedirect(login["Location"])
-    return redirect_to_login(request.get_full_path())
-
-
-def _requires(check: Callable[[Any], bool], what: str) -> Callable[[View], View]:
-    def decorator(view: View) -> View:
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if not request.user.is_authenticated:
-                return _to_login(request)
-            if not check(request.user):
-                raise PermissionDenied(f"this needs the {what} role")
-            return view(request, *args, **kwargs)
-
-        return wrapped
-
-    return decorator
-
-
-viewer_required = _requires(can_view, "viewer or operator")
-operator_required = _requires(can_operate, "operator")
-submitter_required = _requires(can_submit, "submitter or operator")

@@ -62,6 +62,9 @@ from runs.errors import (
     WaitFinished,
 )
 
+from .attempts import finish as _finish
+from .attempts import start as _start
+from .attempts.lease import renew_lease
 from .core import faults, publish
 from .core.clock import db_now_plus, lease_for
 from .core.faults import SimulatedCrash
@@ -94,10 +97,18 @@ from .policies.submit import KEY_PATTERN, Submission, resolve_workflow, submit, 
 from .policies.waits import send_signal, wake_due
 from .state.unresolved import probe_of
 
+# The hot path's two statements as PostgreSQL receives them, for tools that EXPLAIN them
+# (bench/scale.py --explain) without reaching past this door.
+HOT_STATEMENTS = {
+    "start": _start.SQL["start"],
+    "finish": _finish.SQL["succeed_and_dependents"],
+}
+
 __all__ = [
     "COMPENSATES",
     "FAILS_RUN",
     "FINISHES_RUN",
+    "HOT_STATEMENTS",
     "KEY_PATTERN",
     "NOT_UNRESOLVED",
     "RECORDED_ONLY",
@@ -162,6 +173,7 @@ __all__ = [
     "probe_of",
     "publish",
     "recover_attempt",
+    "renew_lease",
     "reprobe_claim",
     "resolve_claim",
     "resolve_workflow",

@@ -15,8 +15,8 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from runs import engine, inputs
 from runs.queries import parse_run_id
-from runs.roles import operator_required
 
+from .access import operator_required
 from .http import SignedInRequest
 
 

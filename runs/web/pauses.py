@@ -13,9 +13,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from runs import engine, inputs
-from runs.roles import operator_required, viewer_required
 
 from . import queries
+from .access import operator_required, viewer_required
 from .http import SignedInRequest
 
 # Where a resume goes back to (the overview's Paused panel, or this page).

@@ -30,7 +30,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 
 from reconciliation.queries import queue_summary
-from runs import engine
+from runs import engine, sql
 from runs.inputs import BadInput, clean_text, parse_moment
 from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step, SubmissionKey
 from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
@@ -38,6 +38,8 @@ from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
 
 from . import timeline
+
+SQL = sql.load(__file__)
 
 # --- the run page ----------------------------------------------------------------------
 EVENTS_PER_PAGE = 100
@@ -640,15 +642,7 @@ def counts_by_status() -> list[StatusCount]:
     every run: the finished statuses only grow, the active ones stay small and exact."""
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            SELECT s.status, (
-                SELECT count(*) FROM (
-                    SELECT 1 FROM runs_run r WHERE r.status = s.status LIMIT %s
-                ) AS capped
-            )
-            FROM unnest(%s::text[]) AS s(status)
-            """,
-            [COUNT_CAP + 1, list(RunStatus.values)],
+            SQL["counts_by_status"], {"cap": COUNT_CAP + 1, "statuses": list(RunStatus.values)}
         )
         counts = dict(cursor.fetchall())
     return [StatusCount(status, counts.get(status, 0)) for status in RunStatus.values]
@@ -666,16 +660,11 @@ def throughput(minutes: int = 60) -> Throughput:
     """Steps completed per minute over the last `minutes` (the database's clock), from
     the partial index on succeeded steps' finished_at."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT date_trunc('minute', now())")
+        cursor.execute(SQL["this_minute"])
         now = cursor.fetchone()[0]
         cursor.execute(
-            """
-            SELECT date_trunc('minute', finished_at), count(*)
-            FROM runs_step
-            WHERE status = 'succeeded' AND finished_at >= %s
-            GROUP BY 1
-            """,
-            [now - timedelta(minutes=minutes - 1)],
+            SQL["succeeded_per_minute"],
+            {"succeeded": StepStatus.SUCCEEDED, "since": now - timedelta(minutes=minutes - 1)},
         )
         rows = cursor.fetchall()
     per_minute = {minute: n for minute, n in rows}

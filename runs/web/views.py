@@ -11,11 +11,12 @@ from django_htmx.http import HttpResponseClientRedirect
 from runs import engine
 from runs.models import Run
 from runs.queries import parse_run_id
-from runs.roles import can_submit, submitter_required, viewer_required
+from runs.roles import can_submit
 from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
 from runs.workflows import registry
 
 from . import forms, queries, timeline
+from .access import submitter_required, viewer_required
 from .http import SignedInRequest
 
 

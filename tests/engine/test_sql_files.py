@@ -1,5 +1,6 @@
-"""The engine's SQL: named statements in .sql files beside the modules that run them
-(runs/engine/core/sql.py), every one of them used, none with a value written into it."""
+"""The project's SQL: named statements in .sql files beside the modules that run them
+(the loader is runs/sql/__init__.py), every one of them used, none with a value written
+into it; and outside the engine, nothing reaches past its door (runs/engine/__init__.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from runs import states
-from runs.engine.core import sql
+from runs import sql, states
 
-ENGINE = Path(__file__).resolve().parents[2] / "runs" / "engine"
-SQL_FILES = sorted(ENGINE.rglob("*.sql"))
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "runs" / "engine"
+# Every statement file of the project; runs/sql/schema.sql is the migrations' schema
+# (tests/engine/test_schema_file.py), not statements a module runs.
+SQL_FILES = sorted(
+    path
+    for app in ("runs", "reconciliation", "api", "config")
+    for path in (ROOT / app).rglob("*.sql")
+    if path != ROOT / "runs" / "sql" / "schema.sql"
+)
+# Outside runs/: programs that use the engine as any caller does.
+TOOLS = sorted(
+    path for folder in ("bench", "examples", "scripts") for path in (ROOT / folder).rglob("*.py")
+)
 
 
 def _parse(text: str, includes: dict[str, str] | None = None) -> sql.Statements:
@@ -50,12 +62,12 @@ def test_a_missing_statement_names_its_file():
 
 
 def test_the_engine_has_sql_files_and_each_sits_beside_its_module():
-    assert len(SQL_FILES) >= 8
+    assert len([p for p in SQL_FILES if p.is_relative_to(ENGINE)]) >= 8
     for path in SQL_FILES:
         assert path.with_suffix(".py").exists(), f"{path} has no module beside it"
 
 
-@pytest.mark.parametrize("path", SQL_FILES, ids=lambda p: str(p.relative_to(ENGINE)))
+@pytest.mark.parametrize("path", SQL_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_statement_is_used_and_takes_its_values_as_parameters(path):
     text = path.read_text()
     module = path.with_suffix(".py").read_text()
@@ -77,10 +89,18 @@ def test_every_statement_is_used_and_takes_its_values_as_parameters(path):
     )
 
 
+def _modules_with_statements() -> list[Path]:
+    """The engine's modules, and every other module that has a .sql file beside it."""
+    return sorted({*ENGINE.rglob("*.py"), *(p.with_suffix(".py") for p in SQL_FILES)})
+
+
 def test_the_engine_builds_no_sql_text_at_run_time():
-    """Every execute() in the engine runs a statement of its module's .sql file, as it
-    was read at import: SQL["name"], never text put together at run time."""
-    for module in ENGINE.rglob("*.py"):
+    """Every execute() in the engine, and in any module with a .sql file, runs a
+    statement of its module's .sql file as it was read at import: SQL["name"], never
+    text put together at run time."""
+    modules = _modules_with_statements()
+    assert ROOT / "runs" / "events.py" in modules
+    for module in modules:
         for node in ast.walk(ast.parse(module.read_text())):
             if (
                 isinstance(node, ast.Call)
@@ -94,4 +114,22 @@ def test_the_engine_builds_no_sql_text_at_run_time():
                     and isinstance(first.value, ast.Name)
                     and first.value.id == "SQL"
                     and isinstance(first.slice, ast.Constant | ast.IfExp)
-                ), f"{module.relative_to(ENGINE)}:{node.lineno} executes {ast.unparse(first)}"
+                ), f"{module.relative_to(ROOT)}:{node.lineno} executes {ast.unparse(first)}"
+
+
+@pytest.mark.parametrize("path", TOOLS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_tools_use_the_engine_through_its_door(path):
+    """The import contracts ([tool.importlinter]) hold the apps to runs.engine's door;
+    bench/, examples/ and scripts/ are not packages import-linter reads, so this does."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+        for name in names:
+            assert not name.startswith("runs.engine."), (
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {name}: use runs.engine"
+            )

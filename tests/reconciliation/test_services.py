@@ -196,7 +196,7 @@ def test_take_claim_waiting_on_an_uncommitted_take_is_refused_once_it_commits():
     with transaction.atomic():
         with connection.cursor() as cursor:  # ann's take, not yet committed
             cursor.execute(
-                services.TAKE_SQL,
+                services.SQL["take_claim"],
                 {"user": ann.pk, "seconds": 60, "claim": claim.id, "unresolved": "unresolved"},
             )
         second = Background(lambda: services.take_claim(claim_id=claim.id, user=bob))

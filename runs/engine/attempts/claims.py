@@ -18,8 +18,7 @@ from django.conf import settings
 from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
-from runs import events, prepared
-from runs.engine.core import sql
+from runs import events, prepared, sql
 from runs.engine.core.keys import step_claim_key
 from runs.errors import ClaimBusy, ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step

@@ -18,8 +18,8 @@ from django.db.models import F
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
-from runs import events, prepared
-from runs.engine.core import faults, sql
+from runs import events, prepared, sql
+from runs.engine.core import faults
 from runs.engine.core.clock import db_now_plus
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.keys import step_claim_key

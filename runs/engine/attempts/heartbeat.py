@@ -22,7 +22,7 @@ from typing import Any
 
 from django.db import connection
 
-from runs.engine.core import sql
+from runs import sql
 from runs.errors import AttemptFenced
 from runs.states import AttemptStatus
 

@@ -17,8 +17,8 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
-from runs import prepared
-from runs.engine.core import faults, keys, sql
+from runs import prepared, sql
+from runs.engine.core import faults, keys
 from runs.engine.core.jsonvalues import ensure_json
 from runs.errors import AttemptFenced
 from runs.models import Claim, MapRegistry, Step

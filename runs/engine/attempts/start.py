@@ -17,8 +17,8 @@ from django.db import connection, transaction
 from django.db.models import Field, Model
 from django.db.models.functions import Now
 
-from runs import events, prepared
-from runs.engine.core import faults, sql
+from runs import events, prepared, sql
+from runs.engine.core import faults
 from runs.engine.core.clock import lease_for
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_now

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 
-from runs.engine.core import sql
+from runs import sql
 from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING

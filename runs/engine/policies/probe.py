@@ -40,8 +40,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from runs import events, metrics
-from runs.engine.core import sql
+from runs import events, metrics, sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name

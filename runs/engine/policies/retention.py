@@ -54,8 +54,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from runs import metrics
-from runs.engine.core import faults, sql
+from runs import metrics, sql
+from runs.engine.core import faults
 from runs.errors import UnknownPolicy
 from runs.history import Projection, fold
 from runs.models import (

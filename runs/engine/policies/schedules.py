@@ -44,7 +44,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from runs.engine.core import sql
+from runs import sql
 from runs.engine.core.principals import Principal
 from runs.errors import SubmissionKeyConflict
 from runs.models import Schedule

@@ -25,8 +25,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from runs import events
-from runs.engine.core import sql
+from runs import events, sql
 from runs.engine.core.keys import canonical_json
 from runs.engine.core.principals import NOBODY, Principal
 from runs.engine.core.publish import publish_on_commit

@@ -32,8 +32,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Value
 from django.db.models.functions import Now
 
-from runs import events
-from runs.engine.core import sql
+from runs import events, sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name, user_principal

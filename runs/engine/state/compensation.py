@@ -20,8 +20,7 @@ from django.db import connection
 from django.db.models import F
 from django.db.models.functions import Now
 
-from runs import events
-from runs.engine.core import sql
+from runs import events, sql
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
 from runs.models import Run, Step

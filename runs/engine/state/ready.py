@@ -8,8 +8,7 @@ from typing import Any
 
 from django.db.models.functions import Now
 
-from runs import events, prepared
-from runs.engine.core import sql
+from runs import events, prepared, sql
 from runs.models import Step
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from runs.workflows.definition import Workflow

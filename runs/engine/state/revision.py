@@ -7,7 +7,7 @@ import uuid
 
 from django.db import connection
 
-from runs.engine.core import sql
+from runs import sql
 
 SQL = sql.load(__file__)
 

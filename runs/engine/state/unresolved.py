@@ -11,8 +11,7 @@ from django.db import connection, transaction
 from django.db.models import Expression
 from django.db.models.functions import Now
 
-from runs import events
-from runs.engine.core import sql
+from runs import events, sql
 from runs.engine.core.publish import publish_probes
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, EffectKind, RunStatus
