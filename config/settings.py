@@ -492,6 +492,10 @@ CELERY_TASK_ROUTES = {
     "runs.sweep": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
     "runs.probe_claim": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
     "runs.fire_schedules": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
+    "reconciliation.webhooks": {
+        "queue": CELERY_RECOVERY_QUEUE,
+        "routing_key": CELERY_RECOVERY_QUEUE,
+    },
 }
 # How often the beat looks for due schedule ticks (runs/engine/policies/schedules.py): the most a
 # tick can be late. Ticks are exactly-once whatever the interval or number of beats.
@@ -569,6 +573,32 @@ RECONCILIATION_TAKE_MINUTES = env_float("RECONCILIATION_TAKE_MINUTES", 30.0)
 RECONCILIATION_STALE_MINUTES = env_float("RECONCILIATION_STALE_MINUTES", 60.0)
 RECONCILIATION_BULK_MAX = int(env_float("RECONCILIATION_BULK_MAX", 500))
 
+# --- Webhook (reconciliation/webhooks.py; docs/operating.md#webhook) ----------------
+# Off unless RUNS_WEBHOOK_URL is set: then the beat sends `reconciliation.webhooks` every
+# RUNS_WEBHOOK_INTERVAL seconds, which writes one outbox row per new unresolved claim and
+# per claim past RECONCILIATION_STALE_MINUTES, and POSTs the due ones, each signed with
+# RUNS_WEBHOOK_SECRET (HMAC-SHA256). A failed try is retried after
+# RUNS_WEBHOOK_BACKOFF_SECONDS, doubling with jitter up to RUNS_WEBHOOK_BACKOFF_MAX_SECONDS,
+# for RUNS_WEBHOOK_MAX_TRIES tries in all; then the row is kept as failed. RUNS_PUBLIC_URL
+# (this service's address as people reach it) makes the payload's link absolute.
+RUNS_WEBHOOK_URL = os.environ.get("RUNS_WEBHOOK_URL", "").strip()
+RUNS_WEBHOOK_SECRET = os.environ.get("RUNS_WEBHOOK_SECRET", "")
+if RUNS_WEBHOOK_URL and not RUNS_WEBHOOK_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(
+        f"RUNS_WEBHOOK_URL must be an http:// or https:// URL, not {RUNS_WEBHOOK_URL!r}"
+    )
+if RUNS_WEBHOOK_URL and len(RUNS_WEBHOOK_SECRET) < 16:
+    raise ImproperlyConfigured(
+        "RUNS_WEBHOOK_SECRET must be set (16 characters or more) when RUNS_WEBHOOK_URL is: "
+        "receivers check each delivery's signature with it"
+    )
+RUNS_WEBHOOK_TIMEOUT_SECONDS = env_positive("RUNS_WEBHOOK_TIMEOUT_SECONDS", 5.0)
+RUNS_WEBHOOK_INTERVAL = env_positive("RUNS_WEBHOOK_INTERVAL", 10.0)
+RUNS_WEBHOOK_MAX_TRIES = env_int("RUNS_WEBHOOK_MAX_TRIES", 12, minimum=1)
+RUNS_WEBHOOK_BACKOFF_SECONDS = env_positive("RUNS_WEBHOOK_BACKOFF_SECONDS", 10.0)
+RUNS_WEBHOOK_BACKOFF_MAX_SECONDS = env_positive("RUNS_WEBHOOK_BACKOFF_MAX_SECONDS", 3600.0)
+RUNS_PUBLIC_URL = os.environ.get("RUNS_PUBLIC_URL", "").strip().rstrip("/")
+
 # --- Logs -----------------------------------------------------------------
 # One JSON object per line in production (LOG_FORMAT=json, the default when DEBUG is
 # off), plain text in development; both carry the request id and user of a web request,
@@ -615,3 +645,9 @@ CELERY_BEAT_SCHEDULE["apply-retention"] = {
     "schedule": RUNS_RETENTION_INTERVAL,
     "options": {"expires": RUNS_RETENTION_INTERVAL},
 }
+if RUNS_WEBHOOK_URL:
+    CELERY_BEAT_SCHEDULE["webhooks"] = {
+        "task": "reconciliation.webhooks",
+        "schedule": RUNS_WEBHOOK_INTERVAL,
+        "options": {"expires": RUNS_WEBHOOK_INTERVAL},
+    }

@@ -36,3 +36,66 @@ class ClaimTake(models.Model):
 
     def __str__(self) -> str:
         return f"claim {self.claim_id} taken by {self.taken_by_id} until {self.expires_at}"
+
+
+class WebhookDelivery(models.Model):
+    """The webhook's outbox (docs/operating.md#webhook): one row per event, written by
+    the periodic scan (reconciliation/webhooks.py) in its own transaction, never in a
+    step's, and delivered from here by whoever holds the row (FOR UPDATE SKIP LOCKED).
+    UNIQUE(claim_id, event) makes each event enqueued once however often and however
+    many beats scan. The claim is named by id, not by a foreign key: retention deletes
+    claims after their dedup window, and what was sent stays (its payload is a copy)."""
+
+    class Event(models.TextChoices):
+        CLAIM_UNRESOLVED = "claim_unresolved"
+        CLAIM_STALE = "claim_stale"  # older than RECONCILIATION_STALE_MINUTES
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # due at next_attempt_at
+        DELIVERED = "delivered"  # the receiver answered 2xx
+        FAILED = "failed"  # RUNS_WEBHOOK_MAX_TRIES used up; kept, visible
+
+    event = models.CharField(max_length=32, choices=Event.choices)
+    claim_id = models.BigIntegerField()
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    tries = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(db_default=Now())
+    created_at = models.DateTimeField(db_default=Now())
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    # Every try: {"try", "at", "outcome", "status_code", "error", "next_attempt_at"}.
+    history = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["claim_id", "event"], name="webhookdelivery_once_per_claim"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "delivered", "failed"]),
+                name="webhookdelivery_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(event__in=["claim_unresolved", "claim_stale"]),
+                name="webhookdelivery_event_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="delivered", delivered_at__isnull=False)
+                | (~Q(status="delivered") & Q(delivered_at__isnull=True)),
+                name="webhookdelivery_delivered_at",
+            ),
+        ]
+        indexes = [
+            # what is due, oldest first; and /metrics' count and age of what is pending
+            models.Index(
+                fields=["next_attempt_at", "id"],
+                name="webhook_pending_idx",
+                condition=Q(status="pending"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} of claim {self.claim_id}: {self.status}"

@@ -68,6 +68,12 @@ PURGED = Counter(
     "Rows retention compacted or deleted, by stage.",
     ["stage", "action"],
 )
+WEBHOOKS = Counter(
+    f"{PREFIX}_webhook_deliveries_total",
+    "Webhook delivery tries by event and outcome (delivered; failed: another try is "
+    "scheduled; gave_up: its tries used up, kept as failed).",
+    ["event", "outcome"],
+)
 
 
 def on_commit(apply: Any) -> None:
@@ -76,9 +82,11 @@ def on_commit(apply: Any) -> None:
 
 
 class DatabaseCollector(Collector):
-    """Gauges read from PostgreSQL at scrape time: the reconciliation queue (count and
-    age of its oldest claim, by the partial index on unresolved claims), runs by
-    status (by the status index), and pauses with the steps waiting behind them."""
+    """Gauges read from PostgreSQL at scrape time (docs/operating.md#alerts says which
+    alert reads which): the reconciliation queue (count and age of its oldest claim),
+    runs by status, the steps queued for a worker (count and age of the oldest: workers
+    that stopped taking work), each retention policy's time since its last purge, the
+    webhook outbox's undelivered events, and pauses with the steps waiting behind them."""
 
     def collect(self) -> Iterator[Metric]:
         with connection.cursor() as cursor:
@@ -88,13 +96,19 @@ class DatabaseCollector(Collector):
             by_status = dict(cursor.fetchall())
             cursor.execute(SQL["pauses"])
             (pauses,) = cursor.fetchone()
-            paused_steps: dict[str, int] = {}
+            paused_steps = 0
             if pauses:
                 cursor.execute(
                     SQL["paused_steps"],
                     {"queued": StepStatus.QUEUED, "retrying": StepStatus.RETRYING},
                 )
-                paused_steps = dict(cursor.fetchall())
+                (paused_steps,) = cursor.fetchone()
+            cursor.execute(SQL["queued_steps"], {"queued": StepStatus.QUEUED})
+            queued, oldest_queued = cursor.fetchone()
+            cursor.execute(SQL["retention_last_purge"])
+            purges = cursor.fetchall()
+            cursor.execute(SQL["webhook_pending"], {"pending": "pending"})
+            pending, oldest_pending = cursor.fetchone()
         yield GaugeMetricFamily(
             f"{PREFIX}_unresolved_claims", "Claims waiting for a decision.", value=count
         )
@@ -110,14 +124,40 @@ class DatabaseCollector(Collector):
         yield GaugeMetricFamily(
             f"{PREFIX}_pauses", "Pauses in effect (workflows or steps paused).", value=pauses
         )
-        waiting = GaugeMetricFamily(
+        yield GaugeMetricFamily(
             f"{PREFIX}_paused_steps",
-            "Steps queued (or retrying) behind a pause, by workflow.",
-            labels=["workflow"],
+            "Steps queued (or retrying) behind a pause.",
+            value=paused_steps,
         )
-        for workflow, count in sorted(paused_steps.items()):
-            waiting.add_metric([workflow], count)
-        yield waiting
+        yield GaugeMetricFamily(
+            f"{PREFIX}_queued_steps",
+            "Steps queued for a worker (ready, no attempt started yet).",
+            value=queued,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_oldest_queued_step_age_seconds",
+            "Time the longest-queued step has waited for a worker (0 when none).",
+            value=float(oldest_queued),
+        )
+        retention = GaugeMetricFamily(
+            f"{PREFIX}_retention_last_purge_age_seconds",
+            "Seconds since each enabled retention policy's last completed purge (since "
+            "its creation if it never had one).",
+            labels=["policy"],
+        )
+        for policy, age in purges:
+            retention.add_metric([policy], float(age))
+        yield retention
+        yield GaugeMetricFamily(
+            f"{PREFIX}_webhook_pending",
+            "Webhook events not delivered yet (their tries not used up).",
+            value=pending,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_oldest_webhook_pending_age_seconds",
+            "Age of the oldest webhook event not delivered yet (0 when none).",
+            value=float(oldest_pending),
+        )
 
 
 def process_registry() -> CollectorRegistry:
