@@ -43,6 +43,9 @@ CLAIM_NOT_UNRESOLVED = "claim_not_unresolved"
 CLAIM_TAKEN = "claim_taken"
 DUPLICATE_SIGNAL = "duplicate_signal"
 WAIT_FINISHED = "wait_finished"
+UNKNOWN_STEP = "unknown_step"
+ALREADY_PAUSED = "already_paused"
+NOT_PAUSED = "not_paused"
 REFUSED = "refused"
 REQUEST_TOO_LARGE = "request_too_large"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
@@ -68,6 +71,9 @@ CODES = (
     CLAIM_TAKEN,
     DUPLICATE_SIGNAL,
     WAIT_FINISHED,
+    UNKNOWN_STEP,
+    ALREADY_PAUSED,
+    NOT_PAUSED,
     REFUSED,
     REQUEST_TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
@@ -117,6 +123,10 @@ _BY_DOMAIN_CODE: dict[str, tuple[int, str, str | None]] = {
     "claim_already_resolved": (409, CLAIM_ALREADY_RESOLVED, None),
     "claim_not_unresolved": (409, CLAIM_NOT_UNRESOLVED, None),
     "claim_taken": (409, CLAIM_TAKEN, None),
+    "unknown_step": (400, UNKNOWN_STEP, "step"),
+    "pause_reason_required": (400, INVALID, "reason"),
+    "already_paused": (409, ALREADY_PAUSED, None),
+    "not_paused": (409, NOT_PAUSED, None),
 }
 
 

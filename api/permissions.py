@@ -9,6 +9,8 @@ not list is refused, and so is a user with no role.
 | runs: send a signal              | -      | if its wait allows submitters, own runs | yes (1) |
 | claims: list                     | yes    | -         | yes      |
 | claims: take, release, resolve   | -      | -         | yes      |
+| pauses: list                     | yes    | -         | yes      |
+| pauses: pause, resume            | -      | -         | yes      |
 | workflows, schema, docs          | yes    | yes       | yes      |
 
 (1) A wait declares who may send its signal (operators by default); an approval

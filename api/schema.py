@@ -43,7 +43,7 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
 ERRORS = {
     400: "The request is invalid: `fields` names each input at fault (body fields, "
     "query parameters, the Idempotency-Key header). Codes: malformed_json, invalid, "
-    "unknown_workflow, unknown_version, invalid_input, invalid_idempotency_key.",
+    "unknown_workflow, unknown_version, invalid_input, invalid_idempotency_key, unknown_step.",
     401: "Not authenticated (not_authenticated), or a wrong, expired or revoked token "
     "(authentication_failed; the message says when a token expired).",
     403: "Authenticated, without the role this needs (permission_denied), or a session "
@@ -69,6 +69,9 @@ CONFLICTS = {
     "claims_resolve": "claim_already_resolved (who, when, what), claim_not_unresolved, refused.",
     "claims_take": "claim_taken (by whom, until when), claim_not_unresolved.",
     "claims_release": "claim_taken: another operator holds it.",
+    "pauses_create": "already_paused: that workflow (or step) is paused already (the "
+    "message says by whom, when and why).",
+    "pauses_resume": "not_paused: no such pause in effect (never made, or resumed already).",
 }
 # Every operation can answer these.
 COMMON = (401, 403, 406, 429)
@@ -369,6 +372,49 @@ claims_release = _operation(
     ok={200: OpenApiResponse(s.ReleaseSerializer, description="Whether you held it.")},
     errors=(404, 409, 413),
 )
+PAUSE_ID = OpenApiParameter(
+    "pause_id",
+    {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
+    OpenApiParameter.PATH,
+    description="The pause's id (`id` in GET /api/pauses/).",
+)
+pauses_list = _operation(
+    "pauses_list",
+    tag="pauses",
+    summary="List pauses",
+    description="The pauses in effect, by workflow and step. Viewers and operators.",
+    ok={200: OpenApiResponse(s.PauseSerializer(many=True), description="A page of pauses.")},
+    errors=(400, 404),
+)
+pauses_create = _operation(
+    "pauses_create",
+    tag="pauses",
+    summary="Pause a workflow or one of its steps",
+    description="From its commit on, no new attempt of the workflow (every version), or "
+    "of the named step, starts: its queued steps stay queued. Attempts already running "
+    "finish and are recorded; probes still run. Operators only.",
+    request=s.PauseBody,
+    examples=[
+        OpenApiExample(
+            "hold merges while the code host is down",
+            value={"workflow": "merge-change", "step": "merge", "reason": "code host down"},
+            request_only=True,
+        )
+    ],
+    ok={201: OpenApiResponse(s.PauseSerializer, description="The pause, in effect.")},
+    errors=(*BODY, 404, 409),
+)
+pauses_resume = _operation(
+    "pauses_resume",
+    tag="pauses",
+    summary="Resume a pause",
+    description="Ends the pause and sends the steps that waited behind it again, spread "
+    "out at RUNS_RESUME_RATE a second; each starts once. Operators only.",
+    request=s.ResumeBody,
+    parameters=[PAUSE_ID],
+    ok={200: OpenApiResponse(s.ResumedSerializer, description="The ended pause.")},
+    errors=(*BODY, 404, 409),
+)
 workflows_list = _operation(
     "workflows_list",
     tag="workflows",
@@ -427,6 +473,8 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
     ("claims_take", "200"): _each(
         ("claims_resolve", "claims_release"), claim_id="$response.body#/claim_id"
     ),
+    ("pauses_create", "201"): {"pauses_resume": {"pause_id": "$response.body#/id"}},
+    ("pauses_list", "200"): {"pauses_resume": {"pause_id": "$response.body#/results/0/id"}},
 }
 
 

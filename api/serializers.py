@@ -487,6 +487,51 @@ class ReleaseSerializer(serializers.Serializer[Any]):
     released = serializers.BooleanField(help_text="False: you held no take of it.")
 
 
+# --- pauses ----------------------------------------------------------------------------
+class PauseBody(StrictSerializer):
+    """What to pause, and why (docs/operating.md#pause-and-resume)."""
+
+    workflow = StrictCharField(max_length=100, help_text="A registered workflow's name.")
+    step = StrictCharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="One step name of it (a map step holds all its batches); omitted or "
+        "empty: the whole workflow.",
+    )
+    reason = StrictCharField(max_length=2000, help_text="Why, for the audit. Required.")
+
+
+class ResumeBody(StrictSerializer):
+    """Why the pause ends."""
+
+    reason = StrictCharField(max_length=2000, help_text="Why, for the audit. Required.")
+
+
+class PauseSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    workflow = serializers.CharField()
+    step = serializers.CharField(help_text="The paused step's name; empty: the whole workflow.")
+    actor = serializers.CharField(help_text="Who paused it.")
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ResumedSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField(source="pause.id", help_text="The pause that ended.")
+    workflow = serializers.CharField(source="pause.workflow")
+    step = serializers.CharField(source="pause.step")
+    resumed_by = serializers.CharField(source="change.actor")
+    reason = serializers.CharField(source="change.reason")
+    resumed_at = serializers.DateTimeField(source="change.at")
+    republished = serializers.IntegerField(
+        source="change.republished",
+        help_text="How many waiting steps were sent again (spread out at RUNS_RESUME_RATE "
+        "a second).",
+    )
+
+
 # --- workflows -------------------------------------------------------------------------
 class WorkflowStep(serializers.Serializer[Any]):
     name = serializers.CharField()

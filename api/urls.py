@@ -9,8 +9,9 @@ from . import docs, errors, views
 
 
 class ClaimIdConverter:
-    """A claim id: at most 18 digits, so it always fits PostgreSQL's bigint (a larger
-    number is no claim: 404, never an out-of-range error from the database)."""
+    """A claim's (or a pause's) id: at most 18 digits, so it always fits PostgreSQL's
+    bigint (a larger number is no claim: 404, never an out-of-range error from the
+    database)."""
 
     regex = "[0-9]{1,18}"
 
@@ -38,6 +39,8 @@ resolve = views.ClaimViewSet.as_view({"post": "resolve"})
 take = views.ClaimViewSet.as_view({"post": "take"})
 release = views.ClaimViewSet.as_view({"post": "release"})
 workflows = views.WorkflowViewSet.as_view({"get": "list"})
+pauses = views.PauseViewSet.as_view({"get": "list", "post": "create"})
+resume_pause = views.PauseViewSet.as_view({"post": "resume"})
 
 urlpatterns = [
     path("runs/", runs, name="runs"),
@@ -53,6 +56,8 @@ urlpatterns = [
     path("claims/<claim_id:claim_id>/take/", take, name="claim-take"),
     path("claims/<claim_id:claim_id>/release/", release, name="claim-release"),
     path("workflows/", workflows, name="workflows"),
+    path("pauses/", pauses, name="pauses"),
+    path("pauses/<claim_id:pause_id>/resume/", resume_pause, name="pause-resume"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),
     path("docs/", docs.DocsView.as_view(url_name="api:schema"), name="docs"),
     re_path(r"^", errors.not_found),

@@ -23,7 +23,7 @@ from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
 from runs import export as run_export
-from runs.models import Attempt, Event, Run, Step
+from runs.models import Attempt, Event, Pause, Run, Step
 from runs.queries import run_detail
 from runs.workflows import registry
 
@@ -246,6 +246,35 @@ class ClaimViewSet(ApiViewSet):
     def release(self, request: SignedInRequest, claim_id: int) -> Response:
         released = services.release_claim(claim_id=claim_id, user=request.user)
         return Response(s.ReleaseSerializer({"claim_id": claim_id, "released": released}).data)
+
+
+# --- pauses ----------------------------------------------------------------------------
+class PauseViewSet(ApiViewSet):
+    """Pauses (docs/operating.md#pause-and-resume): the engine writes them and their audit."""
+
+    roles = {"list": READ_CLAIMS, "create": OPERATE, "resume": OPERATE}
+
+    @schema.pauses_list
+    def list(self, request: SignedInRequest) -> Response:
+        page = self.paginate_queryset(Pause.objects.order_by("workflow", "step", "id"))
+        return self.get_paginated_response(s.PauseSerializer(page, many=True).data)
+
+    @schema.pauses_create
+    def create(self, request: SignedInRequest) -> Response:
+        body = validated(s.PauseBody, request.data)
+        pause = engine.pause(
+            workflow=body["workflow"],
+            step=body.get("step", ""),
+            actor=request.user,
+            reason=body["reason"],
+        )
+        return Response(s.PauseSerializer(pause).data, status=status.HTTP_201_CREATED)
+
+    @schema.pauses_resume
+    def resume(self, request: SignedInRequest, pause_id: int) -> Response:
+        body = validated(s.ResumeBody, request.data)
+        resumed = engine.resume(pause_id=pause_id, actor=request.user, reason=body["reason"])
+        return Response(s.ResumedSerializer(resumed).data)
 
 
 # --- workflows -------------------------------------------------------------------------

@@ -392,6 +392,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "runs", "description": "Submit runs and follow them."},
         {"name": "claims", "description": "Decide the effects whose outcome is unknown."},
         {"name": "workflows", "description": "What can be submitted, with which input."},
+        {"name": "pauses", "description": "Hold a workflow, or one step of it, from starting."},
     ],
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["api.permissions.AnyRole"],
@@ -548,6 +549,10 @@ RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
 # bound on a message held unacknowledged: Redis's visibility timeout (an hour by
 # default), RabbitMQ's consumer_timeout (30 minutes by default).
 RUNS_MAX_COUNTDOWN_SECONDS = env_positive("RUNS_MAX_COUNTDOWN_SECONDS", 600.0)
+# A resume republishes the steps that waited behind its pause at this many messages a
+# second (runs/engine/policies/pauses.py): the workers, and the system the pause
+# protected, are not handed all of them at once.
+RUNS_RESUME_RATE = env_positive("RUNS_RESUME_RATE", 50.0)
 # A crashed guarded attempt is probed no earlier than its lease plus this grace: its
 # worker may only be paused, with the external call still to land
 # (docs/reliability.md#what-no-lease-can-fence).

@@ -41,7 +41,7 @@ from django.db.models.functions import Now
 from runs import events, sql
 from runs.engine import PostconditionFailed, Preview, db_now_plus, preview_resolutions, probe_of
 from runs.history import snapshot
-from runs.models import Attempt, Claim, Event
+from runs.models import Attempt, Claim, Event, Pause
 from runs.states import ClaimStatus
 
 from .services import Take
@@ -280,6 +280,15 @@ def workflows_in_queue() -> list[tuple[str, int]]:
         .values_list("run__workflow")
         .annotate(n=Count("id"))
         .order_by("run__workflow")
+    )
+
+
+def pauses_in_queue(workflows: list[tuple[str, int]]) -> list[Pause]:
+    """The pauses of workflows with claims in the queue (docs/operating.md#pause-and-resume):
+    a decision on one of their claims is recorded, but what it queues waits for the resume."""
+    names = [name for name, _ in workflows]
+    return (
+        list(Pause.objects.filter(workflow__in=names).order_by("workflow", "step")) if names else []
     )
 
 

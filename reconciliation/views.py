@@ -128,11 +128,13 @@ def queue(request: SignedInRequest) -> HttpResponse:
         # the claim's own page rather than a page with nothing expanded.
         return redirect("reconciliation:claim", claim_id=expand)
     count = _count(page.paginator.count, workflow, age)
+    in_queue = queries.workflows_in_queue()
     context = {
         "page": page,
         "rows": shown,
         "count": count,
-        "workflows": queries.workflows_in_queue(),
+        "workflows": in_queue,
+        "pauses": queries.pauses_in_queue(in_queue),
         "workflow": workflow,
         "age": age,
         "ages": [(key, label) for key, (label, _) in AGES.items()],

@@ -145,6 +145,55 @@ class DuplicateSignal(EngineError):
         self.name = name
 
 
+# -- pausing and resuming (docs/operating.md#pause-and-resume) ----------------------
+
+
+class PauseError(EngineError):
+    """A pause or a resume refused; `field` names the input at fault, if one."""
+
+    code = "pause_refused"
+    field: ClassVar[str | None] = None
+
+
+class PauseReasonRequired(PauseError):
+    code = "pause_reason_required"
+    field = "reason"
+
+    def __init__(self, action: str) -> None:
+        super().__init__(f"a {action} needs a reason: say why, for the audit")
+
+
+class UnknownStep(PauseError):
+    code = "unknown_step"
+    field = "step"
+
+    def __init__(self, workflow: str, step: str, known: list[str]) -> None:
+        super().__init__(
+            f"workflow {workflow!r} has no step {step!r} in any version; its steps: "
+            + ", ".join(known)
+        )
+        self.workflow, self.step = workflow, step
+
+
+class AlreadyPaused(PauseError):
+    """Pausing what is paused is refused (not merged): the first pause's who and why stand."""
+
+    code = "already_paused"
+
+    def __init__(self, what: str, actor: str, when: object, reason: str) -> None:
+        super().__init__(f"{what} is already paused (by {actor} at {when}: {reason})")
+
+
+class NotPaused(PauseError):
+    """No such pause: never made, or already resumed."""
+
+    code = "not_paused"
+
+    def __init__(self, pause_id: object) -> None:
+        super().__init__(f"pause {pause_id} is not in effect (never made, or already resumed)")
+        self.pause_id = pause_id
+
+
 # -- attempts and claims ----------------------------------------------------------
 
 

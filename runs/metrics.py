@@ -67,6 +67,11 @@ WORKER_PROCESSES = Gauge(
     "worker's process).",
     multiprocess_mode="livesum",
 )
+PAUSED_STARTS = Counter(
+    f"{PREFIX}_paused_starts_total",
+    "Deliveries of a step that a pause refused to start (the step stays queued), by workflow.",
+    ["workflow"],
+)
 PURGED = Counter(
     f"{PREFIX}_retention_rows_total",
     "Rows retention compacted or deleted, by stage.",
@@ -89,8 +94,8 @@ class DatabaseCollector(Collector):
     """Gauges read from PostgreSQL at scrape time (docs/operating.md#alerts says which
     alert reads which): the reconciliation queue (count and age of its oldest claim),
     runs by status, the steps queued for a worker (count and age of the oldest: workers
-    that stopped taking work), each retention policy's time since its last purge, and
-    the webhook outbox's undelivered events."""
+    that stopped taking work), each retention policy's time since its last purge, the
+    webhook outbox's undelivered events, and pauses with the steps waiting behind them."""
 
     def collect(self) -> Iterator[Metric]:
         with connection.cursor() as cursor:
@@ -98,6 +103,15 @@ class DatabaseCollector(Collector):
             count, oldest = cursor.fetchone()
             cursor.execute(SQL["runs_by_status"])
             by_status = dict(cursor.fetchall())
+            cursor.execute(SQL["pauses"])
+            (pauses,) = cursor.fetchone()
+            paused_steps = 0
+            if pauses:
+                cursor.execute(
+                    SQL["paused_steps"],
+                    {"queued": StepStatus.QUEUED, "retrying": StepStatus.RETRYING},
+                )
+                (paused_steps,) = cursor.fetchone()
             cursor.execute(SQL["queued_steps"], {"queued": StepStatus.QUEUED})
             queued, oldest_queued = cursor.fetchone()
             cursor.execute(SQL["retention_last_purge"])
@@ -116,6 +130,14 @@ class DatabaseCollector(Collector):
         for status in RunStatus.values:
             runs.add_metric([status], by_status.get(status, 0))
         yield runs
+        yield GaugeMetricFamily(
+            f"{PREFIX}_pauses", "Pauses in effect (workflows or steps paused).", value=pauses
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_paused_steps",
+            "Steps queued (or retrying) behind a pause.",
+            value=paused_steps,
+        )
         yield GaugeMetricFamily(
             f"{PREFIX}_queued_steps",
             "Steps queued for a worker (ready, no attempt started yet).",

@@ -9,6 +9,20 @@ WHERE status = %(unresolved)s
 -- name: runs_by_status
 SELECT status, count(*) FROM runs_run GROUP BY status
 
+-- name: pauses
+SELECT count(*) FROM runs_pause
+
+-- name: paused_steps
+-- Steps waiting (queued or retrying) behind a pause: the waiting steps by their partial
+-- index (step_waiting_idx), each run by primary key, each pause by its unique
+-- (workflow, step). Read only when a pause stands. One total, as the alert rules read it
+-- (docker/prometheus/alerts.yml subtracts it from the queued steps).
+SELECT count(*)
+FROM runs_step s JOIN runs_run r ON r.id = s.run_id
+WHERE s.status IN (%(queued)s, %(retrying)s)
+  AND EXISTS (SELECT 1 FROM runs_pause p
+              WHERE p.workflow = r.workflow AND p.step IN ('', s.name))
+
 -- name: queued_steps
 -- Steps queued for a worker and the age of the oldest (step_waiting_idx): workers that
 -- stopped taking work.

@@ -7,13 +7,16 @@
     engine.send_signal(run_id=..., name=..., payload=..., actor=...)
     engine.resolve_claim(claim_id=..., outcome=..., actor=..., note=...)
     engine.fire_due_schedules()                       # the beat: a run per schedule tick
+    engine.pause(workflow=..., step=..., actor=..., reason=...)   # -> Pause
+    engine.resume(pause_id=..., actor=..., reason=...)            # -> Resumed
 
 Inside, five layers, each importing only those below it (docs/architecture.md, "The
 engine's layers"; `make lint` holds the code to it):
 
     entry/      where work comes in: a step's message (execute_step)
     policies/   what the engine decides around attempts: recovery, probes, resolutions,
-                waits and signals, operators' actions, submissions, schedules, retention
+                waits and signals, operators' actions, pauses, submissions, schedules,
+                retention
     attempts/   an attempt's life: its start, its lease, its claims, its finish, a
                 batch's items
     state/      the run's state: its status and end, what a success makes ready, map
@@ -25,6 +28,7 @@ Every refusal is in runs/errors.py, each with a stable `code`, and handed on her
 """
 
 from runs.errors import (
+    AlreadyPaused,
     AttemptFenced,
     ClaimAlreadyResolved,
     ClaimBusy,
@@ -37,6 +41,9 @@ from runs.errors import (
     InvalidResolution,
     InvalidSubmissionKey,
     NoProbe,
+    NotPaused,
+    PauseError,
+    PauseReasonRequired,
     PostconditionFailed,
     ProbeError,
     ProbeInFlight,
@@ -49,6 +56,7 @@ from runs.errors import (
     SubmissionKeyConflict,
     UnknownPolicy,
     UnknownSignal,
+    UnknownStep,
     UnknownVersion,
     UnknownWorkflow,
     WaitFinished,
@@ -64,6 +72,7 @@ from .core.principals import Principal, actor_name, shown, user_principal
 from .entry.execute import execute_step, start_attempt
 from .policies import retention
 from .policies.operate import RetryPlan, cancel_run, preview_retry, retry_steps
+from .policies.pauses import Holding, Resumed, holding, pause, resume, step_names
 from .policies.probe import ProbeOutcome, probe_claim, reprobe_claim
 from .policies.recover import recover_attempt, sweep
 from .policies.resolve import (
@@ -106,6 +115,7 @@ __all__ = [
     "REFUSED",
     "RESUMES",
     "RETRIES",
+    "AlreadyPaused",
     "AttemptFenced",
     "ClaimAlreadyResolved",
     "ClaimBusy",
@@ -114,10 +124,14 @@ __all__ = [
     "ClaimNotUnresolved",
     "DuplicateSignal",
     "EngineError",
+    "Holding",
     "InvalidInput",
     "InvalidResolution",
     "InvalidSubmissionKey",
     "NoProbe",
+    "NotPaused",
+    "PauseError",
+    "PauseReasonRequired",
     "PostconditionFailed",
     "Preview",
     "Principal",
@@ -127,6 +141,7 @@ __all__ = [
     "ProbeOutcome",
     "Resolution",
     "ResolutionError",
+    "Resumed",
     "RetryPlan",
     "RunNotActive",
     "RunNotFound",
@@ -137,6 +152,7 @@ __all__ = [
     "SubmissionKeyConflict",
     "UnknownPolicy",
     "UnknownSignal",
+    "UnknownStep",
     "UnknownVersion",
     "UnknownWorkflow",
     "WaitFinished",
@@ -146,7 +162,9 @@ __all__ = [
     "execute_step",
     "faults",
     "fire_due_schedules",
+    "holding",
     "lease_for",
+    "pause",
     "prepare_for_save",
     "preview_resolution",
     "preview_resolutions",
@@ -159,11 +177,13 @@ __all__ = [
     "reprobe_claim",
     "resolve_claim",
     "resolve_workflow",
+    "resume",
     "retention",
     "retry_steps",
     "send_signal",
     "shown",
     "start_attempt",
+    "step_names",
     "submit",
     "submit_run",
     "sweep",

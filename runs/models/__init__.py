@@ -1,8 +1,9 @@
 """The runs app's models, by idea: a run's state (core), what retention keeps and
 records (retention), schedules (schedules), the worker processes that report
-themselves (workers). Import them from here."""
+themselves (workers), pauses (pauses). Import them from here."""
 
 from .core import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
+from .pauses import Pause, PauseChange
 from .retention import (
     MapRegistry,
     RetentionPolicy,
@@ -18,6 +19,8 @@ __all__ = [
     "Claim",
     "Event",
     "MapRegistry",
+    "Pause",
+    "PauseChange",
     "RetentionPolicy",
     "RetentionPolicyChange",
     "RetentionPurge",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,8 +32,8 @@ from django.utils.functional import cached_property
 from reconciliation.queries import queue_summary
 from runs import engine, sql
 from runs.inputs import BadInput, clean_text, parse_moment
-from runs.models import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
-from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step, SubmissionKey
+from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
 
@@ -81,6 +81,8 @@ class StepRow:
     batches: list[BatchRow] = field(default_factory=list)
     # A wait or a sleep: what it waits for (stored as a pure step, it is not one).
     wait: WaitSpec | None = None
+    # The pause that holds it (or its waiting batches) back, if one.
+    paused: Pause | None = None
 
     @property
     def kind(self) -> str:
@@ -119,6 +121,8 @@ class RunPage:
     now: datetime
     # The signals it received, oldest first, with who sent each (who may: its wait).
     signals: list[Signal] = field(default_factory=list)
+    # The pauses of its workflow in effect (docs/operating.md#pause-and-resume).
+    pauses: list[Pause] = field(default_factory=list)
 
     @property
     def submitter(self) -> str:
@@ -245,7 +249,30 @@ def run_page(
     if events or (events is None and run.status in RUN_FINISHED):
         page, types = _event_log(run, by_id, events_page, event_type)
     signals = list(Signal.objects.filter(run=run).order_by("id"))
-    return RunPage(run, list(top.values()), claims, counts, page, types, drawn, now, signals)
+    pauses = pauses_of(run.workflow)
+    for row in top.values():
+        row.paused = holding(pauses, row)
+    return RunPage(
+        run, list(top.values()), claims, counts, page, types, drawn, now, signals, pauses
+    )
+
+
+WAITING = (StepStatus.QUEUED, StepStatus.RETRYING)
+
+
+def pauses_of(workflow: str) -> list[Pause]:
+    """The workflow's pauses in effect, the whole workflow's first (its unique index)."""
+    return list(Pause.objects.filter(workflow=workflow).order_by("step"))
+
+
+def holding(pauses: list[Pause], row: StepRow) -> Pause | None:
+    """The pause that holds this step back: it (or one of its batches) waits to start,
+    and a pause of its workflow or of its name stands. As the start statement decides
+    (runs/engine/attempts/start.sql)."""
+    waiting = row.step.status in WAITING or any(b.step.status in WAITING for b in row.batches)
+    if not waiting:
+        return None
+    return next((p for p in pauses if p.step in ("", row.step.name)), None)
 
 
 def _leases(run: Run) -> dict[str, float]:
@@ -671,3 +698,42 @@ def overview() -> dict[str, Any]:
         "failures": recent_failures(),
         "throughput": throughput(),
     }
+
+
+# --- pauses ----------------------------------------------------------------------------
+AUDIT_ROWS = 50
+
+
+def pauses_in_effect() -> list[Pause]:
+    return list(Pause.objects.order_by("workflow", "step", "id"))
+
+
+def pause_audit(limit: int = AUDIT_ROWS) -> list[PauseChange]:
+    """The newest pause and resume changes (by their index on time)."""
+    return list(PauseChange.objects.order_by("-at", "-id")[:limit])
+
+
+def mark_paused(shown: Iterable[Run], pauses_now: list[Pause] | None = None) -> None:
+    """Set `paused` (the pause, or None) on each run with a step waiting behind a pause:
+    at most two queries (the pauses, unless given, then the waiting steps of the shown
+    runs of paused workflows, only if there are any)."""
+    runs = list(shown)
+    for run in runs:
+        run.paused = None  # type: ignore[attr-defined]
+    if not runs:
+        return
+    pauses: dict[str, list[Pause]] = {}
+    for pause in pauses_in_effect() if pauses_now is None else pauses_now:
+        pauses.setdefault(pause.workflow, []).append(pause)
+    held = {run.pk: run for run in runs if run.workflow in pauses and run.status in RUN_ACTIVE}
+    if not held:
+        return
+    waiting = Step.objects.filter(run_id__in=list(held), status__in=WAITING).values_list(
+        "run_id", "name"
+    )
+    for run_id, name in waiting:
+        run = held[run_id]
+        if run.paused is None:  # type: ignore[attr-defined]
+            run.paused = next(  # type: ignore[attr-defined]
+                (p for p in pauses[run.workflow] if p.step in ("", name)), None
+            )

@@ -1,11 +1,14 @@
 from django.urls import path
 
-from . import actions, views
+from . import actions, pauses, views
 
 app_name = "runs"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("pauses/", pauses.pauses_page, name="pauses"),
+    path("pauses/pause/", pauses.pause, name="pause"),
+    path("pauses/<int:pause_id>/resume/", pauses.resume, name="resume"),
     path("runs/", views.run_list, name="list"),
     path("workers/", views.worker_list, name="workers"),
     path("runs/new/", views.new_run, name="new"),

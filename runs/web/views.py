@@ -26,7 +26,11 @@ from .http import SignedInRequest
 @viewer_required
 def overview(request: SignedInRequest) -> HttpResponse:
     context = queries.overview()
-    context["recent"] = Run.objects.defer("input", "result").order_by("-created_at", "-id")[:15]
+    context["pauses"] = queries.pauses_in_effect()
+    context["recent"] = list(
+        Run.objects.defer("input", "result").order_by("-created_at", "-id")[:15]
+    )
+    queries.mark_paused(context["recent"], context["pauses"])
     template = "runs/overview.html"
     if request.htmx and request.htmx.target == "overview-live":
         template += "#overview-live"
@@ -51,6 +55,7 @@ def run_list(request: SignedInRequest) -> HttpResponse:
     )
     for run in page.object_list:
         run.matched = filters.matched.get(run.id, "")  # type: ignore[attr-defined]
+    queries.mark_paused(page.object_list)
     context = {
         "page": page,
         "runs": page.object_list,

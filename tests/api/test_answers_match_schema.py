@@ -24,6 +24,7 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 
 from runs import engine
+from runs.models import Pause
 from tests.conftest import make_user
 from tests.support import factories
 from tests.support.api import api_token
@@ -125,9 +126,30 @@ def test_api_success_answers_conform_to_the_schema(schema):
             409,
         ),
         ("/api/workflows/", "GET", {}, 200),
+        (
+            "/api/pauses/",
+            "POST",
+            {"body": {"workflow": "merge-change", "step": "merge", "reason": "host down"}},
+            201,
+        ),
+        (
+            "/api/pauses/",
+            "POST",
+            {"body": {"workflow": "merge-change", "step": "merge", "reason": "again"}},
+            409,
+        ),
+        ("/api/pauses/", "POST", {"body": {"workflow": "nope", "reason": "r"}}, 400),
+        ("/api/pauses/", "GET", {}, 200),
     ]
     for path, method, parts, status in calls:
         headers = {**auth, **parts.pop("headers", {})}
         case = schema[path][method].Case(headers=headers, **parts)
         response = case.call_and_validate()
         assert response.status_code == status, (path, method, response.text[:300])
+    pause = Pause.objects.get()
+    for body, status in (({"reason": "back"}, 200), ({"reason": "again"}, 409)):
+        case = schema["/api/pauses/{pause_id}/resume/"]["POST"].Case(
+            headers=auth, path_parameters={"pause_id": pause.id}, body=body
+        )
+        response = case.call_and_validate()
+        assert response.status_code == status, response.text[:300]

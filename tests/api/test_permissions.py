@@ -16,7 +16,7 @@ ROLES = ["anonymous", "nobody", "viewers", "submitters", "operators"]
 # (method, path template, body, expected status per role, in ROLES' order).
 # {run} is an active merge-change run someone else submitted (a submitter reads only its
 # own runs: another's answers 404, as an unknown run does), {own} one the caller
-# submitted, {claim} an unresolved claim of another run.
+# submitted, {claim} an unresolved claim of another run, {pause} a pause of pure-chain.
 MATRIX = [
     ("get", "/api/runs/", None, (401, 403, 200, 200, 200)),
     ("post", "/api/runs/", "submit", (401, 403, 403, 201, 201)),
@@ -42,6 +42,14 @@ MATRIX = [
         (401, 403, 403, 403, 200),
     ),
     ("get", "/api/workflows/", None, (401, 403, 200, 200, 200)),
+    ("get", "/api/pauses/", None, (401, 403, 200, 403, 200)),
+    (
+        "post",
+        "/api/pauses/",
+        {"workflow": "merge-change", "step": "merge", "reason": "host down"},
+        (401, 403, 403, 403, 201),
+    ),
+    ("post", "/api/pauses/{pause}/resume/", {"reason": "r"}, (401, 403, 403, 403, 200)),
     ("get", "/api/schema/", None, (401, 403, 200, 200, 200)),
     ("get", "/api/docs/", None, (302, 403, 200, 200, 200)),
 ]
@@ -73,13 +81,16 @@ def test_api_permission_matrix(db, method, path, body, role, expected):
     run = engine.submit_run(workflow="merge-change", input={"change_id": 1})
     claim = factories.crashed_merge(change_id=2)
     own = run_of_someone()
+    pause = engine.pause(workflow="pure-chain", actor="ann", reason="r")
     client = client_for(role)
     if body == "submit":
         body = {"workflow": "merge-change", "input": {"change_id": 3}}
     before = written()
 
     response = getattr(client, method)(
-        path.format(run=run.id, own=own.id, claim=claim.pk), body, format="json" if body else None
+        path.format(run=run.id, own=own.id, claim=claim.pk, pause=pause.id),
+        body,
+        format="json" if body else None,
     )
 
     assert response.status_code == expected, response.content[:300]

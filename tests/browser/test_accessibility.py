@@ -19,12 +19,21 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def some_of_everything(transactional_db):
-    """Runs in every state a page shows: succeeded, failed, waiting, unresolved."""
+    """Runs in every state a page shows: succeeded, failed, waiting, unresolved, and
+    one held by a pause (the pause shown on the overview, the pauses page, the queue)."""
     ran = run_inline("pure-chain")
     failed = run_inline("fork-fail")
     waiting = run_inline("wait-beside-failure")
     claim = factories.crashed_merge(change_id=77)
-    return {"succeeded": ran, "failed": failed, "waiting": waiting, "claim": claim}
+    engine.pause(workflow="merge-change", step="merge", actor="ann", reason="host down")
+    paused = engine.submit_run(workflow="merge-change", input={"change_id": 78})
+    return {
+        "succeeded": ran,
+        "failed": failed,
+        "waiting": waiting,
+        "claim": claim,
+        "paused": paused,
+    }
 
 
 PAGES = [
@@ -34,6 +43,7 @@ PAGES = [
     "/runs/new/",
     "/reconciliation/",
     "/reconciliation/history/",
+    "/pauses/",
 ]
 
 
@@ -43,7 +53,7 @@ def test_every_page_passes_axe(browser, some_of_everything, role, width):
     make_user("pat", role)
     browser.login("pat", PASSWORD)
     browser.page.set_viewport_size({"width": width, "height": 900})
-    runs = [some_of_everything[k] for k in ("succeeded", "failed", "waiting")]
+    runs = [some_of_everything[k] for k in ("succeeded", "failed", "waiting", "paused")]
     for path in PAGES + [f"/runs/{run.id}/" for run in runs]:
         if path == "/runs/new/" and role == "viewers":
             continue

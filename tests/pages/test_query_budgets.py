@@ -29,35 +29,37 @@ HTMX_RUNS = {"HX-Request": "true", "HX-Target": "runs"}
 # superusers, they reach the admin through their group's permissions).
 LAYOUT = 4
 
-# name -> (path, given the runs made; the page's queries beyond the layout's)
+# name -> (path, given the runs made; the page's queries beyond the layout's). Every
+# page that shows runs also reads the pauses in effect (one query; the waiting steps of
+# the runs shown are read only when a pause holds their workflow, which none does here).
 PAGES: dict[str, tuple[Callable[[dict[str, Any]], str], int]] = {
-    # a capped COUNT and one page of runs
-    "list": (lambda d: "/runs/", 2),
-    "list, page 2": (lambda d: "/runs/?page=2", 2),
-    "list, htmx swap": (lambda d: "/runs/?status=failed", 2),
-    "status": (lambda d: "/runs/?status=failed", 2),
-    "workflow": (lambda d: "/runs/?workflow=charge-payment", 2),
-    "created range": (lambda d: f"/runs/?created_after={d['yesterday']}", 2),
+    # a capped COUNT and one page of runs, and the pauses
+    "list": (lambda d: "/runs/", 3),
+    "list, page 2": (lambda d: "/runs/?page=2", 3),
+    "list, htmx swap": (lambda d: "/runs/?status=failed", 3),
+    "status": (lambda d: "/runs/?status=failed", 3),
+    "workflow": (lambda d: "/runs/?workflow=charge-payment", 3),
+    "created range": (lambda d: f"/runs/?created_after={d['yesterday']}", 3),
     "status, workflow, created range": (
         lambda d: (
             f"/runs/?status=succeeded&workflow=charge-payment"
             f"&created_after={d['yesterday']}&created_before={d['tomorrow']}"
         ),
-        2,
+        3,
     ),
     # search: a run id needs no lookup; anything else looks for claim and submission
     # keys in one query (and, if it is hex, for runs whose id starts with it)
-    "search, run id": (lambda d: f"/runs/?q={d['run_id']}", 2),
-    "search, claim key": (lambda d: f"/runs/?q={d['claim_key']}", 3),
-    "search, submission key": (lambda d: f"/runs/?q={d['submission_key']}", 3),
-    "search, run id prefix": (lambda d: f"/runs/?q={d['run_id'][:8]}", 4),
+    "search, run id": (lambda d: f"/runs/?q={d['run_id']}", 3),
+    "search, claim key": (lambda d: f"/runs/?q={d['claim_key']}", 4),
+    "search, submission key": (lambda d: f"/runs/?q={d['submission_key']}", 4),
+    "search, run id prefix": (lambda d: f"/runs/?q={d['run_id'][:8]}", 5),
     # (nothing found: the list is known to be empty without asking)
     "search, no such thing": (lambda d: "/runs/?q=no-such-key", 1),
-    # counts per status, queue summary, recent failures, now + steps per minute, and
-    # the recent runs
-    "overview": (lambda d: "/", 6),
-    # the queue's capped count and page of claims, and the workflows it holds
-    "reconciliation queue": (lambda d: "/reconciliation/", 3),
+    # counts per status, queue summary, recent failures, now + steps per minute, the
+    # pauses (its Paused panel and the recent runs' marks share them), the recent runs
+    "overview": (lambda d: "/", 7),
+    # the queue's capped count and page of claims, the workflows it holds, their pauses
+    "reconciliation queue": (lambda d: "/reconciliation/", 4),
 }
 
 
@@ -133,8 +135,8 @@ def test_pages_show_what_they_found(operator_client):
 # The run page (runs/web/queries.py): the run, its steps, their attempts, its step claims,
 # its map items counted, its event types, and the event log's count and page (or, on
 # the page with the timeline, its marks and a page, the count taken from the types),
-# and the signals it received.
-RUN_PAGE = 9
+# and the signals it received, and its workflow's pauses.
+RUN_PAGE = 10
 
 
 @pytest.mark.parametrize("items", [4, 60])
@@ -168,7 +170,7 @@ def test_runs_list_counts_up_to_the_cap_then_says_more_than(
     operator_client, small_cap, django_assert_num_queries
 ):
     runs = submitted(12)
-    with django_assert_num_queries(LAYOUT + 2):
+    with django_assert_num_queries(LAYOUT + 3):
         first = operator_client.get("/runs/").content.decode()
     assert "more than 5 runs" in first
     assert "page 1</span>" in first and "page 1 of" not in first  # no last page known
@@ -176,7 +178,7 @@ def test_runs_list_counts_up_to_the_cap_then_says_more_than(
     assert all(str(r.id)[:8] in first for r in runs[:5])
     assert not any(str(r.id)[:8] in first for r in runs[5:])
     # Past the cap, a page knows there is a next one from the one row it reads beyond.
-    with django_assert_num_queries(LAYOUT + 2):
+    with django_assert_num_queries(LAYOUT + 3):
         third = operator_client.get("/runs/?page=3").content.decode()
     assert all(str(r.id)[:8] in third for r in runs[10:])
     assert "older →" not in third and "← newer" in third

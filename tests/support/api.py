@@ -9,7 +9,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from reconciliation.models import ClaimTake
-from runs.models import Attempt, Claim, Event, Run, Step, SubmissionKey
+from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Step, SubmissionKey
 
 
 def api_token(user: Any) -> str:
@@ -47,5 +47,15 @@ def written() -> dict[str, int]:
     """Rows of every table a request could write: equal before and after a refusal."""
     return {
         model.__name__: model.objects.count()
-        for model in (Run, Step, Attempt, Claim, Event, SubmissionKey, ClaimTake)
+        for model in (
+            Run,
+            Step,
+            Attempt,
+            Claim,
+            Event,
+            SubmissionKey,
+            ClaimTake,
+            Pause,
+            PauseChange,
+        )
     }

@@ -17,7 +17,9 @@
 -- start commits, so such a transition waits for a start in flight instead of committing
 -- under it. The attempt's id comes from its sequence in the UPDATE itself (the foreign
 -- key is checked at commit). A retry is due by statement_timestamp(), the clock that
--- set its next_attempt_at.
+-- set its next_attempt_at. A pause is read in the statement's snapshot: a pause that
+-- commits after the statement began does not stop it (that start came first), and
+-- every start that begins after the pause committed is refused.
     WITH s AS (
         UPDATE runs_step
         SET status = %(running)s, attempts = attempts + 1, started_at = statement_timestamp(),
@@ -30,6 +32,14 @@
                FOR KEY SHARE)
               = ANY(CASE WHEN compensates = '' THEN %(active)s::text[]
                          ELSE %(compensating)s::text[] END)
+          -- Not paused (policies/pauses.py): no pause of the run's workflow, whole ('')
+          -- or of this step's definition name (a batch's name is its map step's). Probed
+          -- by pause_workflow_step_unique; the run's workflow is read by primary key.
+          AND NOT EXISTS (
+              SELECT 1 FROM runs_pause p
+              WHERE p.workflow = (SELECT runs_run.workflow FROM runs_run
+                                  WHERE runs_run.id = runs_step.run_id)
+                AND p.step IN ('', runs_step.name))
         RETURNING *
     ), a AS (
         INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,

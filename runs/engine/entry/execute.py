@@ -26,6 +26,7 @@ from runs.engine.attempts.start import (
 )
 from runs.engine.core import faults
 from runs.engine.core.keys import step_claim_key
+from runs.engine.policies.pauses import holding
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.engine.policies.waits import reach_wait
 from runs.engine.state.results import RunResults, collected, dependency_results
@@ -270,7 +271,8 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
     (attempts/start.py) is the transition; this path first handles what it leaves to
     it: an unknown workflow (refused, recorded), a wait (parked or ended without an
     attempt), a redelivery that finds a running step (a takeover if its lease expired),
-    a claim that may not be taken again, a retry's message that came early."""
+    a claim that may not be taken again, a retry's message that came early, a step
+    held by a pause (left as it is, counted)."""
     if not faults.enabled():
         # The common case, a queued step: one statement moves it to running, creates its
         # attempt and returns all the attempt needs (no read before, no re-read after).
@@ -313,5 +315,20 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
         refuse(step, worker, str(exc))
         return None
     if started is None:
+        paused = holding(step_id)
+        if paused is not None:
+            # Left queued (or retrying), not failed and not sent again: the resume
+            # republishes it (policies/pauses.py), and the sweeper skips it meanwhile.
+            metrics.PAUSED_STARTS.labels(run.workflow).inc()
+            log.info(
+                "step %s of run %s is paused (pause %s by %s: %s); left %s",
+                step.key,
+                run.id,
+                paused.pause_id,
+                paused.actor,
+                paused.reason,
+                step.status,
+            )
+            return None
         republish_if_early(step_id)
     return started

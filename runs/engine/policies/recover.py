@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
 from runs import events, metrics
@@ -34,7 +34,7 @@ from runs.engine.core.publish import publish_on_commit, publish_probes
 from runs.engine.state.run import active_run, compensating_run, statuses_going_on, step_gave_up
 from runs.engine.state.unresolved import mark_unresolved
 from runs.logcontext import payload
-from runs.models import Attempt, Claim, Run, Step
+from runs.models import Attempt, Claim, Pause, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .probe import give_up_probe
@@ -265,7 +265,8 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
 def republish_stale(*, limit: int = 200) -> list[int]:
     """Republish steps that are ready but have not started within the bound: their
     message was lost (broker restart, a worker killed between commit and publish).
-    A duplicate of a message that was merely slow is harmless."""
+    A duplicate of a message that was merely slow is harmless. Paused steps are left
+    alone: their start would be refused, and sending them every sweep is a loop."""
     bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
     with transaction.atomic():
         stale = list(
@@ -275,6 +276,8 @@ def republish_stale(*, limit: int = 200) -> list[int]:
                 Q(status=StepStatus.QUEUED, queued_at__lt=Now() - bound)
                 | Q(status=StepStatus.RETRYING, next_attempt_at__lt=Now() - bound)
             )
+            # A paused step waits for its resume, which republishes it (pauses.py).
+            .exclude(paused_step())
             .order_by("queued_at")
             .values_list("id", flat=True)[:limit]
         )
@@ -285,6 +288,18 @@ def republish_stale(*, limit: int = 200) -> list[int]:
             )
             publish_on_commit(stale)
     return stale
+
+
+def paused_step() -> Exists:
+    """`EXISTS (a pause holds the step)`: of its run's workflow, whole or by its name."""
+    return Exists(
+        Pause.objects.filter(
+            Q(step="") | Q(step=OuterRef("name")),
+            workflow=Subquery(
+                Run.objects.filter(pk=OuterRef(OuterRef("run_id"))).values("workflow")
+            ),
+        )
+    )
 
 
 def republish_probes(*, limit: int = 200) -> list[int]:

@@ -1,0 +1,193 @@
+"""Pausing and resuming a workflow, or one step name of it
+(docs/operating.md#pause-and-resume).
+
+A pause is a row of runs_pause; the start statement (attempts/start.sql) refuses to
+start a step while a pause of its run's workflow ('' step: all of it) or of its step's
+definition name stands, so every way into an attempt (a message, a successor started in
+its predecessor's finish, a batch, the sweeper's republish) meets the same check. What
+already runs finishes and is recorded; probes and waits take no attempt and go on.
+
+Pausing and resuming each write the pause row and an audit row (PauseChange) in one
+transaction. They touch no run's rows (docs/architecture.md#locks): the pause row
+only; a resume then reads the waiting steps without locks and publishes them after its
+commit, spread out at RUNS_RESUME_RATE messages a second. A step the spread could not
+reach within RUNS_MAX_COUNTDOWN_SECONDS stays queued for the sweeper, which republishes
+it as a lost message (nothing waits for ever).
+
+Keyed by the workflow's name: a pause holds every version of it. Pausing what is
+already paused is refused (AlreadyPaused), so its first who and why stand.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection, transaction
+
+from runs import sql
+from runs.engine.core.principals import actor_name
+from runs.engine.core.publish import publish_now
+from runs.engine.state.run import ACTIVE, COMPENSATING
+from runs.errors import (
+    AlreadyPaused,
+    NotPaused,
+    PauseReasonRequired,
+    UnknownStep,
+    UnknownWorkflow,
+)
+from runs.models import Pause, PauseChange
+from runs.states import StepStatus
+from runs.workflows import registry
+
+log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__)
+
+WAITING = [StepStatus.QUEUED, StepStatus.RETRYING]
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A resume: the pause it ended, its audit row, and the steps it republished."""
+
+    pause: Pause
+    change: PauseChange
+    republished: list[int]
+
+
+@dataclass(frozen=True)
+class Holding:
+    """The pause that holds a step (what the careful start path and the pages say)."""
+
+    pause_id: int
+    step: str
+    actor: str
+    reason: str
+
+
+def step_names(workflow: str) -> list[str]:
+    """Every step name of every version of the workflow (compensations included), in
+    declaration order: what a pause of one step may name."""
+    names: dict[str, None] = {}
+    for version in registry.versions(workflow):
+        wf = registry.get(workflow, version)
+        if wf is not None:
+            names.update(dict.fromkeys([*wf.steps, *wf.compensations]))
+    return list(names)
+
+
+def _checked(workflow: str, step: str, reason: str, action: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise PauseReasonRequired(action)
+    if not registry.versions(workflow):
+        raise UnknownWorkflow(workflow, sorted({wf.name for wf in registry.all_workflows()}))
+    if step:
+        known = step_names(workflow)
+        if step not in known:
+            raise UnknownStep(workflow, step, known)
+    return reason
+
+
+def pause(*, workflow: str, step: str = "", actor: AbstractBaseUser | str, reason: str) -> Pause:
+    """Pause a workflow (`step` ''), or one step name of it: from this commit on, no
+    attempt of it starts. Refuses: PauseReasonRequired, UnknownWorkflow, UnknownStep,
+    AlreadyPaused; nothing is written then."""
+    workflow, step = (workflow or "").strip(), (step or "").strip()
+    reason = _checked(workflow, step, reason, "pause")
+    who = actor_name(actor)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                SQL["insert_pause"],
+                {"workflow": workflow, "step": step, "actor": who, "reason": reason},
+            )
+            row = cursor.fetchone()
+        if row is None:
+            standing = Pause.objects.get(workflow=workflow, step=step)
+            raise AlreadyPaused(
+                _what(workflow, step), standing.actor, standing.created_at, standing.reason
+            )
+        PauseChange.objects.create(
+            action=PauseChange.Action.PAUSE, workflow=workflow, step=step, actor=who, reason=reason
+        )
+    log.info("paused %s by %s: %s", _what(workflow, step), who, reason)
+    return Pause(
+        id=row[0], workflow=workflow, step=step, actor=who, reason=reason, created_at=row[1]
+    )
+
+
+def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resumed:
+    """End a pause and republish what waited behind it (after the commit, at a bounded
+    rate). Refuses: PauseReasonRequired, NotPaused (never made, or resumed already);
+    nothing is written then."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise PauseReasonRequired("resume")
+    who = actor_name(actor)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(SQL["delete_pause"], {"pause": pause_id})
+            row = cursor.fetchone()
+            if row is None:
+                raise NotPaused(pause_id)
+            workflow, step = row
+            rate = float(settings.RUNS_RESUME_RATE)
+            reach = max(1, int(rate * float(settings.RUNS_MAX_COUNTDOWN_SECONDS)))
+            cursor.execute(
+                SQL["waiting_behind"],
+                {
+                    "waiting": WAITING,
+                    "workflow": workflow,
+                    "step": step,
+                    "active": ACTIVE,
+                    "compensating": COMPENSATING,
+                    "limit": reach,
+                },
+            )
+            ids = [r[0] for r in cursor.fetchall()]
+            if ids:
+                cursor.execute(SQL["touch_queued"], {"ids": ids, "queued": StepStatus.QUEUED})
+        change = PauseChange.objects.create(
+            action=PauseChange.Action.RESUME,
+            workflow=workflow,
+            step=step,
+            actor=who,
+            reason=reason,
+            republished=len(ids),
+        )
+        transaction.on_commit(lambda: _publish_spread(ids, rate))
+    log.info(
+        "resumed %s by %s (%d step(s) republished): %s",
+        _what(workflow, step),
+        who,
+        len(ids),
+        reason,
+    )
+    ended = Pause(id=pause_id, workflow=workflow, step=step, actor=who, reason=reason)
+    return Resumed(pause=ended, change=change, republished=ids)
+
+
+def _publish_spread(step_ids: list[int], rate: float) -> None:
+    """One message per step, the i-th after i/rate seconds: a resume of thousands of
+    waiting steps does not hand the workers (and the code host they call) all of them
+    at once."""
+    for chunk_start in range(0, len(step_ids), max(1, int(rate))):
+        chunk = step_ids[chunk_start : chunk_start + max(1, int(rate))]
+        publish_now(chunk, countdown=chunk_start / rate if chunk_start else None)
+
+
+def holding(step_id: int) -> Holding | None:
+    """The pause that holds this step, if one stands now."""
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["holding"], {"step_id": step_id})
+        row: Any = cursor.fetchone()
+    return Holding(*row) if row is not None else None
+
+
+def _what(workflow: str, step: str) -> str:
+    return f"step {step!r} of workflow {workflow!r}" if step else f"workflow {workflow!r}"

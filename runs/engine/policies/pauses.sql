@@ -1,0 +1,44 @@
+-- Pausing and resuming (pauses.py). Parameters only; statuses included.
+
+-- name: insert_pause
+-- The unique (workflow, step) refuses a second pause of the same thing: nothing is
+-- returned then, and the caller reads the standing pause to say whose it is.
+    INSERT INTO runs_pause (workflow, step, actor, reason, created_at)
+    VALUES (%(workflow)s, %(step)s, %(actor)s, %(reason)s, statement_timestamp())
+    ON CONFLICT ON CONSTRAINT pause_workflow_step_unique DO NOTHING
+    RETURNING id, created_at
+
+-- name: delete_pause
+    DELETE FROM runs_pause WHERE id = %(pause)s RETURNING workflow, step
+
+-- name: waiting_behind
+-- The steps a resume republishes: queued, or retrying, of a run where they may start
+-- (a compensation's run compensating, any other step's active), of the resumed
+-- workflow (and step name), and not held by a pause still standing. The partial index
+-- on waiting steps (step_waiting_idx) then each run by primary key. Oldest first.
+    SELECT s.id
+    FROM runs_step s JOIN runs_run r ON r.id = s.run_id
+    WHERE s.status = ANY(%(waiting)s::text[])
+      AND r.workflow = %(workflow)s
+      AND (%(step)s = '' OR s.name = %(step)s)
+      AND r.status = ANY(CASE WHEN s.compensates = '' THEN %(active)s::text[]
+                              ELSE %(compensating)s::text[] END)
+      AND NOT EXISTS (SELECT 1 FROM runs_pause p
+                      WHERE p.workflow = r.workflow AND p.step IN ('', s.name))
+    ORDER BY s.queued_at NULLS FIRST, s.id
+    LIMIT %(limit)s
+
+-- name: holding
+-- The pause that holds a step now, if one (the whole workflow's first).
+    SELECT p.id, p.step, p.actor, p.reason
+    FROM runs_step s JOIN runs_run r ON r.id = s.run_id
+    JOIN runs_pause p ON p.workflow = r.workflow AND p.step IN ('', s.name)
+    WHERE s.id = %(step_id)s
+    ORDER BY p.step
+    LIMIT 1
+
+-- name: touch_queued
+-- The republished steps' queued_at moves to now, so the sweeper does not send them
+-- again before their spread-out messages arrive.
+    UPDATE runs_step SET queued_at = statement_timestamp()
+    WHERE id = ANY(%(ids)s::bigint[]) AND status = %(queued)s

@@ -1,0 +1,113 @@
+"""The pauses page (docs/operating.md#pause-and-resume): what is paused, by whom and
+why, the audit of pauses and resumes, and for operators the forms that pause and
+resume. Thin: the engine's pause() and resume() decide and record; a refusal is shown
+beside the field it is about (422), and changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from runs import engine, inputs
+
+from . import queries
+from .access import operator_required, viewer_required
+from .http import SignedInRequest
+
+# Where a resume goes back to (the overview's Paused panel, or this page).
+BACK = {"overview": "runs:overview", "pauses": "runs:pauses"}
+
+
+def _context(chosen: str, **extra: Any) -> dict[str, Any]:
+    names = queries.workflow_names()
+    if chosen not in names:
+        chosen = names[0] if names else ""
+    return {
+        "pauses": queries.pauses_in_effect(),
+        "audit": queries.pause_audit(),
+        "names": names,
+        "chosen": chosen,
+        "steps": engine.step_names(chosen) if chosen else [],
+        "form": {"step": "", "reason": ""},
+        "errors": {},
+        "resume_error_id": None,
+        "resume_error": "",
+        **extra,
+    }
+
+
+@viewer_required
+def pauses_page(request: SignedInRequest) -> HttpResponse:
+    """GET: the page. `?workflow=` picks the form's workflow (its steps come with it;
+    htmx asks for the step field alone when the workflow select changes)."""
+    context = _context(request.GET.get("workflow", ""))
+    template = "runs/pauses.html"
+    if request.htmx and request.htmx.target == "pause-step-field":
+        template += "#step-field"
+    return render(request, template, context)
+
+
+@require_POST
+@operator_required
+def pause(request: SignedInRequest) -> HttpResponse:
+    form = {k: request.POST.get(k, "") for k in ("workflow", "step", "reason")}
+    errors: dict[str, str] = {}
+    try:
+        values = {k: inputs.clean_text(v, f"the {k}") for k, v in form.items()}
+    except inputs.BadInput as exc:
+        errors["reason"] = str(exc)
+    else:
+        try:
+            made = engine.pause(
+                workflow=values["workflow"],
+                step=values["step"],
+                actor=request.user,
+                reason=values["reason"],
+            )
+        except engine.UnknownWorkflow as exc:
+            errors["workflow"] = str(exc)
+        except engine.PauseError as exc:
+            errors[exc.field or "form"] = str(exc)
+        else:
+            what = f"step {made.step} of {made.workflow}" if made.step else made.workflow
+            messages.success(
+                request,
+                f"Paused {what}: no new attempt of it starts; attempts already running "
+                "finish and are recorded.",
+            )
+            return redirect("runs:pauses")
+    context = _context(form["workflow"], form=form, errors=errors)
+    return render(request, "runs/pauses.html", context, status=422)
+
+
+@require_POST
+@operator_required
+def resume(request: SignedInRequest, pause_id: int) -> HttpResponse:
+    back = BACK.get(request.POST.get("back", ""), "runs:pauses")
+    error = ""
+    try:
+        reason = inputs.clean_text(request.POST.get("reason"), "the reason")
+        resumed = engine.resume(pause_id=pause_id, actor=request.user, reason=reason)
+    except inputs.BadInput as exc:
+        error = str(exc)
+    except engine.NotPaused as exc:
+        messages.warning(request, str(exc))
+        return redirect(back)
+    except engine.PauseError as exc:
+        error = str(exc)
+    else:
+        what = resumed.pause.workflow + (
+            f" (step {resumed.pause.step})" if resumed.pause.step else ""
+        )
+        messages.success(
+            request,
+            f"Resumed {what}: {len(resumed.republished)} waiting step"
+            f"{'' if len(resumed.republished) == 1 else 's'} sent again.",
+        )
+        return redirect(back)
+    context = _context("", resume_error_id=pause_id, resume_error=error)
+    return render(request, "runs/pauses.html", context, status=422)

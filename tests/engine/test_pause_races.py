@@ -1,0 +1,94 @@
+"""A pause committing while a step starts: real interleavings of PostgreSQL sessions
+(tests/support/races.py), no sleeps. The start statement reads the pauses in its own
+snapshot (runs/engine/attempts/start.sql): a start whose statement began before the
+pause committed comes first and runs to its end; every start after is refused. Never
+both (two attempts), never neither (a step left with no attempt and no way to start)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from runs import engine
+from runs.engine.attempts.start import start_queued
+from runs.engine.entry.execute import run_attempt, start_attempt
+from runs.models import Attempt, Run, Step
+from runs.states import AttemptStatus, RunStatus, StepStatus
+from tests.support.races import Background
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def step_of(run: Run, key: str) -> Step:
+    return Step.objects.get(run=run, key=key)
+
+
+def attempts_of(step: Step) -> list[str]:
+    return list(
+        Attempt.objects.filter(step=step).order_by("number").values_list("status", flat=True)
+    )
+
+
+def test_a_start_in_flight_when_the_pause_commits_came_first_and_finishes():
+    run = engine.submit_run(workflow="pure-chain", input={})
+    first = step_of(run, "first")
+    with transaction.atomic():
+        started = start_queued(first.id, "t")  # the start's statement ran; not committed
+        assert started is not None
+        # The pause takes no lock a start holds: it commits at once.
+        pause = Background(
+            lambda: engine.pause(workflow="pure-chain", actor="ann", reason="r")
+        ).join()
+
+    assert run_attempt(started) == "succeeded"
+    assert attempts_of(first) == [AttemptStatus.SUCCEEDED]
+    second = step_of(run, "second")
+    assert engine.execute_step(step_id=second.id, worker="t") == "skipped"  # after: refused
+    assert (step_of(run, "second").status, attempts_of(second)) == (StepStatus.QUEUED, [])
+    engine.resume(pause_id=pause.id, actor="ann", reason="r")
+    assert engine.execute_step(step_id=second.id, worker="t") == "succeeded"
+    assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED
+
+
+def test_a_start_while_the_pause_is_uncommitted_is_not_held_and_comes_first():
+    run = engine.submit_run(workflow="pure-chain", input={})
+    first = step_of(run, "first")
+    with transaction.atomic():
+        engine.pause(workflow="pure-chain", actor="ann", reason="r")
+        starting = Background(lambda: start_attempt(step_id=first.id, worker="other"))
+        started = starting.join()  # not blocked on the uncommitted pause
+    assert started is not None
+    assert run_attempt(started) == "succeeded"
+    assert attempts_of(first) == [AttemptStatus.SUCCEEDED]
+
+
+@pytest.mark.parametrize("first_start", ["commits", "rolls back"])
+def test_a_second_delivery_blocked_behind_the_first_across_a_pause_starts_at_most_once(
+    first_start,
+):
+    """Delivery A started the step (uncommitted); delivery B waits on the step's row;
+    the pause commits. A commits: B finds the step running and starts nothing. A rolls
+    back: B, whose statement began before the pause, starts it. One attempt either way."""
+    run = engine.submit_run(workflow="pure-chain", input={})
+    first = step_of(run, "first")
+    with transaction.atomic():
+        a = start_queued(first.id, "a")
+        assert a is not None
+        b = Background(lambda: start_attempt(step_id=first.id, worker="b"))
+        b.wait_blocked()
+        Background(lambda: engine.pause(workflow="pure-chain", actor="ann", reason="r")).join()
+        if first_start == "rolls back":
+            transaction.set_rollback(True)
+    started_b = b.join()
+
+    if first_start == "commits":
+        assert started_b is None
+        assert run_attempt(a) == "succeeded"
+    else:
+        assert started_b is not None
+        assert run_attempt(started_b) == "succeeded"
+    assert attempts_of(first) == [AttemptStatus.SUCCEEDED]
+    assert step_of(run, "first").status == StepStatus.SUCCEEDED
+    # From here on the pause holds: the successor stays queued.
+    assert step_of(run, "second").status == StepStatus.QUEUED
+    assert attempts_of(step_of(run, "second")) == []

@@ -1,0 +1,293 @@
+"""Pausing a workflow, or one step of it (runs/engine/policies/pauses.py): the start
+statement refuses its steps, every way in (a message, a successor started in its
+predecessor's finish, a batch, the sweeper) meets the one check, nothing is lost, and
+a resume starts what waited exactly once. In-process against real PostgreSQL; the same
+through a real worker is tests/integration/test_pauses_live.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from examples.models import Merge, TargetRecord
+from runs import engine, metrics
+from runs.engine.entry.execute import run_attempt, start_attempt
+from runs.models import Attempt, Pause, PauseChange, Run, Step
+from runs.states import AttemptStatus, RunStatus, StepStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def step_of(run: Run, key: str) -> Step:
+    return Step.objects.get(run=run, key=key)
+
+
+def paused_count(workflow: str) -> float:
+    return metrics.PAUSED_STARTS.labels(workflow)._value.get()
+
+
+def test_a_paused_step_is_not_started_by_1000_deliveries_and_a_sweep_then_resume_starts_it_once(
+    settings,
+):
+    """The acceptance test: `merge` of merge-change paused, 1,000 deliveries of its
+    message and a sweep start nothing; the resume starts it once, with one merge."""
+    settings.RUNS_REPUBLISH_AFTER_SECONDS = 0  # the sweeper would republish any queued step
+    pause = engine.pause(workflow="merge-change", step="merge", actor="ann", reason="host down")
+    run = engine.submit_run(workflow="merge-change", input={"change_id": 7})
+    merge = step_of(run, "merge")
+    before = paused_count("merge-change")
+
+    outcomes = {engine.execute_step(step_id=merge.id, worker=f"w{n % 4}") for n in range(1000)}
+    report = engine.sweep()
+
+    assert outcomes == {"skipped"}
+    assert merge.id not in report.republished
+    merge.refresh_from_db()
+    assert (merge.status, merge.attempts, merge.current_attempt_id) == (StepStatus.QUEUED, 0, None)
+    assert Attempt.objects.filter(run=run).count() == 0
+    assert Merge.objects.filter(run_id=run.id).count() == 0
+    assert Run.objects.get(pk=run.id).status == RunStatus.PENDING
+    assert paused_count("merge-change") - before == 1000
+
+    resumed = engine.resume(pause_id=pause.id, actor="bob", reason="host is back")
+
+    assert resumed.republished == [merge.id]
+    assert engine.execute_step(step_id=merge.id, worker="w") == "succeeded"
+    assert engine.execute_step(step_id=merge.id, worker="w") == "skipped"  # a duplicate
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED
+    assert list(Attempt.objects.filter(run=run).values_list("status", flat=True)) == [
+        AttemptStatus.SUCCEEDED
+    ]
+    assert Merge.objects.filter(run_id=run.id).count() == 1
+
+
+def test_a_step_pause_holds_that_step_only_even_as_a_direct_successor():
+    """pure-chain: first -> second. Pausing `second` lets `first` run; `first`'s finish
+    would start `second` in its own transaction (start_successor), and the same start
+    statement refuses it there: `second` stays queued, with no attempt."""
+    pause = engine.pause(workflow="pure-chain", step="second", actor="ann", reason="r")
+    run = engine.submit_run(workflow="pure-chain", input={})
+
+    assert engine.execute_step(step_id=step_of(run, "first").id, worker="t", successors=5) == (
+        "succeeded"
+    )
+
+    second = step_of(run, "second")
+    assert (second.status, second.attempts) == (StepStatus.QUEUED, 0)
+    assert step_of(run, "first").status == StepStatus.SUCCEEDED
+    assert engine.resume(pause_id=pause.id, actor="ann", reason="r").republished == [second.id]
+    assert engine.execute_step(step_id=second.id, worker="t") == "succeeded"
+    assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED
+
+
+def test_a_workflow_pause_holds_all_its_steps_and_no_other_workflow():
+    engine.pause(workflow="parallel-pure", actor="ann", reason="all of it")
+    held = engine.submit_run(workflow="parallel-pure", input={})
+    other = engine.submit_run(workflow="pure-chain", input={})
+
+    for name in ("left", "right"):
+        assert engine.execute_step(step_id=step_of(held, name).id, worker="t") == "skipped"
+    engine.execute_step(step_id=step_of(other, "first").id, worker="t", successors=5)
+
+    assert set(held.steps.values_list("status", flat=True)) == {StepStatus.QUEUED}
+    assert Attempt.objects.filter(run=held).count() == 0
+    assert Run.objects.get(pk=other.id).status == RunStatus.SUCCEEDED
+
+
+def test_one_step_paused_lets_its_siblings_run():
+    """parallel-pure: left and right, independent. Pausing `left` holds it alone."""
+    pause = engine.pause(workflow="parallel-pure", step="left", actor="ann", reason="r")
+    run = engine.submit_run(workflow="parallel-pure", input={})
+    for name in ("left", "right"):
+        engine.execute_step(step_id=step_of(run, name).id, worker="t")
+
+    assert dict(run.steps.values_list("name", "status")) == {
+        "left": StepStatus.QUEUED,
+        "right": StepStatus.SUCCEEDED,
+    }
+    engine.resume(pause_id=pause.id, actor="ann", reason="r")
+    engine.execute_step(step_id=step_of(run, "left").id, worker="t")
+    assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED
+
+
+def test_an_attempt_running_when_the_pause_commits_finishes_and_is_recorded():
+    run = engine.submit_run(workflow="pure-chain", input={})
+    started = start_attempt(step_id=step_of(run, "first").id, worker="t")
+    assert started is not None
+
+    engine.pause(workflow="pure-chain", actor="ann", reason="mid-flight")
+    assert run_attempt(started) == "succeeded"
+
+    first, second = step_of(run, "first"), step_of(run, "second")
+    assert (first.status, first.attempts) == (StepStatus.SUCCEEDED, 1)
+    assert list(Attempt.objects.filter(step=first).values_list("status", flat=True)) == [
+        AttemptStatus.SUCCEEDED
+    ]
+    # What the finish made ready waits: queued, and refused when delivered.
+    assert engine.execute_step(step_id=second.id, worker="t") == "skipped"
+    assert step_of(run, "second").status == StepStatus.QUEUED
+
+
+def test_a_map_step_pause_holds_every_batch():
+    pause = engine.pause(workflow="migrate-records", step="migrate", actor="ann", reason="db")
+    run = engine.submit_run(workflow="migrate-records", input={"count": 6, "batch_size": 2})
+    engine.execute_step(step_id=step_of(run, "list_records").id, worker="t")
+    batches = list(Step.objects.filter(run=run, parent__isnull=False).order_by("batch_index"))
+    assert [b.key for b in batches] == ["migrate[0]", "migrate[1]", "migrate[2]"]
+
+    for batch in batches:
+        assert engine.execute_step(step_id=batch.id, worker="t") == "skipped"
+
+    assert set(
+        Step.objects.filter(run=run, parent__isnull=False).values_list("status", flat=True)
+    ) == {StepStatus.QUEUED}
+    assert Attempt.objects.filter(step__in=batches).count() == 0
+    assert TargetRecord.objects.filter(run_id=run.id).count() == 0
+
+    resumed = engine.resume(pause_id=pause.id, actor="ann", reason="db is back")
+    assert sorted(resumed.republished) == sorted(b.id for b in batches)
+    for batch in batches:
+        assert engine.execute_step(step_id=batch.id, worker="t") == "succeeded"
+    assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED
+    assert TargetRecord.objects.filter(run_id=run.id).count() == 6
+
+
+def test_the_sweeper_republishes_a_queued_step_but_not_a_paused_one(settings):
+    settings.RUNS_REPUBLISH_AFTER_SECONDS = 0
+    engine.pause(workflow="merge-change", actor="ann", reason="r")
+    held = engine.submit_run(workflow="merge-change", input={"change_id": 1})
+    free = engine.submit_run(workflow="pure-chain", input={})
+
+    republished = engine.sweep().republished
+
+    assert step_of(free, "first").id in republished
+    assert step_of(held, "merge").id not in republished
+
+
+def test_a_resume_leaves_what_another_pause_still_holds():
+    """A workflow's pause and one of its step's: resuming the workflow's leaves the
+    step held by its own pause."""
+    whole = engine.pause(workflow="parallel-pure", actor="ann", reason="all")
+    engine.pause(workflow="parallel-pure", step="left", actor="ann", reason="left only")
+    run = engine.submit_run(workflow="parallel-pure", input={})
+
+    resumed = engine.resume(pause_id=whole.id, actor="ann", reason="r")
+
+    assert resumed.republished == [step_of(run, "right").id]
+    assert engine.execute_step(step_id=step_of(run, "left").id, worker="t") == "skipped"
+
+
+def test_a_resume_spreads_its_messages_at_the_resume_rate(settings, published):
+    settings.RUNS_RESUME_RATE = 2
+    pause = engine.pause(workflow="pure-chain", actor="ann", reason="r")
+    runs = [engine.submit_run(workflow="pure-chain", input={}) for _ in range(5)]
+    published.clear()
+
+    resumed = engine.resume(pause_id=pause.id, actor="ann", reason="r")
+
+    firsts = [step_of(run, "first").id for run in runs]
+    assert resumed.republished == firsts  # oldest first
+    sent = [(args[0], eta) for _, args, eta in published]
+    assert [step_id for step_id, _ in sent] == firsts
+    # Two a second: the first two now, the next two a second later, the last two later.
+    assert [eta is None for _, eta in sent] == [True, True, False, False, False]
+    third, fifth = sent[2][1], sent[4][1]
+    assert third is not None and fifth is not None
+    assert 0.5 <= (fifth - third).total_seconds() <= 1.5
+
+
+# --- the record, and what is refused ---------------------------------------------------
+def test_pause_and_resume_are_audited_with_actor_and_reason():
+    pause = engine.pause(workflow="merge-change", step="merge", actor="ann", reason="host down")
+    engine.resume(pause_id=pause.id, actor="bob", reason="host back")
+
+    assert Pause.objects.count() == 0
+    assert list(
+        PauseChange.objects.order_by("id").values_list(
+            "action", "workflow", "step", "actor", "reason", "republished"
+        )
+    ) == [
+        ("pause", "merge-change", "merge", "ann", "host down", 0),
+        ("resume", "merge-change", "merge", "bob", "host back", 0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        (
+            {"workflow": "merge-change", "reason": "  "},
+            engine.PauseReasonRequired,
+            "needs a reason",
+        ),
+        ({"workflow": "nope", "reason": "r"}, engine.UnknownWorkflow, "unknown workflow 'nope'"),
+        (
+            {"workflow": "merge-change", "step": "mreg", "reason": "r"},
+            engine.UnknownStep,
+            "has no step 'mreg' in any version; its steps: merge",
+        ),
+    ],
+)
+def test_a_bad_pause_is_refused_and_writes_nothing(kwargs, error, says):
+    with pytest.raises(error, match=says):
+        engine.pause(actor="ann", **kwargs)
+    assert (Pause.objects.count(), PauseChange.objects.count()) == (0, 0)
+
+
+def test_pausing_twice_is_refused_and_the_first_pause_stands():
+    first = engine.pause(workflow="merge-change", step="merge", actor="ann", reason="first")
+    with pytest.raises(engine.AlreadyPaused, match=r"already paused \(by ann at .*: first\)"):
+        engine.pause(workflow="merge-change", step="merge", actor="bob", reason="second")
+    assert list(Pause.objects.values_list("id", "actor", "reason")) == [(first.id, "ann", "first")]
+    assert PauseChange.objects.count() == 1
+    # The whole workflow is another pause, and may stand beside it.
+    engine.pause(workflow="merge-change", actor="bob", reason="all")
+    assert Pause.objects.count() == 2
+
+
+def test_a_resume_of_what_is_not_paused_is_refused_and_writes_nothing():
+    pause = engine.pause(workflow="merge-change", actor="ann", reason="r")
+    with pytest.raises(engine.PauseReasonRequired):
+        engine.resume(pause_id=pause.id, actor="ann", reason="")
+    assert Pause.objects.count() == 1
+    engine.resume(pause_id=pause.id, actor="ann", reason="r")
+    with pytest.raises(engine.NotPaused, match=f"pause {pause.id} is not in effect"):
+        engine.resume(pause_id=pause.id, actor="ann", reason="again")
+    with pytest.raises(engine.NotPaused):
+        engine.resume(pause_id=10**9, actor="ann", reason="never")
+    assert list(PauseChange.objects.values_list("action", flat=True).order_by("id")) == [
+        "pause",
+        "resume",
+    ]
+
+
+def test_the_gauges_show_the_paused_work():
+    engine.pause(workflow="merge-change", step="merge", actor="ann", reason="r")
+    for n in (1, 2):
+        engine.submit_run(workflow="merge-change", input={"change_id": n})
+    engine.submit_run(workflow="pure-chain", input={})
+
+    text = metrics.exposition(with_database=True).decode()
+
+    assert "durable_runs_pauses 1.0" in text
+    assert "durable_runs_paused_steps 2.0" in text  # pure-chain's queued step is not paused
+
+
+@pytest.fixture
+def published():
+    """Every execute message this process publishes: (task name, args, eta)."""
+    from datetime import datetime
+
+    from celery.signals import before_task_publish
+
+    sent: list[tuple[str, tuple, datetime | None]] = []
+
+    def record(sender=None, headers=None, body=None, **_):
+        eta = headers.get("eta")
+        sent.append((sender, tuple(body[0]), datetime.fromisoformat(eta) if eta else None))
+
+    before_task_publish.connect(record, weak=False)
+    try:
+        yield sent
+    finally:
+        before_task_publish.disconnect(record)
