@@ -33,6 +33,7 @@ from runs.errors import (
     ClaimNotUnresolved,
     DuplicateSignal,
     EngineError,
+    InvalidBatch,
     InvalidInput,
     InvalidResolution,
     InvalidSubmissionKey,
@@ -60,7 +61,14 @@ from .core.faults import SimulatedCrash
 from .core.principals import Principal, actor_name, shown, user_principal
 from .entry.execute import execute_step, start_attempt
 from .policies import retention
-from .policies.operate import RetryPlan, cancel_run, preview_retry, retry_steps
+from .policies.operate import (
+    RetryPlan,
+    cancel_run,
+    preview_retry,
+    preview_retry_run,
+    retry_run,
+    retry_steps,
+)
 from .policies.probe import ProbeOutcome, probe_claim, reprobe_claim
 from .policies.recover import recover_attempt, sweep
 from .policies.resolve import (
@@ -103,6 +111,7 @@ __all__ = [
     "ClaimNotUnresolved",
     "DuplicateSignal",
     "EngineError",
+    "InvalidBatch",
     "InvalidInput",
     "InvalidResolution",
     "InvalidSubmissionKey",
@@ -140,6 +149,7 @@ __all__ = [
     "preview_resolution",
     "preview_resolutions",
     "preview_retry",
+    "preview_retry_run",
     "probe_claim",
     "probe_of",
     "publish",
@@ -148,6 +158,7 @@ __all__ = [
     "resolve_claim",
     "resolve_workflow",
     "retention",
+    "retry_run",
     "retry_steps",
     "send_signal",
     "shown",
