@@ -1,6 +1,7 @@
 """The runs app's models, by idea: a run's state (core), what retention keeps and
 records (retention), schedules (schedules). Import them from here."""
 
+from .batches import Batch, BatchItem
 from .core import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
 from .retention import (
     MapRegistry,
@@ -13,6 +14,8 @@ from .schedules import Schedule
 
 __all__ = [
     "Attempt",
+    "Batch",
+    "BatchItem",
     "Claim",
     "Event",
     "MapRegistry",
