@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import actions, views
+from . import actions, bulk, views
 
 app_name = "runs"
 
@@ -8,6 +8,9 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("runs/", views.run_list, name="list"),
     path("runs/new/", views.new_run, name="new"),
+    # Before runs/<run_id>/: "bulk" and "batches" are not run ids.
+    path("runs/bulk/", bulk.preview, name="bulk"),
+    path("runs/batches/<int:batch_id>/", bulk.batch_detail, name="batch"),
     path("runs/<str:run_id>/", views.run_detail, name="detail"),
     path("runs/<str:run_id>/cancel/", actions.cancel, name="cancel"),
     path("runs/<str:run_id>/signal/", actions.signal, name="signal"),
