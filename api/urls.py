@@ -22,6 +22,8 @@ class ClaimIdConverter:
 
 
 register_converter(ClaimIdConverter, "claim_id")
+# A batch id is a bigint too.
+register_converter(ClaimIdConverter, "batch_id")
 
 app_name = "api"
 
@@ -37,6 +39,10 @@ resolve = views.ClaimViewSet.as_view({"post": "resolve"})
 take = views.ClaimViewSet.as_view({"post": "take"})
 release = views.ClaimViewSet.as_view({"post": "release"})
 workflows = views.WorkflowViewSet.as_view({"get": "list"})
+batches = views.BatchViewSet.as_view({"get": "list", "post": "create"})
+batch_preview = views.BatchViewSet.as_view({"post": "preview"})
+batch = views.BatchViewSet.as_view({"get": "retrieve"})
+batch_items = views.BatchViewSet.as_view({"get": "items"})
 
 urlpatterns = [
     path("runs/", runs, name="runs"),
@@ -51,6 +57,10 @@ urlpatterns = [
     path("claims/<claim_id:claim_id>/take/", take, name="claim-take"),
     path("claims/<claim_id:claim_id>/release/", release, name="claim-release"),
     path("workflows/", workflows, name="workflows"),
+    path("batches/", batches, name="batches"),
+    path("batches/preview/", batch_preview, name="batch-preview"),
+    path("batches/<batch_id:batch_id>/", batch, name="batch"),
+    path("batches/<batch_id:batch_id>/items/", batch_items, name="batch-items"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),
     path("docs/", docs.DocsView.as_view(url_name="api:schema"), name="docs"),
     re_path(r"^", errors.not_found),
