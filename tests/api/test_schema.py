@@ -172,7 +172,14 @@ def test_every_request_body_is_closed(openapi):
                 bodies[op["operationId"]] = body_schemas(
                     openapi, content["application/json"]["schema"]
                 )
-    assert set(bodies) == {"runs_create", "runs_cancel", "runs_signal", "claims_resolve"}
+    assert set(bodies) == {
+        "runs_create",
+        "runs_cancel",
+        "runs_signal",
+        "claims_resolve",
+        "batches_create",
+        "batches_preview",
+    }
     open_bodies = {
         name: [s.get("description") for s in schemas if s.get("additionalProperties") is not False]
         for name, schemas in bodies.items()
@@ -338,7 +345,7 @@ def test_every_link_names_an_operation_and_some_of_its_path_parameters(openapi):
                     names = {p["name"] for p in target["parameters"] if p["in"] == "path"}
                     # A link gives what the answer knows; the rest is the caller's.
                     assert set(link["parameters"]) <= names, (op["operationId"], name)
-                    assert "run_id" in link["parameters"] or "claim_id" in link["parameters"]
+                    assert {"run_id", "claim_id", "batch_id"} & set(link["parameters"])
 
 
 # --- submitting: one body per registered workflow ------------------------------------------

@@ -21,8 +21,7 @@ def q(text: str = "") -> QueryDict:
 
 def items_of(batch: Batch) -> dict:
     return {
-        item.run_id: (item.status, item.message)
-        for item in BatchItem.objects.filter(batch=batch)
+        item.run_id: (item.status, item.message) for item in BatchItem.objects.filter(batch=batch)
     }
 
 
@@ -99,9 +98,7 @@ def test_bulk_retry_retries_each_failed_run_once_with_its_key(db, monkeypatch):
         )
 
 
-def test_a_run_that_changed_after_the_selection_is_refused_with_the_engines_reason(
-    db, monkeypatch
-):
+def test_a_run_that_changed_after_the_selection_is_refused_with_the_engines_reason(db, monkeypatch):
     [run] = failed_runs(monkeypatch, 1)
     batch = service.create_batch(operation="retry", params=q(), actor="ann", reason="again")
     engine.retry_steps(run_id=run.id, step_keys=["call_service"], actor="bob")
@@ -190,3 +187,23 @@ def test_bad_input_is_refused_naming_its_field_and_writes_nothing(
 def test_the_normalized_filter_selects_what_the_runs_list_selects(db):
     params = q("page=3&workflow=+pure-chain+&status=pending&q=&operation=cancel")
     assert selection.normalized(params) == "status=pending&workflow=pure-chain"
+
+
+def test_resume_sends_again_the_batches_that_stopped_moving(db, monkeypatch, settings):
+    sent: list[tuple[str, int]] = []
+    monkeypatch.setattr(
+        engine.publish, "send", lambda task, arg, countdown=None: sent.append((task, arg))
+    )
+    active_runs(2)
+    batch = service.create_batch(operation="cancel", params=q(), actor="ann", reason="stop")
+    settings.RUNS_BATCH_STALL_SECONDS = 3600
+
+    assert service.resume() == [] and sent == []  # it moved a moment ago
+    assert service.resume(stalled_only=False) == [batch.id]  # a worker's start
+    assert sent == [("runs.process_batch", batch.id)]
+    settings.RUNS_BATCH_STALL_SECONDS = -1
+    assert service.resume() == [batch.id]
+    service.process(batch.id)
+    assert service.resume(stalled_only=False) == []  # finished: nothing to resume
+    beat = settings.CELERY_BEAT_SCHEDULE["resume-batches"]
+    assert beat["task"] == "runs.resume_batches"

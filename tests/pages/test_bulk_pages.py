@@ -88,11 +88,12 @@ def test_confirming_makes_a_batch_whose_page_polls_then_lists_its_items(operator
     assert '<progress id="batch-progress-bar" max="2" value="0">' in page
 
     service.process(batch.id)
-    live = text(operator_client.get(f"/runs/batches/{batch.id}/", HTMX, HTTP_HX_TARGET="batch-live"))
+    live = operator_client.get(f"/runs/batches/{batch.id}/", **HTMX, HTTP_HX_TARGET="batch-live")
+    live = text(live)
     assert 'hx-trigger="every 1s"' not in live
     assert '<progress id="batch-progress-bar" max="2" value="2">' in live
     assert "Results" in live and live.count(">cancelled</td>") == 2
     for run in runs:
-        assert f'/runs/{run.id}/' in live
+        assert f"/runs/{run.id}/" in live
     assert Batch.objects.get().status == BatchStatus.SUCCEEDED
     assert BatchItem.objects.filter(batch=batch, status="applied").count() == 2
