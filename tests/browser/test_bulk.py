@@ -40,7 +40,11 @@ def test_bulk_cancel_from_the_runs_list_to_its_results(cluster, browser):
     list_url = f"{browser.base_url}/runs/?workflow=submitter-nudge"
     wait_for_address(page, lambda url: url.startswith(list_url), list_url)
 
-    page.get_by_role("link", name="Cancel matching…").click()
+    controls = page.get_by_role("group", name="Bulk operations on the matching runs")
+    expect(controls.get_by_role("link", name="Retry failed steps of matching…")).to_be_visible()
+    browser.screenshot("bulk-controls")
+    browser.screenshot("bulk-controls", width=390)
+    controls.get_by_role("link", name="Cancel matching…").click()
     preview_url = f"{browser.base_url}/runs/bulk/?workflow=submitter-nudge&operation=cancel"
     wait_for_address(page, lambda url: url == preview_url, preview_url)
     expect(page.get_by_role("heading", name="Cancel matching active runs")).to_be_visible()
