@@ -112,6 +112,7 @@ _BY_DOMAIN_CODE: dict[str, tuple[int, str, str | None]] = {
     "invalid_input": (400, INVALID_INPUT, "input"),
     "invalid_submission_key": (400, INVALID_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER),
     "invalid_resolution": (400, INVALID, None),
+    "invalid_batch": (400, INVALID, None),
     "signal_not_allowed": (403, PERMISSION_DENIED, None),
     "run_not_found": (404, NOT_FOUND, None),
     "claim_not_found": (404, NOT_FOUND, None),
@@ -143,6 +144,10 @@ def from_domain(exc: Exception) -> ApiError | None:
         return ApiError(status, code, message, {"input": exc.problems})
     if isinstance(exc, engine.InvalidResolution):
         field = exc.field
+    if isinstance(exc, engine.InvalidBatch):
+        # The filter's own parameters are fields of the body's `filter`.
+        own = exc.field in ("operation", "reason", "filter")
+        field = exc.field if own else f"filter.{exc.field}"
     return ApiError(status, code, message, {field: [message]} if field else None)
 
 

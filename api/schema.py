@@ -425,6 +425,98 @@ workflows_list = _operation(
     errors=(400, 404),
 )
 
+BATCH_ID = OpenApiParameter(
+    "batch_id",
+    {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
+    OpenApiParameter.PATH,
+    description="The batch's id (`id` in POST and GET /api/batches/).",
+)
+BATCH_FILTER_400 = (
+    " A bad filter value answers 400 naming it (`filter.status`), as GET /api/runs/ "
+    "does; so do an unknown operation, a missing or blank reason, a filter that matches "
+    "no run or more than `max_runs` (`filter`)."
+)
+batches_create = _operation(
+    "batches_create",
+    tag="batches",
+    summary="Start a bulk operation",
+    description="Cancel every matching active run, or retry every failed step of every "
+    "matching failed run. The runs matching now are frozen into the batch (runs that "
+    "match later are not added), and a worker processes them in the background, each "
+    "run in a transaction of its own, exactly once, resuming after a crash. A run the "
+    "engine refuses (it finished, it did not fail) is counted `refused` with the engine's "
+    "reason. Follow it with GET /api/batches/{batch_id}/. Operators only." + BATCH_FILTER_400,
+    request=s.BatchRequest,
+    examples=[
+        OpenApiExample(
+            "retry failed payments",
+            value={
+                "operation": "retry",
+                "filter": {"status": "failed", "workflow": "charge-payment"},
+                "reason": "the payment provider is back",
+            },
+            request_only=True,
+        )
+    ],
+    parameters=[
+        OpenApiParameter(
+            "Location",
+            OpenApiTypes.URI,
+            OpenApiParameter.HEADER,
+            response=[202],
+            description="The new batch's URL.",
+        )
+    ],
+    ok={202: OpenApiResponse(s.BatchSerializer, description="The batch, pending.")},
+    errors=BODY,
+)
+batches_preview = _operation(
+    "batches_preview",
+    tag="batches",
+    summary="Preview a bulk operation",
+    description="What POST /api/batches/ would do with the same operation and filter, "
+    "counted by the runs' statuses now, with the first runs it applies to (a retry's "
+    "steps and the key each will use). Writes nothing. Operators only." + BATCH_FILTER_400,
+    request=s.BatchPreviewRequest,
+    examples=[
+        OpenApiExample(
+            "cancel a workflow's active runs",
+            value={"operation": "cancel", "filter": {"workflow": "migrate-records"}},
+            request_only=True,
+        )
+    ],
+    ok={200: OpenApiResponse(s.BatchPreviewSerializer, description="The preview.")},
+    errors=BODY,
+)
+batches_list = _operation(
+    "batches_list",
+    tag="batches",
+    summary="List batches",
+    description="Newest first. Operators only.",
+    ok={200: OpenApiResponse(s.BatchSerializer(many=True), description="A page of batches.")},
+    errors=(400, 404),
+)
+batches_retrieve = _operation(
+    "batches_retrieve",
+    tag="batches",
+    summary="One batch",
+    description="Its status and counts: poll it until the status is no longer pending "
+    "or running. Operators only.",
+    parameters=[BATCH_ID],
+    ok={200: OpenApiResponse(s.BatchSerializer, description="The batch.")},
+    errors=(404,),
+)
+batches_items = _operation(
+    "batches_items_list",
+    tag="batches",
+    summary="A batch's runs",
+    description="One item per run selected, in selection order: pending, applied, "
+    "refused (with the engine's reason) or failed. Operators only.",
+    parameters=[BATCH_ID],
+    ok={200: OpenApiResponse(s.BatchItemSerializer(many=True), description="A page of items.")},
+    errors=(400, 404),
+)
+
 
 # --- links -----------------------------------------------------------------------------
 # Where the ids an answer gives can be used next (OpenAPI links): clients and tools that
@@ -470,6 +562,12 @@ LINKS: dict[tuple[str, str], dict[str, dict[str, str]]] = {
         **_each(CLAIM_OPERATIONS, claim_id="$response.body#/results/0/id"),
         "runs_retrieve": {"run_id": "$response.body#/results/0/run_id"},
     },
+    ("batches_create", "202"): _each(
+        ("batches_retrieve", "batches_items_list"), batch_id="$response.body#/id"
+    ),
+    ("batches_list", "200"): _each(
+        ("batches_retrieve", "batches_items_list"), batch_id="$response.body#/results/0/id"
+    ),
     ("claims_take", "200"): _each(
         ("claims_resolve", "claims_release"), claim_id="$response.body#/claim_id"
     ),

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from reconciliation.services import REFERENCE_MAX
 from runs import export
-from runs.states import AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.states import (
+    AttemptStatus,
+    BatchItemStatus,
+    BatchOperation,
+    BatchStatus,
+    ClaimStatus,
+    EffectKind,
+    RunStatus,
+    StepStatus,
+)
 
 from . import errors
 
@@ -753,3 +763,119 @@ class RunExportSerializer(serializers.Serializer[Any]):
     signals = ExportSignal(many=True)
     history = ExportHistory()
     counts = ExportCounts()
+
+
+# --- batches (bulk operations) -----------------------------------------------------------
+class BatchFilter(StrictSerializer):
+    """Which runs: the filters of GET /api/runs/ (an absent one matches any value)."""
+
+    status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
+    workflow = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    created_after = serializers.DateTimeField(
+        required=False, help_text="ISO 8601; runs created at or after it."
+    )
+    created_before = serializers.DateTimeField(
+        required=False, help_text="ISO 8601; runs created before it."
+    )
+
+
+class BatchPreviewRequest(StrictSerializer):
+    operation = serializers.ChoiceField(
+        choices=BatchOperation.choices,
+        help_text="cancel: every matching active run; retry: every failed step of every "
+        "matching failed run.",
+    )
+    filter = BatchFilter(required=False, help_text="Which runs (default: every run).")
+
+
+class BatchRequest(BatchPreviewRequest):
+    reason = NoteField(
+        error_messages={"blank": "a batch needs a reason"},
+        help_text="Why (required, not blank): recorded on the batch and on every run it changes.",
+    )
+
+
+class BatchCounts(serializers.Serializer[Any]):
+    total = serializers.IntegerField(help_text="Runs selected when it was created.")
+    done = serializers.IntegerField(help_text="applied + refused + failed.")
+    applied = serializers.IntegerField()
+    refused = serializers.IntegerField(help_text="The engine refused (a finished run, ...).")
+    failed = serializers.IntegerField(help_text="An unexpected error; the run is unchanged.")
+
+
+class BatchLinks(serializers.Serializer[Any]):
+    self = serializers.URLField()
+    items = serializers.URLField()
+    page = serializers.URLField(help_text="The batch's page in the dashboard.")
+
+
+class BatchSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    operation = serializers.ChoiceField(choices=BatchOperation.choices)
+    status = serializers.ChoiceField(choices=BatchStatus.choices)
+    filter = serializers.CharField(
+        help_text="The runs list's filter as a query string: /runs/?<filter> lists the runs "
+        "it matches now."
+    )
+    reason = serializers.CharField()
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    counts = serializers.SerializerMethodField()
+    links = serializers.SerializerMethodField()
+
+    @extend_schema_field(BatchCounts)
+    def get_counts(self, batch: Any) -> dict[str, int]:
+        return {k: getattr(batch, k) for k in ("total", "done", "applied", "refused", "failed")}
+
+    @extend_schema_field(BatchLinks)
+    def get_links(self, batch: Any) -> dict[str, str]:
+        request = self.context["request"]
+        return {
+            "self": request.build_absolute_uri(reverse("api:batch", args=[batch.id])),
+            "items": request.build_absolute_uri(reverse("api:batch-items", args=[batch.id])),
+            "page": request.build_absolute_uri(reverse("runs:batch", args=[batch.id])),
+        }
+
+
+class BatchItemSerializer(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=BatchItemStatus.choices)
+    message = serializers.CharField(help_text="What the engine did, or why it refused.")
+    done_at = serializers.DateTimeField(allow_null=True)
+
+
+class PreviewRefusal(serializers.Serializer[Any]):
+    why = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class PreviewStep(serializers.Serializer[Any]):
+    key = serializers.CharField()
+    kind = serializers.ChoiceField(choices=EffectKind.choices)
+    retry_key = serializers.CharField(help_text="The idempotency key its retry will use.")
+
+
+class PreviewSample(serializers.Serializer[Any]):
+    run_id = serializers.UUIDField()
+    workflow = serializers.CharField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    steps = PreviewStep(many=True, help_text="A retry's steps (empty for a cancel).")
+    effects_kept = serializers.IntegerField(help_text="Effects already done, not repeated.")
+    refused = serializers.CharField(allow_null=True, help_text="Why the engine would refuse.")
+
+
+class BatchPreviewSerializer(serializers.Serializer[Any]):
+    operation = serializers.ChoiceField(choices=BatchOperation.choices)
+    filter = serializers.CharField()
+    matched = serializers.IntegerField(
+        help_text="Runs matching, counted up to max_runs + 1 (see capped)."
+    )
+    capped = serializers.BooleanField(help_text="More than max_runs match: too many for a batch.")
+    max_runs = serializers.IntegerField()
+    applies = serializers.IntegerField(help_text="Runs the operation applies to, by status now.")
+    refused = serializers.IntegerField()
+    refusals = PreviewRefusal(many=True)
+    sample = PreviewSample(many=True, help_text="The first runs it applies to.")
+    sample_rest = serializers.IntegerField(help_text="Runs it applies to beyond the sample.")

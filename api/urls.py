@@ -23,6 +23,8 @@ class ClaimIdConverter:
 
 
 register_converter(ClaimIdConverter, "claim_id")
+# A batch id is a bigint too.
+register_converter(ClaimIdConverter, "batch_id")
 
 app_name = "api"
 
@@ -41,6 +43,10 @@ release = views.ClaimViewSet.as_view({"post": "release"})
 workflows = views.WorkflowViewSet.as_view({"get": "list"})
 pauses = views.PauseViewSet.as_view({"get": "list", "post": "create"})
 resume_pause = views.PauseViewSet.as_view({"post": "resume"})
+batches = views.BatchViewSet.as_view({"get": "list", "post": "create"})
+batch_preview = views.BatchViewSet.as_view({"post": "preview"})
+batch = views.BatchViewSet.as_view({"get": "retrieve"})
+batch_items = views.BatchViewSet.as_view({"get": "items"})
 
 urlpatterns = [
     path("runs/", runs, name="runs"),
@@ -58,6 +64,10 @@ urlpatterns = [
     path("workflows/", workflows, name="workflows"),
     path("pauses/", pauses, name="pauses"),
     path("pauses/<claim_id:pause_id>/resume/", resume_pause, name="pause-resume"),
+    path("batches/", batches, name="batches"),
+    path("batches/preview/", batch_preview, name="batch-preview"),
+    path("batches/<batch_id:batch_id>/", batch, name="batch"),
+    path("batches/<batch_id:batch_id>/items/", batch_items, name="batch-items"),
     path("schema/", docs.SchemaView.as_view(), name="schema"),
     path("docs/", docs.DocsView.as_view(url_name="api:schema"), name="docs"),
     re_path(r"^", errors.not_found),

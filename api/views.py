@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from django.db.models import F, Prefetch, QuerySet
+from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from rest_framework import exceptions, status
@@ -23,7 +24,8 @@ from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
 from runs import export as run_export
-from runs.models import Attempt, Event, Pause, Run, Step
+from runs.batches import selection, service
+from runs.models import Attempt, Batch, BatchItem, Event, Pause, Run, Step
 from runs.queries import run_detail
 from runs.workflows import registry
 
@@ -275,6 +277,94 @@ class PauseViewSet(ApiViewSet):
         body = validated(s.ResumeBody, request.data)
         resumed = engine.resume(pause_id=pause_id, actor=request.user, reason=body["reason"])
         return Response(s.ResumedSerializer(resumed).data)
+
+
+# --- batches (bulk operations) ------------------------------------------------------
+def filter_params(body: dict[str, Any]) -> QueryDict:
+    """The API's filter as the runs list's query string, for the list's own parser
+    (runs/batches/selection.py): both select the same runs."""
+    params = QueryDict(mutable=True)
+    for name, value in (body.get("filter") or {}).items():
+        text = value.isoformat() if hasattr(value, "isoformat") else str(value)
+        if text:
+            params[name] = text
+    return params
+
+
+def _preview_data(preview: selection.Preview) -> dict[str, Any]:
+    return {
+        "operation": preview.operation,
+        "filter": preview.filter,
+        "matched": preview.matched,
+        "capped": preview.capped,
+        "max_runs": selection.MAX_RUNS,
+        "applies": preview.applies,
+        "refused": preview.refused,
+        "refusals": [{"why": r.why, "count": r.count} for r in preview.refusals],
+        "sample": [
+            {
+                "run_id": sample.run_id,
+                "workflow": sample.workflow,
+                "status": sample.status,
+                "steps": [
+                    {"key": key, "kind": kind, "retry_key": retry_key}
+                    for key, kind, retry_key in (sample.plan.steps if sample.plan else ())
+                ],
+                "effects_kept": len(sample.plan.done) if sample.plan else 0,
+                "refused": sample.refused or None,
+            }
+            for sample in preview.samples
+        ],
+        "sample_rest": preview.rest,
+    }
+
+
+class BatchViewSet(ApiViewSet):
+    """Bulk operations (docs/api.md, "Batches"): operators only."""
+
+    roles = {
+        "list": OPERATE,
+        "create": OPERATE,
+        "retrieve": OPERATE,
+        "items": OPERATE,
+        "preview": OPERATE,
+    }
+
+    @schema.batches_list
+    def list(self, request: SignedInRequest) -> Response:
+        page = self.paginate_queryset(Batch.objects.order_by("-created_at", "-id"))
+        data = s.BatchSerializer(page, many=True, context={"request": request}).data
+        return self.get_paginated_response(data)
+
+    @schema.batches_create
+    def create(self, request: SignedInRequest) -> Response:
+        body = validated(s.BatchRequest, request.data)
+        batch = service.create_batch(
+            operation=body["operation"],
+            params=filter_params(body),
+            actor=request.user,
+            reason=body["reason"],
+        )
+        data = s.BatchSerializer(batch, context={"request": request}).data
+        location = data["links"]["self"]
+        return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})
+
+    @schema.batches_preview
+    def preview(self, request: SignedInRequest) -> Response:
+        body = validated(s.BatchPreviewRequest, request.data)
+        preview = selection.preview(body["operation"], filter_params(body))
+        return Response(s.BatchPreviewSerializer(_preview_data(preview)).data)
+
+    @schema.batches_retrieve
+    def retrieve(self, request: SignedInRequest, batch_id: int) -> Response:
+        batch = get_object_or_404(Batch, pk=batch_id)
+        return Response(s.BatchSerializer(batch, context={"request": request}).data)
+
+    @schema.batches_items
+    def items(self, request: SignedInRequest, batch_id: int) -> Response:
+        batch = get_object_or_404(Batch.objects.only("id"), pk=batch_id)
+        page = self.paginate_queryset(BatchItem.objects.filter(batch=batch).order_by("id"))
+        return self.get_paginated_response(s.BatchItemSerializer(page, many=True).data)
 
 
 # --- workflows -------------------------------------------------------------------------

@@ -643,6 +643,22 @@ LOGGING = {
     },
 }
 
+# --- Bulk operations (runs/batches/) ----------------------------------------
+# A batch whose items have not moved for this long (its worker died, its message was
+# lost) gets a new message from beat's resume-batches, run every RUNS_BATCH_RESUME_INTERVAL
+# seconds; a worker that starts resumes every unfinished batch at once.
+RUNS_BATCH_STALL_SECONDS = env_float("RUNS_BATCH_STALL_SECONDS", 30.0)
+RUNS_BATCH_RESUME_INTERVAL = env_float("RUNS_BATCH_RESUME_INTERVAL", 30.0)
+CELERY_BEAT_SCHEDULE["resume-batches"] = {
+    "task": "runs.resume_batches",
+    "schedule": RUNS_BATCH_RESUME_INTERVAL,
+    "options": {"expires": RUNS_BATCH_RESUME_INTERVAL},
+}
+CELERY_TASK_ROUTES["runs.resume_batches"] = {
+    "queue": CELERY_RECOVERY_QUEUE,
+    "routing_key": CELERY_RECOVERY_QUEUE,
+}
+
 # --- Retention (runs/engine/policies/retention.py) ------------------------------------
 # No policy may keep claims and submission keys (its dedup window) for fewer days than
 # this; a purge works in transactions of at most RUNS_RETENTION_BATCH rows, and beat

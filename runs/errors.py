@@ -92,6 +92,18 @@ class StepNotRetryable(EngineError):
     code = "step_not_retryable"
 
 
+class InvalidBatch(EngineError):
+    """A bulk operation refused before anything was written: an unknown operation, no
+    reason, a filter the runs list refuses, or a selection that is empty or too large.
+    `field` names the input at fault (operation, reason, filter or one of its fields)."""
+
+    code = "invalid_batch"
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class UnknownPolicy(EngineError):
     """No retention policy by that name (or it is disabled)."""
 

@@ -118,3 +118,32 @@ class ClaimStatus(models.TextChoices):
     FAILED = "failed"
     UNRESOLVED = "unresolved"
     ABANDONED = "abandoned"
+
+
+# --- bulk operations (runs/batches/, docs/operating.md#bulk-operations) ------------------
+class BatchOperation(models.TextChoices):
+    CANCEL = "cancel"  # engine.cancel_run on each run
+    RETRY = "retry"  # engine.retry_run: every failed step of each run
+
+
+class BatchStatus(models.TextChoices):
+    # pending -> running        a worker took it up
+    # running -> succeeded      every item done, none failed (refusals are not failures)
+    # running -> partial        every item done, some failed (an unexpected error)
+    # pending | running -> cancelled   (reserved: no path sets it yet)
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    CANCELLED = "cancelled"
+
+
+BATCH_ACTIVE = (BatchStatus.PENDING, BatchStatus.RUNNING)
+
+
+class BatchItemStatus(models.TextChoices):
+    # pending -> applied | refused | failed, once, in the transaction that changed the run
+    PENDING = "pending"
+    APPLIED = "applied"  # the engine did it
+    REFUSED = "refused"  # the engine refused it (the run finished, did not fail, ...)
+    FAILED = "failed"  # an unexpected error; the run's changes were rolled back

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from runs import engine
+from runs.batches import service as batches
 
 # While PostgreSQL is unreachable a task cannot even record its failure; re-sending the
 # message with backoff keeps it (duplicates are harmless), instead of acking it away
@@ -58,10 +59,37 @@ def fire_schedules() -> str:
     return str(engine.fire_due_schedules())
 
 
+@shared_task(
+    name=batches.PROCESS_BATCH,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=DB_UNREACHABLE,
+    retry_backoff=1,
+    retry_backoff_max=30,
+    retry_jitter=True,
+    max_retries=20,
+)
+def process_batch(batch_id: int) -> str:
+    """A chunk of a batch's items; the next chunk is another message (a killed worker
+    loses none: its items stay pending, resume_batches sends the batch again)."""
+    progress = batches.process(batch_id)
+    if progress.more:
+        batches.send(batch_id)
+    return progress.line()
+
+
+@shared_task(name="runs.resume_batches", acks_late=True)
+def resume_batches() -> str:
+    """Beat's periodic recovery of batches whose items stopped moving."""
+    return f"resumed batches {batches.resume()}"
+
+
 @worker_ready.connect
 def sweep_at_start(**_: object) -> None:
-    """A worker that starts after a crash recovers what the dead one left behind."""
+    """A worker that starts after a crash recovers what the dead one left behind: its
+    attempts (the sweep) and the batches it was processing."""
     engine.sweep()
+    batches.resume(stalled_only=False)
 
 
 @task_postrun.connect

@@ -37,6 +37,7 @@ from runs.errors import (
     ClaimNotUnresolved,
     DuplicateSignal,
     EngineError,
+    InvalidBatch,
     InvalidInput,
     InvalidResolution,
     InvalidSubmissionKey,
@@ -71,7 +72,14 @@ from .core.faults import SimulatedCrash
 from .core.principals import Principal, actor_name, shown, user_principal
 from .entry.execute import execute_step, start_attempt
 from .policies import retention
-from .policies.operate import RetryPlan, cancel_run, preview_retry, retry_steps
+from .policies.operate import (
+    RetryPlan,
+    cancel_run,
+    preview_retry,
+    preview_retry_run,
+    retry_run,
+    retry_steps,
+)
 from .policies.pauses import Holding, Resumed, holding, pause, resume, step_names
 from .policies.probe import ProbeOutcome, probe_claim, reprobe_claim
 from .policies.recover import recover_attempt, sweep
@@ -125,6 +133,7 @@ __all__ = [
     "DuplicateSignal",
     "EngineError",
     "Holding",
+    "InvalidBatch",
     "InvalidInput",
     "InvalidResolution",
     "InvalidSubmissionKey",
@@ -169,6 +178,7 @@ __all__ = [
     "preview_resolution",
     "preview_resolutions",
     "preview_retry",
+    "preview_retry_run",
     "probe_claim",
     "probe_of",
     "publish",
@@ -179,6 +189,7 @@ __all__ = [
     "resolve_workflow",
     "resume",
     "retention",
+    "retry_run",
     "retry_steps",
     "send_signal",
     "shown",

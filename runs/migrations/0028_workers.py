@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0026_pauses"),
+        ("runs", "0027_batches"),
     ]
 
     operations = [

@@ -2,6 +2,7 @@
 records (retention), schedules (schedules), the worker processes that report
 themselves (workers), pauses (pauses). Import them from here."""
 
+from .batches import Batch, BatchItem
 from .core import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
 from .pauses import Pause, PauseChange
 from .retention import (
@@ -16,6 +17,8 @@ from .workers import WorkerProcess
 
 __all__ = [
     "Attempt",
+    "Batch",
+    "BatchItem",
     "Claim",
     "Event",
     "MapRegistry",

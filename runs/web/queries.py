@@ -3,9 +3,9 @@ queries whatever the size of the data:
 
 - the run page (`run_page`): the events are paginated, the timeline reads its events
   by type, map items are counted by the database, never loaded;
-- the runs list (`parse_filters`, `runs_matching`, `CappedPaginator`): filters parsed
-  with an error per field, search by run id (or its prefix), submission key or claim
-  key;
+- the runs list (`CappedPaginator`, over runs/filters.py's `parse_filters` and
+  `runs_matching`: filters parsed with an error per field, search by run id or its
+  prefix, submission key or claim key);
 - the overview (`overview`): counts per status and throughput.
 
 Every query of the list and the overview is served by an index (see runs/models.py),
@@ -14,7 +14,6 @@ same with 100,000 runs as with 10 (bench/ui.py measures them)."""
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
@@ -24,15 +23,14 @@ from typing import Any
 
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from django.db import connection
-from django.db.models import Case, Count, F, Func, IntegerField, Max, QuerySet, Value, When
-from django.http import QueryDict
+from django.db.models import Count, F, Func, IntegerField, Max, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
 
 from reconciliation.queries import queue_summary
 from runs import engine, sql
-from runs.inputs import BadInput, clean_text, parse_moment
-from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step, SubmissionKey
+from runs.filters import COUNT_CAP, RunFilters, parse_filters, runs_matching, search
+from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
 from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
@@ -40,6 +38,8 @@ from runs.workflows.definition import WaitSpec
 from . import timeline
 
 SQL = sql.load(__file__)
+
+__all__ = ["COUNT_CAP", "RunFilters", "parse_filters", "runs_matching", "search"]
 
 # --- the run page ----------------------------------------------------------------------
 EVENTS_PER_PAGE = 100
@@ -392,132 +392,9 @@ def retry_offer(data: RunPage) -> RetryOffer:
 
 
 # --- the runs list ----------------------------------------------------------------------
-HEX = re.compile(r"[0-9a-f]{4,32}")
-
-# Counts stop here: past it a page says "more than 10,000". Counting all 100,000 runs
-# (or every succeeded one) is a scan of 100,000 index entries, repeated on every page
-# of the list, for a figure nobody needs to the unit; up to the cap it is exact.
-COUNT_CAP = 10_000
+# The list's filter and search (and the count cap) are the domain's, runs/filters.py:
+# the bulk operations (runs/batches/) select runs with the same parser and query.
 RUNS_PER_PAGE = 50
-
-
-@dataclass
-class RunFilters:
-    status: str = ""
-    workflow: str = ""
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    q: str = ""
-    errors: dict[str, str] = field(default_factory=dict)
-    # What the search found, best first: run id -> what matched (the page says it).
-    matched: dict[uuid.UUID, str] = field(default_factory=dict)
-
-    @property
-    def active(self) -> bool:
-        return bool(
-            self.status or self.workflow or self.created_after or self.created_before or self.q
-        )
-
-
-def parse_filters(params: QueryDict) -> RunFilters:
-    """The list's filters, each checked on its own: a bad one is reported beside its
-    field (runs/inputs.py) and left out of the query."""
-    errors: dict[str, str] = {}
-
-    def text(name: str, what: str) -> str:
-        try:
-            return clean_text(params.get(name, ""), what)
-        except BadInput as exc:
-            errors[name] = str(exc)
-            return ""
-
-    def moment(name: str, what: str, *, end: bool) -> datetime | None:
-        try:
-            return parse_moment(params.get(name, ""), what, end=end)
-        except BadInput as exc:
-            errors[name] = str(exc)
-            return None
-
-    status = text("status", "the status")
-    if status and status not in RunStatus.values:
-        errors["status"] = f"unknown status {status!r}"
-        status = ""
-    return RunFilters(
-        status=status,
-        workflow=text("workflow", "the workflow"),
-        created_after=moment("created_after", "created from", end=False),
-        created_before=moment("created_before", "created until", end=True),
-        q=text("q", "the search"),
-        errors=errors,
-    )
-
-
-# How many runs one search term may find per way of matching (a short id prefix, a
-# key many runs share): the list shows them, best matches first.
-SEARCH_CAP = 200
-
-
-def search(q: str) -> dict[uuid.UUID, str]:
-    """What the search box finds, best match first: the run whose id it is, runs whose
-    id starts with it (8 hex digits are enough in practice), the run of a claim key, runs
-    submitted with it as their idempotency key (by anyone). Each with what matched, so
-    a key chosen to look like a run id cannot pass for the run it imitates."""
-    found: dict[uuid.UUID, str] = {}
-    try:
-        # A whole run id names one run: nothing else is looked up (no claim key is a bare
-        # id, and a submission key that copies one does not pass for that run).
-        found[uuid.UUID(q)] = "matched the run id"
-        return found
-    except ValueError:
-        pass
-    digits = q.lower().replace("-", "")
-    if HEX.fullmatch(digits):
-        # A prefix of the id is a range of ids: the primary key's index serves it.
-        low = uuid.UUID(digits.ljust(32, "0"))
-        high = uuid.UUID(digits.ljust(32, "f"))
-        for run_id in Run.objects.filter(pk__gte=low, pk__lte=high).values_list("id", flat=True)[
-            :SEARCH_CAP
-        ]:
-            found.setdefault(run_id, "matched the run id (its start)")
-    # The claim keys and the submission keys, in one query (each by its key's index).
-    keys = (
-        Claim.objects.filter(key=q)
-        .annotate(found_by=Value(1))
-        .values_list("run_id", "found_by")[:SEARCH_CAP]
-        .union(
-            SubmissionKey.objects.filter(key=q)
-            .annotate(found_by=Value(2))
-            .values_list("run_id", "found_by")[:SEARCH_CAP],
-            all=True,
-        )
-    )
-    for run_id, kind in sorted(keys, key=lambda row: row[1]):
-        found.setdefault(
-            run_id, "matched a claim key" if kind == 1 else "matched its submission key"
-        )
-    return found
-
-
-def runs_matching(filters: RunFilters) -> QuerySet[Run]:
-    runs = Run.objects.defer("input", "result").order_by("-created_at", "-id")
-    if filters.status:
-        runs = runs.filter(status=filters.status)
-    if filters.workflow:
-        runs = runs.filter(workflow=filters.workflow)
-    if filters.created_after:
-        runs = runs.filter(created_at__gte=filters.created_after)
-    if filters.created_before:
-        runs = runs.filter(created_at__lt=filters.created_before)
-    if filters.q:
-        filters.matched = search(filters.q)
-        rank = Case(
-            *(When(pk=run_id, then=n) for n, run_id in enumerate(filters.matched)),
-            output_field=IntegerField(),
-        )
-        runs = runs.filter(pk__in=list(filters.matched)).order_by(
-            rank if filters.matched else "-created_at", "-created_at", "-id"
-        )
-    return runs
 
 
 class CappedPage(Page):  # type: ignore[type-arg]

@@ -191,3 +191,12 @@ def payload_summary(payload: Any) -> str:
 def json_value(value: Any) -> str:
     """A value as JSON text: the submit form's select options carry typed choices."""
     return json.dumps(value)
+
+
+@register.filter
+def thousands(value: Any) -> str:
+    """A count with thousands separators, as the runs list says them: 10,000."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import actions, pauses, views
+from . import actions, bulk, pauses, views
 
 app_name = "runs"
 
@@ -12,6 +12,9 @@ urlpatterns = [
     path("runs/", views.run_list, name="list"),
     path("workers/", views.worker_list, name="workers"),
     path("runs/new/", views.new_run, name="new"),
+    # Before runs/<run_id>/: "bulk" and "batches" are not run ids.
+    path("runs/bulk/", bulk.preview, name="bulk"),
+    path("runs/batches/<int:batch_id>/", bulk.batch_detail, name="batch"),
     path("runs/<str:run_id>/", views.run_detail, name="detail"),
     path("runs/<str:run_id>/export.json", views.run_export, name="export"),
     path("runs/<str:run_id>/cancel/", actions.cancel, name="cancel"),

@@ -179,6 +179,8 @@ def test_every_request_body_is_closed(openapi):
         "claims_resolve",
         "pauses_create",
         "pauses_resume",
+        "batches_create",
+        "batches_preview",
     }
     open_bodies = {
         name: [s.get("description") for s in schemas if s.get("additionalProperties") is not False]
@@ -346,7 +348,7 @@ def test_every_link_names_an_operation_and_some_of_its_path_parameters(openapi):
                     names = {p["name"] for p in target["parameters"] if p["in"] == "path"}
                     # A link gives what the answer knows; the rest is the caller's.
                     assert set(link["parameters"]) <= names, (op["operationId"], name)
-                    assert {"run_id", "claim_id", "pause_id"} & set(link["parameters"])
+                    assert {"run_id", "claim_id", "pause_id", "batch_id"} & set(link["parameters"])
 
 
 # --- submitting: one body per registered workflow ------------------------------------------

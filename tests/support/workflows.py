@@ -5,6 +5,7 @@ that raises on demand, steps that pause inside their effect, a second version.""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -867,3 +868,18 @@ def nudged(ctx: Context) -> None:
 @submitter_nudge.step(kind=PURE)
 def went_on(ctx: Context) -> str:
     return "went on"
+
+
+# --- a step that fails while the environment says so, for bulk retries -----------------
+# The test process sets it to make failed runs; workers started with it set fail the
+# retried step again, so a run retried twice would show it (two run_reopened events,
+# three attempts).
+FAIL_WHILE_FLAGGED = "RUNS_TEST_FAIL_STEP"
+flagged = workflow("fails-while-flagged", version=1, input={"n": int})
+
+
+@flagged.step(kind=IDEMPOTENT, retry=Retry(max_attempts=1))
+def call_service(ctx: Context) -> dict[str, Any]:
+    if os.environ.get(FAIL_WHILE_FLAGGED) == "1":
+        raise ConnectionError("the service did not answer")
+    return {"key": ctx.idempotency_key}

@@ -180,7 +180,11 @@ def preview_retry(*, run_id: uuid.UUID | str, step_keys: list[str]) -> RetryPlan
 
 
 def retry_steps(
-    *, run_id: uuid.UUID | str, step_keys: list[str], actor: AbstractBaseUser | str
+    *,
+    run_id: uuid.UUID | str,
+    step_keys: list[str],
+    actor: AbstractBaseUser | str,
+    reason: str = "",
 ) -> Run:
     """Give failed steps of a failed run a new attempt, and reopen the run: to
     `needs_reconciliation` if claims still wait for a decision, `waiting` if a branch
@@ -201,9 +205,10 @@ def retry_steps(
     idempotent effect of unknown outcome) retries with the SAME key; one whose claim
     failed (the effect did not happen) gets a new key (`…/retry-<n>`); a map batch
     keeps its items' keys and skips every completed item. Each retried step gets its
-    retry policy's attempts again. Refuses: RunNotFound, RunNotActive (the run did not
-    fail), StepNotRetryable."""
+    retry policy's attempts again. `reason`, if given, is recorded in the run_reopened
+    event. Refuses: RunNotFound, RunNotActive (the run did not fail), StepNotRetryable."""
     who = actor_name(actor)
+    reason = (reason or "").strip()
     with transaction.atomic():
         run = lock_run(run_id)
         if run is None:
@@ -227,9 +232,10 @@ def retry_steps(
             **changes, updated_at=Now()
         )
         assert n == 1, "the run is locked and failed"
-        events.append_event(
-            run.id, events.RUN_REOPENED, actor=who, steps=[s.key for s in steps], status=status
-        )
+        reopened: dict[str, Any] = {"steps": [s.key for s in steps], "status": status}
+        if reason:
+            reopened["reason"] = reason
+        events.append_event(run.id, events.RUN_REOPENED, actor=who, **reopened)
         queued: list[int] = []
         for step in steps:
             stepdef = workflow.stepdef(step.name) if workflow else None
@@ -271,6 +277,41 @@ def retry_steps(
         publish_on_commit(queued)
     run.refresh_from_db()
     return run
+
+
+def failed_step_keys(run: Run) -> list[str]:
+    """Every failed step that a retry of the whole run names, as `_failed_steps` takes
+    them: a top-level step by its key, a map's failed batches by the map's name; in a
+    run that was compensated, only its compensations."""
+    compensated = _compensated(run)
+    keys: list[str] = []
+    for step in Step.objects.filter(run=run, status=StepStatus.FAILED).order_by("id"):
+        if compensated and not step.compensates:
+            continue
+        key = step.name if step.parent_id else step.key
+        if key not in keys:
+            keys.append(key)
+    if not keys:
+        raise StepNotRetryable(f"run {run.id} has no failed step that can be retried")
+    return keys
+
+
+def preview_retry_run(*, run_id: uuid.UUID | str) -> RetryPlan:
+    """preview_retry for every failed step of the run (a bulk retry's preview)."""
+    run = _checked_run(run_id)
+    return preview_retry(run_id=run.id, step_keys=failed_step_keys(run))
+
+
+def retry_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:
+    """retry_steps for every failed step of the run (a bulk retry, one run): which steps
+    failed is read after the run is locked, so it is what retry_steps checks again."""
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        run = _checked_run(run.id)
+        keys = failed_step_keys(run)
+        return retry_steps(run_id=run.id, step_keys=keys, actor=actor, reason=reason)
 
 
 def _never_started(step: Step) -> bool:

@@ -1,0 +1,97 @@
+"""The bulk operation pages (docs/operating.md#bulk-operations), thin: the preview of
+a batch from a runs-list filter with its confirmation form, and a batch's page (its
+progress while it runs, then every item it applied or refused). Operators only; the
+batch itself is runs/batches/service.py's."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from runs import engine
+from runs.batches import selection, service
+from runs.models import Batch, BatchItem
+from runs.states import BATCH_ACTIVE, BatchItemStatus
+
+from .access import operator_required
+from .http import SignedInRequest
+
+ITEMS_PER_PAGE = 50
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def preview(request: SignedInRequest) -> HttpResponse:
+    """GET: what the batch would do (writes nothing). POST: confirm it, with a reason;
+    a refusal is the preview again with the problem beside its field."""
+    params = request.GET
+    operation = params.get("operation", "")
+    context: dict[str, object] = {
+        "operation": operation,
+        "title": selection.OPERATIONS.get(operation, "Bulk operation"),  # type: ignore[call-overload]
+        "filter": selection.normalized(params),
+        "reason": "",
+        "errors": {},
+        "max_runs": selection.MAX_RUNS,
+    }
+    status = 200
+    if request.method == "POST":
+        context["reason"] = request.POST.get("reason", "")
+        try:
+            batch = service.create_batch(
+                operation=operation,
+                params=params,
+                actor=request.user,
+                reason=request.POST.get("reason", ""),
+            )
+        except engine.InvalidBatch as exc:
+            context["errors"] = {exc.field: str(exc)}
+            status = 422
+        else:
+            return redirect("runs:batch", batch_id=batch.id)
+    try:
+        context["preview"] = selection.preview(operation, params)
+    except engine.InvalidBatch as exc:
+        context["errors"] = {**{exc.field: str(exc)}, **context["errors"]}  # type: ignore[dict-item]
+        context["preview"] = None
+        status = 400
+    return render(request, "runs/bulk.html", context, status=status)
+
+
+@operator_required
+def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
+    """A batch's page. While the batch runs, its progress polls itself every second
+    (htmx target `batch-live`); the copy rendered once it is done carries no trigger."""
+    batch = Batch.objects.filter(pk=batch_id).first()
+    if batch is None:
+        raise Http404(f"no batch {batch_id}")
+    shown = request.GET.get("status", "")
+    items = BatchItem.objects.filter(batch=batch).select_related("run").order_by("id")
+    if shown in BatchItemStatus.values:
+        items = items.filter(status=shown)
+    else:
+        shown = ""
+    running = batch.status in BATCH_ACTIVE
+    page = Paginator(items.exclude(status=BatchItemStatus.PENDING), ITEMS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    list_query = QueryDict(batch.filter)
+    template = "runs/batch.html"
+    if request.htmx and request.htmx.target == "batch-live":
+        template += "#batch-live"
+    return render(
+        request,
+        template,
+        {
+            "batch": batch,
+            "running": running,
+            "page": page,
+            "items": page.object_list,
+            "shown": shown,
+            "statuses": [s for s in BatchItemStatus.values if s != BatchItemStatus.PENDING],
+            "list_url": f"?{list_query.urlencode()}" if batch.filter else "",
+            "title": selection.OPERATIONS.get(batch.operation, batch.operation),  # type: ignore[call-overload]
+        },
+    )
