@@ -23,7 +23,7 @@ from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
 from runs.models import Attempt, Event, Run, Step
-from runs.queries import run_detail
+from runs.queries import run_detail, with_search_key
 from runs.workflows import registry
 
 from . import schema
@@ -110,9 +110,18 @@ class RunViewSet(ApiViewSet):
         if "created_before" in query:
             runs = runs.filter(created_at__lt=query["created_before"])
         ordering = query.get("ordering", "-created_at")
-        field = ordering.lstrip("-")
-        key = F(field).desc(nulls_last=True) if ordering.startswith("-") else F(field).asc()
-        page = self.paginate_queryset(runs.order_by(key, self.ORDER_TIEBREAK))
+        if "field" in query and "ordering" not in query:
+            # Newest first from the search key's index (runs/web/queries.py).
+            runs = with_search_key(runs, query["field"], query["value"])
+        else:
+            if "field" in query:
+                runs = runs.filter(
+                    search_keys__field=query["field"], search_keys__value=query["value"]
+                )
+            field = ordering.lstrip("-")
+            key = F(field).desc(nulls_last=True) if ordering.startswith("-") else F(field).asc()
+            runs = runs.order_by(key, self.ORDER_TIEBREAK)
+        page = self.paginate_queryset(runs)
         return self.get_paginated_response(s.RunSerializer(page, many=True).data)
 
     @schema.runs_create

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.db.models import QuerySet
+
 from .models import Claim, Run, Step
 
 
@@ -13,6 +15,15 @@ def parse_run_id(value: str) -> uuid.UUID:
         return uuid.UUID(value)
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a run id (a UUID)") from exc
+
+
+def with_search_key(runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+    """The runs whose search field `name` is `value`, newest first: ordered by the
+    search key's copy of the run's created_at, so that runsearchkey_value_idx gives
+    the order and a page reads one page of entries (docs/performance.md)."""
+    return runs.filter(search_keys__field=name, search_keys__value=value).order_by(
+        "-search_keys__created_at", "-search_keys__run_id"
+    )
 
 
 def run_summary(run: Run) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The runs app's models, by idea: a run's state (core), what retention keeps and
 records (retention), schedules (schedules). Import them from here."""
 
-from .core import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
+from .core import Attempt, Claim, Event, Run, RunSearchKey, Signal, Step, SubmissionKey
 from .retention import (
     MapRegistry,
     RetentionPolicy,
@@ -21,6 +21,7 @@ __all__ = [
     "RetentionPurge",
     "Run",
     "RunHistorySummary",
+    "RunSearchKey",
     "Schedule",
     "Signal",
     "Step",

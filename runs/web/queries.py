@@ -4,8 +4,9 @@ queries whatever the size of the data:
 - the run page (`run_page`): the events are paginated, the timeline reads its events
   by type, map items are counted by the database, never loaded;
 - the runs list (`parse_filters`, `runs_matching`, `CappedPaginator`): filters parsed
-  with an error per field, search by run id (or its prefix), submission key or claim
-  key;
+  with an error per field, a declared search field's value (docs/operating.md#finding-a-run),
+  search by run id (or its prefix), submission key, claim key or the value of any
+  declared search field;
 - the overview (`overview`): counts per status and throughput.
 
 Every query of the list and the overview is served by an index (see runs/models.py),
@@ -32,10 +33,12 @@ from django.utils.functional import cached_property
 from reconciliation.queries import queue_summary
 from runs import engine
 from runs.inputs import BadInput, clean_text, parse_moment
-from runs.models import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
+from runs.models import Attempt, Claim, Event, Run, RunSearchKey, Signal, Step, SubmissionKey
+from runs.queries import with_search_key
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
+from runs.workflows.search import SEARCH_VALUE_MAX
 
 from . import timeline
 
@@ -379,6 +382,10 @@ class RunFilters:
     created_after: datetime | None = None
     created_before: datetime | None = None
     q: str = ""
+    # A declared search field and the value to find (docs/operating.md#finding-a-run);
+    # the filter applies when both are given.
+    search_field: str = ""
+    search_value: str = ""
     errors: dict[str, str] = field(default_factory=dict)
     # What the search found, best first: run id -> what matched (the page says it).
     matched: dict[uuid.UUID, str] = field(default_factory=dict)
@@ -386,7 +393,12 @@ class RunFilters:
     @property
     def active(self) -> bool:
         return bool(
-            self.status or self.workflow or self.created_after or self.created_before or self.q
+            self.status
+            or self.workflow
+            or self.created_after
+            or self.created_before
+            or self.q
+            or (self.search_field and self.search_value)
         )
 
 
@@ -413,14 +425,36 @@ def parse_filters(params: QueryDict) -> RunFilters:
     if status and status not in RunStatus.values:
         errors["status"] = f"unknown status {status!r}"
         status = ""
+    search_field, value = search_filter(
+        text("field", "the search field"), text("value", "the value")
+    )
+    if isinstance(search_field, BadInput):
+        errors["field"] = str(search_field)
+        search_field = value = ""
     return RunFilters(
         status=status,
         workflow=text("workflow", "the workflow"),
         created_after=moment("created_after", "created from", end=False),
         created_before=moment("created_before", "created until", end=True),
         q=text("q", "the search"),
+        search_field=search_field,
+        search_value=value,
         errors=errors,
     )
+
+
+def search_filter(name: str, value: str) -> tuple[str | BadInput, str]:
+    """A search field filter (field, value), or why not (a BadInput for the field): the
+    field must be declared by some workflow; a field without a value filters nothing
+    (the form sends the field first), a value without a field is refused. The API
+    (api/views.py) applies the same rules."""
+    declared = registry.search_fields()
+    if name and name not in declared:
+        known = ", ".join(declared) or "none is declared"
+        return BadInput(f"unknown search field {name!r} (the search fields: {known})"), ""
+    if value and not name:
+        return BadInput("choose the search field this value is of"), ""
+    return name, value
 
 
 # How many runs one search term may find per way of matching (a short id prefix, a
@@ -431,8 +465,9 @@ SEARCH_CAP = 200
 def search(q: str) -> dict[uuid.UUID, str]:
     """What the search box finds, best match first: the run whose id it is, runs whose
     id starts with it (8 hex digits are enough in practice), the run of a claim key, runs
-    submitted with it as their idempotency key (by anyone). Each with what matched, so
-    a key chosen to look like a run id cannot pass for the run it imitates."""
+    submitted with it as their idempotency key (by anyone), runs whose declared search
+    field has it as its value (docs/operating.md#finding-a-run). Each with what matched,
+    so a key chosen to look like a run id cannot pass for the run it imitates."""
     found: dict[uuid.UUID, str] = {}
     try:
         # A whole run id names one run: nothing else is looked up (no claim key is a bare
@@ -450,22 +485,43 @@ def search(q: str) -> dict[uuid.UUID, str]:
             :SEARCH_CAP
         ]:
             found.setdefault(run_id, "matched the run id (its start)")
-    # The claim keys and the submission keys, in one query (each by its key's index).
+    # The claim keys, the submission keys and the declared search fields' values, in
+    # one query (each by its own index; the fields by one index search per field).
+    nothing = {"found_by": Value(0), "matched_field": Value(""), "matched_workflow": Value("")}
+    columns = ("run_id", "found_by", "matched_field", "matched_workflow")
     keys = (
         Claim.objects.filter(key=q)
-        .annotate(found_by=Value(1))
-        .values_list("run_id", "found_by")[:SEARCH_CAP]
+        .annotate(**{**nothing, "found_by": Value(1)})
+        .values_list(*columns)[:SEARCH_CAP]
         .union(
             SubmissionKey.objects.filter(key=q)
-            .annotate(found_by=Value(2))
-            .values_list("run_id", "found_by")[:SEARCH_CAP],
+            .annotate(**{**nothing, "found_by": Value(2)})
+            .values_list(*columns)[:SEARCH_CAP],
             all=True,
         )
     )
-    for run_id, kind in sorted(keys, key=lambda row: row[1]):
-        found.setdefault(
-            run_id, "matched a claim key" if kind == 1 else "matched its submission key"
+    declared = registry.search_fields()
+    if declared and len(q) <= SEARCH_VALUE_MAX:
+        keys = keys.union(
+            RunSearchKey.objects.filter(field__in=list(declared), value=q)
+            .order_by("-created_at", "-run_id")
+            .annotate(found_by=Value(3), matched_field=F("field"), matched_workflow=F("workflow"))
+            .values_list(*columns)[:SEARCH_CAP],
+            all=True,
         )
+    by_field: dict[uuid.UUID, list[str]] = defaultdict(list)
+    for run_id, kind, name, workflow in sorted(keys, key=lambda row: (row[1], row[2])):
+        if kind == 3:
+            by_field[run_id].append(f"{name} = {q} ({workflow})")
+            found.setdefault(run_id, "")
+        else:
+            found.setdefault(
+                run_id, "matched a claim key" if kind == 1 else "matched its submission key"
+            )
+    for run_id, texts in by_field.items():
+        # Found by id or key already, it says so; else what matched, e.g.
+        # "matched change_id = 301 (merge-change)".
+        found[run_id] = found[run_id] or "matched " + ", ".join(texts)
     return found
 
 
@@ -479,6 +535,8 @@ def runs_matching(filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(created_at__gte=filters.created_after)
     if filters.created_before:
         runs = runs.filter(created_at__lt=filters.created_before)
+    if filters.search_field and filters.search_value:
+        runs = with_search_key(runs, filters.search_field, filters.search_value)
     if filters.q:
         filters.matched = search(filters.q)
         rank = Case(

@@ -43,6 +43,7 @@ def run_list(request: SignedInRequest) -> HttpResponse:
         "filters": filters,
         "statuses": RunStatus.values,
         "workflows": queries.workflow_names(),
+        "search_fields": registry.search_fields(),
         "can_submit": can_submit(request.user),
     }
     template = "runs/list.html"

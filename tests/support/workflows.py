@@ -867,3 +867,17 @@ def nudged(ctx: Context) -> None:
 @submitter_nudge.step(kind=PURE)
 def went_on(ctx: Context) -> str:
     return "went on"
+
+
+# --- search fields (docs/authoring.md#search-fields): a string and an optional int ------
+search_order = workflow(
+    "search-order",
+    version=1,
+    input={"order": str, "customer": Field(int | None, default=None), "note": str},
+    search=("order", "customer"),
+)
+
+
+@search_order.step(kind=PURE)
+def look(ctx: Context) -> dict[str, Any]:
+    return {"order": ctx.input["order"]}
