@@ -2,6 +2,16 @@
 (bench/seed_ui.py), for docs/performance.md#search-fields:
 
     DATABASE_URL=… .venv/bin/python bench/search_designs.py [--lookups 20] [--submits 300]
+    DATABASE_URL=… .venv/bin/python bench/search_designs.py --make 1000000 --database NAME
+
+`--make N` first fills a database of its own (created and migrated if missing, emptied
+if it holds runs) with N finished runs and their search keys, written directly by
+`INSERT … SELECT` (no steps, no events: a million runs in minutes, where the full UI seed
+clones ten million events): a fifth merge-change runs, each with a change id of its own,
+two thirds charge-payment runs sharing a handful of amounts, the rest migrate-records
+(no search field), created over 30 days; and then also times the search pages
+(bench/ui.py's measure: the runs list filtered by a field, the search box by a field's
+value, the API's filter).
 
 (a) the extracted table runs_runsearchkey (what the project ships: one row per run and
     field, written by the submission, index (field, value, created_at DESC, run_id DESC));
@@ -119,15 +129,89 @@ def _submit_round(count: int, with_search: bool) -> float:
     return elapsed * 1000 / count
 
 
+MAKE_RUNS = """
+INSERT INTO runs_run (id, workflow, version, input, status, plan_revision, last_seq,
+    steps_remaining, created_at, updated_at, finished_at, submitted_by, submitted_via,
+    error, ends_as)
+SELECT gen_random_uuid(), w.workflow, 1, w.input, 'succeeded', 1, 0, 0,
+    t.at, t.at, t.at + interval '5 seconds', '', '', '', ''
+FROM generate_series(1, %(runs)s) AS n
+CROSS JOIN LATERAL (
+    SELECT now() - (%(runs)s - n) * (interval '30 days' / %(runs)s) AS at) AS t
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN n %% 5 = 0 THEN 'merge-change'
+                WHEN n %% 7 = 0 THEN 'migrate-records' ELSE 'charge-payment' END AS workflow,
+           CASE WHEN n %% 5 = 0 THEN jsonb_build_object('change_id', 1000000 + n)
+                WHEN n %% 7 = 0 THEN jsonb_build_object('count', 20, 'batch_size', 5)
+                ELSE jsonb_build_object('amount', (ARRAY[1250, 1250, 1250, 990, 4000])[1 + n %% 5])
+           END AS input) AS w
+"""
+# What the submission writes for those runs (runs/engine/policies/submit.sql).
+MAKE_KEYS = """
+INSERT INTO runs_runsearchkey (run_id, workflow, field, value, created_at)
+SELECT id, workflow, k.field, input->>k.field, created_at
+FROM runs_run
+CROSS JOIN LATERAL (SELECT CASE workflow WHEN 'merge-change' THEN 'change_id'
+                                         ELSE 'amount' END AS field) AS k
+WHERE workflow IN ('merge-change', 'charge-payment')
+ORDER BY created_at
+"""
+
+
+def make(runs: int) -> None:
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", verbosity=0)
+    t0 = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE runs_run CASCADE")
+        cursor.execute(MAKE_RUNS, {"runs": runs})
+        cursor.execute(MAKE_KEYS)
+        cursor.execute("VACUUM ANALYZE runs_run")
+        cursor.execute("VACUUM ANALYZE runs_runsearchkey")
+    print(f"made {runs:,} runs and their search keys in {time.monotonic() - t0:.0f}s", flush=True)
+
+
+def pages(change_id: str, amount: str, requests: int) -> dict[str, dict[str, float]]:
+    """Server time of the search pages, as bench/ui.py measures every page."""
+    import ui  # bench/
+    from django.conf import settings
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    client = ui.operator_client()
+    paths = {
+        "runs list filtered by a search field": f"/runs/?field=change_id&value={change_id}",
+        "runs list, a value most charges share": f"/runs/?field=amount&value={amount}",
+        "search box by a field value": f"/runs/?q={change_id}",
+        "api runs, search field": f"/api/runs/?field=change_id&value={change_id}",
+    }
+    found = {}
+    for name, path in paths.items():
+        f = ui.measure(client, name, path, {}, 3, requests)
+        found[name] = {
+            "median_ms": round(f.median_ms, 1),
+            "p95_ms": round(f.p95_ms, 1),
+            "queries": f.queries,
+            "db_ms": round(f.db_ms, 1),
+        }
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", help="default: <DATABASE_URL's name>_ui_bench")
     parser.add_argument("--lookups", type=int, default=20, help="change ids looked up")
     parser.add_argument("--submits", type=int, default=300)
+    parser.add_argument("--make", type=int, metavar="RUNS", help="make a database of RUNS runs")
+    parser.add_argument("--requests", type=int, default=20, help="per page, with --make")
     args = parser.parse_args()
     uidb.use_bench_database(args.database)
     uidb.setup_django()
     from django.db import connection
+
+    if args.make:
+        make(args.make)
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM runs_run")
@@ -170,6 +254,7 @@ def main() -> None:
                 cursor.execute(f"DROP INDEX {index}")
         figures["a"]["submit_ms"] = submit_ms(args.submits, with_search=True)
         figures["none"] = {"submit_ms": submit_ms(args.submits, with_search=False)}
+    timed_pages = pages(rare[len(rare) // 2][1], amount, args.requests) if args.make else {}
 
     print(f"{runs:,} runs; {len(changes):,} change ids; amount {amount} shared by {sharing:,} runs")
     print("design  build s   size MB  one run ms  many runs ms  submit ms")
@@ -182,7 +267,16 @@ def main() -> None:
             f"{design:<6}  {build:>7}  {f['bytes'] / 1e6:8.1f}  {f['rare_ms']:10.2f}  "
             f"{f['common_ms']:12.2f}  {f['submit_ms']:9.2f}"
         )
-    print(json.dumps({"bench": "search_designs", "runs": runs, "designs": figures}))
+    for name, page in timed_pages.items():
+        print(
+            f"{name}: median {page['median_ms']} ms, p95 {page['p95_ms']} ms, "
+            f"{page['queries']} queries ({page['db_ms']} ms)"
+        )
+    print(
+        json.dumps(
+            {"bench": "search_designs", "runs": runs, "designs": figures, "pages": timed_pages}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ def test_the_filter_shows_exactly_the_runs_with_that_value(operator_client, runs
     assert option in html
     with_workflow = operator_client.get("/runs/?field=change_id&value=301&workflow=merge-change")
     assert listed(with_workflow.content.decode()) == [str(runs["merge"].id)]
+    assert "1 run matches" in with_workflow.content.decode()  # counted from the keys
+    none = operator_client.get("/runs/?field=change_id&value=301&status=failed").content
+    assert listed(none.decode()) == [] and "0 runs match" in none.decode()  # and the runs
 
 
 def test_a_field_without_a_value_filters_nothing(operator_client, runs):
