@@ -23,7 +23,7 @@ from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
 from runs.models import Attempt, Event, Run, Step
-from runs.queries import run_detail, with_search_key
+from runs.queries import run_detail, search_keys_matching, with_search_key
 from runs.workflows import registry
 
 from . import schema
@@ -96,6 +96,8 @@ class RunViewSet(ApiViewSet):
         "signal": SUBMIT,
     }
     ORDER_TIEBREAK = "-id"
+    # Set by list for a search field filter: what its page counts (api/pagination.py).
+    counted: QuerySet[Any] | None = None
 
     @schema.runs_list
     def list(self, request: SignedInRequest) -> Response:
@@ -110,6 +112,19 @@ class RunViewSet(ApiViewSet):
         if "created_before" in query:
             runs = runs.filter(created_at__lt=query["created_before"])
         ordering = query.get("ordering", "-created_at")
+        if (
+            "field" in query
+            and "status" not in query
+            and not roles.reads_own_runs_only(request.user)
+        ):
+            # The page's count from the search keys alone (an index-only range).
+            self.counted = search_keys_matching(
+                query["field"],
+                query["value"],
+                workflow=query.get("workflow", ""),
+                created_after=query.get("created_after"),
+                created_before=query.get("created_before"),
+            )
         if "field" in query and "ordering" not in query:
             # Newest first from the search key's index (runs/web/queries.py).
             runs = with_search_key(runs, query["field"], query["value"])

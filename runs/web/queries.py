@@ -34,7 +34,7 @@ from reconciliation.queries import queue_summary
 from runs import engine
 from runs.inputs import BadInput, clean_text, parse_moment
 from runs.models import Attempt, Claim, Event, Run, RunSearchKey, Signal, Step, SubmissionKey
-from runs.queries import with_search_key
+from runs.queries import search_keys_matching, with_search_key
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
@@ -557,14 +557,13 @@ def counted_from(filters: RunFilters) -> QuerySet[Any] | None:
     the join reads up to 10,001 runs by primary key (docs/performance.md#search-fields)."""
     if not (filters.search_field and filters.search_value) or filters.status or filters.q:
         return None
-    keys = RunSearchKey.objects.filter(field=filters.search_field, value=filters.search_value)
-    if filters.workflow:
-        keys = keys.filter(workflow=filters.workflow)
-    if filters.created_after:
-        keys = keys.filter(created_at__gte=filters.created_after)
-    if filters.created_before:
-        keys = keys.filter(created_at__lt=filters.created_before)
-    return keys
+    return search_keys_matching(
+        filters.search_field,
+        filters.search_value,
+        workflow=filters.workflow,
+        created_after=filters.created_after,
+        created_before=filters.created_before,
+    )
 
 
 class CappedPage(Page):  # type: ignore[type-arg]

@@ -38,6 +38,13 @@ def test_the_filter_returns_exactly_the_matching_runs_newest_first(api, runs):
     assert ids(api.get("/api/runs/?field=change_id&value=30")) == []
 
 
+def test_the_count_is_the_number_of_matching_runs(api, runs):
+    assert api.get("/api/runs/?field=change_id&value=301").json()["count"] == 2
+    with_workflow = "field=change_id&value=301&workflow=merge-change-probed"
+    assert api.get(f"/api/runs/?{with_workflow}").json()["count"] == 1
+    assert api.get("/api/runs/?field=change_id&value=301&status=failed").json()["count"] == 0
+
+
 def test_the_filter_combines_with_the_others_and_with_an_ordering(api, runs):
     query = "field=change_id&value=301&workflow=merge-change"
     assert ids(api.get(f"/api/runs/?{query}")) == [str(runs["merge"].id)]
