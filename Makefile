@@ -90,10 +90,12 @@ bench: install
 
 ## bench-ui: server time and queries of each page with 100,000 runs and 1,000,000 events,
 ##     seeded once into a database of its own (bench/seed_ui.py); BENCH_UI_ARGS="--explain 2"
-##     adds the plans of the slowest queries.
+##     adds the plans of the slowest queries. A million runs, in a database of their own:
+##     BENCH_UI_SEED_ARGS="--runs 1000000 --database ui_1m" BENCH_UI_ARGS="--database ui_1m".
 BENCH_UI_ARGS ?=
+BENCH_UI_SEED_ARGS ?=
 bench-ui: install
-	$(PY) scripts/stack.py run sh -c '$(PY) bench/seed_ui.py --if-needed && $(PY) bench/ui.py $(BENCH_UI_ARGS)'
+	$(PY) scripts/stack.py run sh -c '$(PY) bench/seed_ui.py --if-needed $(BENCH_UI_SEED_ARGS) && $(PY) bench/ui.py $(BENCH_UI_ARGS)'
 
 ## bench-retention: a purge of 1,000,000 events of finished runs in bounded batches (rows
 ##     per second per stage) while a writer commits small step transactions on live runs

@@ -27,6 +27,8 @@ from runs.states import (
     RunStatus,
     StepStatus,
 )
+from runs.workflows import registry
+from runs.workflows.search import SEARCH_VALUE_MAX
 
 from . import errors
 
@@ -266,6 +268,34 @@ class RunQuery(QueryParams):
     ordering = serializers.ChoiceField(
         choices=ORDERINGS, required=False, help_text="Default -created_at (newest first)."
     )
+    # A declared search field (docs/api.md#finding-a-run-by-a-search-field): its choices
+    # are the fields the registered workflows declare, read when the serializer is made
+    # (so the schema lists them), and it comes with `value`.
+    field = serializers.ChoiceField(
+        choices=[],
+        required=False,
+        help_text="A search field some workflow declares (GET /api/workflows/ lists each "
+        "version's `search`); with `value`: the runs whose field has that value.",
+    )
+    value = serializers.CharField(
+        max_length=SEARCH_VALUE_MAX,
+        required=False,
+        help_text="With `field`: the value to find, as text (an int as its digits), "
+        "compared exactly.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choice = self.fields["field"]
+        assert isinstance(choice, serializers.ChoiceField)
+        choice.choices = list(registry.search_fields())
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "field" in attrs and "value" not in attrs:
+            raise serializers.ValidationError({"value": ["required with field"]})
+        if "value" in attrs and "field" not in attrs:
+            raise serializers.ValidationError({"field": ["required with value"]})
+        return attrs
 
 
 class ClaimQuery(QueryParams):
@@ -567,6 +597,10 @@ class WorkflowVersion(serializers.Serializer[Any]):
     description = serializers.CharField(allow_blank=True)
     steps = WorkflowStep(many=True)
     input_schema = serializers.DictField(help_text="The declared input, as JSON Schema.")
+    search = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Its search fields: input fields GET /api/runs/?field=…&value=… filters on.",
+    )
 
 
 class WorkflowSerializer(serializers.Serializer[Any]):

@@ -26,7 +26,7 @@ from runs import engine, roles
 from runs import export as run_export
 from runs.batches import selection, service
 from runs.models import Attempt, Batch, BatchItem, Event, Pause, Run, Step
-from runs.queries import run_detail
+from runs.queries import run_detail, search_keys_matching, with_search_key
 from runs.workflows import registry
 
 from . import schema
@@ -100,6 +100,8 @@ class RunViewSet(ApiViewSet):
         "signal": SUBMIT,
     }
     ORDER_TIEBREAK = "-id"
+    # Set by list for a search field filter: what its page counts (api/pagination.py).
+    counted: QuerySet[Any] | None = None
 
     @schema.runs_list
     def list(self, request: SignedInRequest) -> Response:
@@ -114,9 +116,31 @@ class RunViewSet(ApiViewSet):
         if "created_before" in query:
             runs = runs.filter(created_at__lt=query["created_before"])
         ordering = query.get("ordering", "-created_at")
-        field = ordering.lstrip("-")
-        key = F(field).desc(nulls_last=True) if ordering.startswith("-") else F(field).asc()
-        page = self.paginate_queryset(runs.order_by(key, self.ORDER_TIEBREAK))
+        if (
+            "field" in query
+            and "status" not in query
+            and not roles.reads_own_runs_only(request.user)
+        ):
+            # The page's count from the search keys alone (an index-only range).
+            self.counted = search_keys_matching(
+                query["field"],
+                query["value"],
+                workflow=query.get("workflow", ""),
+                created_after=query.get("created_after"),
+                created_before=query.get("created_before"),
+            )
+        if "field" in query and "ordering" not in query:
+            # Newest first from the search key's index (runs/web/queries.py).
+            runs = with_search_key(runs, query["field"], query["value"])
+        else:
+            if "field" in query:
+                runs = runs.filter(
+                    search_keys__field=query["field"], search_keys__value=query["value"]
+                )
+            field = ordering.lstrip("-")
+            key = F(field).desc(nulls_last=True) if ordering.startswith("-") else F(field).asc()
+            runs = runs.order_by(key, self.ORDER_TIEBREAK)
+        page = self.paginate_queryset(runs)
         return self.get_paginated_response(s.RunSerializer(page, many=True).data)
 
     @schema.runs_create

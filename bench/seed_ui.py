@@ -54,10 +54,13 @@ MIX = {
     "migrate_cancelled": 0.03,
 }
 BALANCE = ("charge_ok", "migrate_ok")  # few events, many events
+# Clone n of a merge merges change CHANGE_BASE + n (runs/workflows/search.py: its search key).
+CHANGE_BASE = 1_000_000
 # Tables emptied by --force: the runs (and everything that refers to them) and the
 # example workflows' fake external systems.
 TABLES = (
     "runs_run",
+    "runs_runsearchkey",
     "examples_sourcerecord",
     "examples_targetrecord",
     "examples_merge",
@@ -315,7 +318,12 @@ def select_list(cursor: Any, table: str, overrides: dict[str, str | None]) -> tu
         elif data_type == "timestamp with time zone":
             expr = f"t.{name} + c.shift"
         elif data_type == "jsonb":
-            expr = f"replace(t.{name}::text, c.template::text, c.run_id::text)::jsonb"
+            # The run id, and a merge's change id (each clone merges a change of its own:
+            # the runs list's search field filter finds one run, as it would live).
+            expr = (
+                f"replace(replace(t.{name}::text, c.template::text, c.run_id::text), "
+                "c.change_from, c.change_to)::jsonb"
+            )
         elif name in RUN_ID_TEXT:
             expr = f"replace(t.{name}, c.template::text, c.run_id::text)"
         else:
@@ -376,6 +384,19 @@ def clone(cursor: Any, say: Callable[[str], None]) -> None:
         "clone c JOIN runs_event t ON t.run_id = c.template "
         "LEFT JOIN runs_step_map s ON s.n = c.n AND s.old_id = t.step_id",
         "c.n, t.seq",
+    )
+    # The search keys (runs/workflows/search.py) of the clone's input: a merge's change id
+    # is the clone's own (CHANGE_BASE + n), as in its input; a charge's amount is its
+    # template's (many charges share an amount).
+    insert(
+        "runs_runsearchkey",
+        {
+            "id": None,
+            "run_id": "c.run_id",
+            "value": "CASE WHEN t.field = 'change_id' THEN c.change_id ELSE t.value END",
+        },
+        "clone c JOIN runs_runsearchkey t ON t.run_id = c.template",
+        "c.n",
     )
     # API clients submit payments with an Idempotency-Key: "order-0000042".
     insert(
@@ -499,20 +520,36 @@ def seed(args: argparse.Namespace) -> dict[str, Any]:
     span = timedelta(days=args.days).total_seconds()
     offsets = sorted((rng.uniform(60, span) for _ in names), reverse=True)
     created_at = dict(Run.objects.filter(pk__in=templates.values()).values_list("id", "created_at"))
+    changes = {
+        run_id: run_input["change_id"]
+        for run_id, run_input in Run.objects.filter(pk__in=templates.values()).values_list(
+            "id", "input"
+        )
+        if "change_id" in run_input
+    }
     t0 = time.monotonic()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")
         cursor.execute(
             "CREATE TEMP TABLE clone (n int PRIMARY KEY, template uuid NOT NULL, "
-            "run_id uuid NOT NULL DEFAULT gen_random_uuid(), shift interval NOT NULL) "
+            "run_id uuid NOT NULL DEFAULT gen_random_uuid(), shift interval NOT NULL, "
+            "change_id text, change_from text NOT NULL, change_to text NOT NULL) "
             "ON COMMIT DROP"
         )
-        with cursor.cursor.copy("COPY clone (n, template, shift) FROM STDIN") as copy:
+        copying = "COPY clone (n, template, shift, change_id, change_from, change_to) FROM STDIN"
+        with cursor.cursor.copy(copying) as copy:
             for n, (name, offset) in enumerate(zip(names, offsets, strict=True)):
                 template = templates[name]
-                copy.write_row(
-                    (n, template, now - timedelta(seconds=offset) - created_at[template])
-                )
+                shift = now - timedelta(seconds=offset) - created_at[template]
+                old = changes.get(template)
+                if old is None:  # not a merge: nothing to replace
+                    copy.write_row((n, template, shift, None, "", ""))
+                else:
+                    new = str(CHANGE_BASE + n)
+                    # jsonb's text: `"change_id": 4242` (a key, a colon, a space).
+                    copy.write_row(
+                        (n, template, shift, new, f'"change_id": {old}', f'"change_id": {new}')
+                    )
         cursor.execute("ANALYZE clone")
         say(f"cloning {len(names):,} runs:")
         clone(cursor, say)

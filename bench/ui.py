@@ -47,9 +47,10 @@ HTMX_RUNS = {"HX-Request": "true", "HX-Target": "runs"}  # the list's htmx swap
 def pages() -> list[tuple[str, str, dict[str, str]]]:
     """(name, path, headers) of every page measured, with search terms and ids taken
     from the seeded data."""
+    from django.db.models import Count
     from django.utils import timezone
 
-    from runs.models import Claim, Run, SubmissionKey
+    from runs.models import Claim, Run, RunSearchKey, SubmissionKey
 
     marker = seed_marker()
     big = marker["big_run"]
@@ -58,6 +59,12 @@ def pages() -> list[tuple[str, str, dict[str, str]]]:
     claim = Claim.objects.filter(item_key__isnull=True, run__workflow="merge-change")
     claim_key = claim.order_by("id").values_list("key", flat=True)[runs // 100]
     submission = SubmissionKey.objects.order_by("key").values_list("key", flat=True)[runs // 50]
+    # A merge's change id (each merge has its own), and the amount most charges share.
+    change = RunSearchKey.objects.filter(field="change_id").order_by("value")
+    change_id = change.values_list("value", flat=True)[runs // 100]
+    amounts = RunSearchKey.objects.filter(field="amount").values("value")
+    amount = amounts.annotate(n=Count("id")).order_by("-n", "value")[0]["value"]
+    by_change = f"field=change_id&value={change_id}"
     now = timezone.localtime()
     week = f"created_after={(now - timedelta(days=14)):%Y-%m-%d}"
     week += f"&created_before={(now - timedelta(days=8)):%Y-%m-%d}"
@@ -72,6 +79,10 @@ def pages() -> list[tuple[str, str, dict[str, str]]]:
         ("runs, search id prefix", f"/runs/?q={str(old)[:8]}", plain),
         ("runs, search submission key", f"/runs/?q={submission}", plain),
         ("runs, search claim key", f"/runs/?q={claim_key}", plain),
+        ("runs list filtered by a search field", f"/runs/?{by_change}", plain),
+        ("runs, search field shared by many", f"/runs/?field=amount&value={amount}", plain),
+        ("search box by a field value", f"/runs/?q={change_id}", plain),
+        ("api runs, search field", f"/api/runs/?{by_change}", plain),
         ("runs, page 50", "/runs/?page=50", plain),
         ("runs, htmx swap of page 2", "/runs/?page=2", HTMX_RUNS),
         ("run page, 2,000 events", f"/runs/{big}/", plain),

@@ -51,6 +51,8 @@ merge_change = workflow(
     "merge-change",
     version=1,
     input={"change_id": Field(int, min=1)},
+    # Operators are asked about "change 301", not a run id.
+    search=("change_id",),
     description="Merge a change on a code host that has no idempotency.",
     effects=lambda run_id: Merge.objects.filter(run_id=run_id).count(),
     expected_effects=lambda data: 1,
@@ -67,6 +69,9 @@ charge_payment = workflow(
     "charge-payment",
     version=1,
     input={"amount": Field(int, min=1)},
+    # The only thing a charge's input says; many runs share an amount, so the search
+    # shows the newest first (clients' order numbers are their submission keys).
+    search=("amount",),
     description="Charge a payment through an API that honours idempotency keys.",
     effects=lambda run_id: PaymentCharge.objects.filter(
         idempotency_key__startswith=f"{run_id}/"
@@ -99,6 +104,7 @@ merge_change_probed = workflow(
     "merge-change-probed",
     version=1,
     input={"change_id": Field(int, min=1)},
+    search=("change_id",),
     description="merge-change, with a probe that asks the code host what happened.",
     effects=lambda run_id: Merge.objects.filter(run_id=run_id).count(),
     expected_effects=lambda data: 1,
@@ -135,6 +141,7 @@ agent_refund = workflow(
     "agent-refund",
     version=1,
     input={"ticket": Field(int, min=1), "amount": Field(int, min=1)},
+    search=("ticket",),
     description="An agent proposes a refund (a cached model call), holds the funds (a "
     "guarded tool call with a probe), waits for a person's approval, then refunds; a "
     "rejection releases the hold (compensation).",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .models import Claim, Run, Step
+from django.db.models import QuerySet
+
+from .models import Claim, Run, RunSearchKey, Step
 
 
 def parse_run_id(value: str) -> uuid.UUID:
@@ -13,6 +15,37 @@ def parse_run_id(value: str) -> uuid.UUID:
         return uuid.UUID(value)
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a run id (a UUID)") from exc
+
+
+def with_search_key(runs: QuerySet[Run], name: str, value: str) -> QuerySet[Run]:
+    """The runs whose search field `name` is `value`, newest first: ordered by the
+    search key's copy of the run's created_at, so that runsearchkey_value_idx gives
+    the order and a page reads one page of entries (docs/performance.md)."""
+    return runs.filter(search_keys__field=name, search_keys__value=value).order_by(
+        "-search_keys__created_at", "-search_keys__run_id"
+    )
+
+
+def search_keys_matching(
+    name: str,
+    value: str,
+    *,
+    workflow: str = "",
+    created_after: Any = None,
+    created_before: Any = None,
+) -> QuerySet[RunSearchKey]:
+    """The search keys of the runs with_search_key finds, with these filters too (each a
+    copy the key holds of its run): one per run, so counting them counts the runs, as an
+    index-only range of runsearchkey_value_idx instead of a join that reads each run by
+    its primary key (docs/performance.md#search-fields)."""
+    keys = RunSearchKey.objects.filter(field=name, value=value)
+    if workflow:
+        keys = keys.filter(workflow=workflow)
+    if created_after is not None:
+        keys = keys.filter(created_at__gte=created_after)
+    if created_before is not None:
+        keys = keys.filter(created_at__lt=created_before)
+    return keys
 
 
 def run_summary(run: Run) -> dict[str, Any]:

@@ -3,7 +3,7 @@ records (retention), schedules (schedules), the worker processes that report
 themselves (workers), pauses (pauses). Import them from here."""
 
 from .batches import Batch, BatchItem
-from .core import Attempt, Claim, Event, Run, Signal, Step, SubmissionKey
+from .core import Attempt, Claim, Event, Run, RunSearchKey, Signal, Step, SubmissionKey
 from .pauses import Pause, PauseChange
 from .retention import (
     MapRegistry,
@@ -29,6 +29,7 @@ __all__ = [
     "RetentionPurge",
     "Run",
     "RunHistorySummary",
+    "RunSearchKey",
     "Schedule",
     "Signal",
     "Step",

@@ -154,6 +154,38 @@ class SubmissionKey(models.Model):
         return f"submission key {self.key} -> run {self.run_id}"
 
 
+class RunSearchKey(models.Model):
+    """A value a run is found by: one of its workflow's declared search fields
+    (runs/workflows/search.py), as text, written in the run's submission transaction
+    (runs/engine/policies/submit.py) and deleted with the run's payloads by retention
+    (docs/operating.md#finding-a-run). `created_at` is the run's, copied so that one
+    index gives the runs list's order (newest first) for a field's value: a page of a
+    value that 100,000 runs share reads 51 entries, not 100,000."""
+
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="search_keys", db_index=False
+    )
+    workflow = models.CharField(max_length=100)
+    field = models.CharField(max_length=100)
+    value = models.CharField(max_length=200)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # the runs list's and the API's filter, and the runs search (field = ANY(…))
+            models.Index(
+                fields=["field", "value", "-created_at", "-run"], name="runsearchkey_value_idx"
+            ),
+        ]
+        constraints = [
+            # one value per field per run; also serves retention's delete by run
+            models.UniqueConstraint(fields=["run", "field"], name="runsearchkey_run_field_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.field} = {self.value} ({self.workflow}) -> run {self.run_id}"
+
+
 class Step(models.Model):
     # No index of its own: step_run_key_unique (run, key) serves every lookup by run,
     # and a step's row is rewritten three times per step (each write updates every index).

@@ -50,9 +50,11 @@ def worker_list(request: SignedInRequest) -> HttpResponse:
 @viewer_required
 def run_list(request: SignedInRequest) -> HttpResponse:
     filters = queries.parse_filters(request.GET)
-    page = queries.CappedPaginator(queries.runs_matching(filters), queries.RUNS_PER_PAGE).get_page(
-        request.GET.get("page")
+    runs = queries.runs_matching(filters)
+    paginator = queries.CappedPaginator(
+        runs, queries.RUNS_PER_PAGE, counted=queries.counted_from(filters)
     )
+    page = paginator.get_page(request.GET.get("page"))
     for run in page.object_list:
         run.matched = filters.matched.get(run.id, "")  # type: ignore[attr-defined]
     queries.mark_paused(page.object_list)
@@ -62,6 +64,7 @@ def run_list(request: SignedInRequest) -> HttpResponse:
         "filters": filters,
         "statuses": RunStatus.values,
         "workflows": queries.workflow_names(),
+        "search_fields": registry.search_fields(),
         "can_submit": can_submit(request.user),
     }
     template = "runs/list.html"

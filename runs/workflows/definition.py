@@ -26,6 +26,7 @@ from runs.states import EffectKind
 from .errors import WorkflowDefinitionError
 from .inputs import DeclaredInput, Field, InputType
 from .schedules import check_schedule_fields
+from .search import check_search_fields, search_keys
 
 PURE = EffectKind.PURE
 TRANSACTIONAL = EffectKind.TRANSACTIONAL
@@ -221,6 +222,9 @@ class Workflow:
     steps: dict[str, StepDef] = field(default_factory=dict)
     # Declared with @wf.compensation: run only to undo a completed step (compensate=).
     compensations: dict[str, StepDef] = field(default_factory=dict)
+    # Input fields a run is found by (search.py, docs/authoring.md#search-fields):
+    # `search=("change_id",)` finds the run of change 301 in the runs list and the API.
+    search: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
@@ -229,6 +233,9 @@ class Workflow:
         self.declared_input = DeclaredInput(self.input, f"workflow {self.name!r} v{self.version}")
         if self.declared_input.model is not None:
             self.input = {}
+        self.search = check_search_fields(
+            self.search, self.declared_input, f"workflow {self.name!r} v{self.version}"
+        )
 
     # The declared input (inputs.py): its fields, their parsed types and defaults, or
     # the pydantic model that stands instead of them.
@@ -631,6 +638,10 @@ class Workflow:
         problem by its path (inputs.DeclaredInput.validate)."""
         return self.declared_input.validate(data)
 
+    def search_keys(self, clean_input: dict[str, Any]) -> list[tuple[str, str]]:
+        """(field, text) of the search fields a validated input has values for."""
+        return search_keys(self.search, clean_input)
+
     def input_schema(self) -> dict[str, Any]:
         """The input as a JSON Schema (draft 2020-12) object: what validate_input
         accepts, for clients, the API's documentation and the submit form."""
@@ -642,6 +653,7 @@ class Workflow:
             "version": self.version,
             "description": self.description,
             "input": self.declared_input.describe(),
+            "search": list(self.search),
             "schedules": [
                 {"name": s.name, "cron": s.cron, "timezone": s.timezone, "missed": s.missed}
                 for s in self.schedules

@@ -60,6 +60,16 @@ def all_workflows() -> list[Workflow]:
     return [_registry[k] for k in sorted(_registry)]
 
 
+def search_fields() -> dict[str, list[str]]:
+    """Every declared search field (docs/authoring.md#search-fields), by name, with the
+    workflows that declare it (in any version), both sorted."""
+    found: dict[str, set[str]] = {}
+    for wf in all_workflows():
+        for name in wf.search:
+            found.setdefault(name, set()).add(wf.name)
+    return {name: sorted(found[name]) for name in sorted(found)}
+
+
 def check_schedule_row(schedule: ScheduleRow) -> dict[str, str]:
     """Everything check_schedule_fields checks, plus: the workflow (and version) exist
     here and the input is one the workflow accepts."""

@@ -510,6 +510,7 @@ def test_workflows_list_versions_steps_and_input_schema(api):
                     "required": ["change_id"],
                     "additionalProperties": False,
                 },
+                "search": ["change_id"],
             }
         ],
     }

@@ -131,6 +131,13 @@ def test_ui_seed_then_pages(bench_env):
         assert page["queries"] > 0 and page["median_ms"] > 0, name
         assert any(line.startswith(name) for line in table), name
 
+    # The two index designs for search fields, on the same seed (docs/performance.md).
+    designs = last_json(bench(bench_env, "search_designs.py", "--lookups", "2", "--submits", "3"))
+    assert designs["bench"] == "search_designs" and designs["runs"] == 200
+    assert set(designs["designs"]) == {"a", "b1", "b2", "none"}
+    for name, figures in designs["designs"].items():
+        assert figures["submit_ms"] > 0, name
+
 
 def test_retention(bench_env):
     out = bench(

@@ -883,3 +883,17 @@ def call_service(ctx: Context) -> dict[str, Any]:
     if os.environ.get(FAIL_WHILE_FLAGGED) == "1":
         raise ConnectionError("the service did not answer")
     return {"key": ctx.idempotency_key}
+
+
+# --- search fields (docs/authoring.md#search-fields): a string and an optional int ------
+search_order = workflow(
+    "search-order",
+    version=1,
+    input={"order": str, "customer": Field(int | None, default=None), "note": str},
+    search=("order", "customer"),
+)
+
+
+@search_order.step(kind=PURE)
+def look(ctx: Context) -> dict[str, Any]:
+    return {"order": ctx.input["order"]}

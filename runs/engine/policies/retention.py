@@ -18,7 +18,8 @@ candidate. It works in four stages, each in short transactions of at most
    and digest of the canonical JSON text). A resolved claim keeps its result and
    evidence: the database refuses any update of a recorded resolution, and retention
    respects that; they go with the claim in stage 4. Event payloads are not rewritten
-   (the log refuses UPDATE): they go with their events.
+   (the log refuses UPDATE): they go with their events. The run's search keys (copies
+   of input values, runs/workflows/search.py) are deleted with the input.
 3. events (event window): the run's events are folded into its RunHistorySummary
    (counts per type, seq range, the projection verify_history needs) and deleted in
    the same transaction, under `SET LOCAL durable_runs.retention = 'on'`, the only
@@ -224,7 +225,9 @@ def _payload_batch(policy: RetentionPolicy, batch: int) -> dict[str, int]:
         rows += cursor.rowcount
         cursor.execute(SQL["payload_signals"], runs)
         rows += cursor.rowcount
-    return {"runs": len(ids), "rows_compacted": rows}
+        cursor.execute(SQL["payload_search_keys"], runs)
+        search_keys = cursor.rowcount
+    return {"runs": len(ids), "rows_compacted": rows, "search_keys_deleted": search_keys}
 
 
 def _payload_preview(policy: RetentionPolicy) -> dict[str, int]:
@@ -232,8 +235,12 @@ def _payload_preview(policy: RetentionPolicy) -> dict[str, int]:
     params = {**_scope(policy, policy.payload_days), "succeeded": ClaimStatus.SUCCEEDED}
     with connection.cursor() as cursor:
         cursor.execute(SQL["payload_preview"], params)
-        runs, compact = cursor.fetchone()
-    return {"runs": int(runs), "rows_compacted": int(compact)}
+        runs, compact, search_keys = cursor.fetchone()
+    return {
+        "runs": int(runs),
+        "rows_compacted": int(compact),
+        "search_keys_deleted": int(search_keys),
+    }
 
 
 # --- stage 3: events ------------------------------------------------------------------

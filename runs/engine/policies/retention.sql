@@ -122,6 +122,11 @@
             'sha256', encode(sha256(convert_to(payload::text, 'UTF8')), 'hex'))
     WHERE run_id = ANY(%(runs)s) AND payload IS NOT NULL
 
+-- name: payload_search_keys
+-- A run's search keys are copies of its input's values (runs/workflows/search.py):
+-- they go with the input they were taken from.
+    DELETE FROM runs_runsearchkey WHERE run_id = ANY(%(runs)s)
+
 -- name: payload_preview
 -- Counted as if stage 1 had run: the item claims it deletes are not counted here.
     SELECT count(*), coalesce(sum(1
@@ -131,7 +136,8 @@
            AND (c.result IS NOT NULL OR c.evidence IS NOT NULL)
            AND c.resolved_at IS NULL AND NOT (c.item_key IS NOT NULL AND c.status = %(succeeded)s))
         + (SELECT count(*) FROM runs_signal g WHERE g.run_id = x.id
-           AND g.payload IS NOT NULL)), 0)
+           AND g.payload IS NOT NULL)), 0),
+        coalesce(sum((SELECT count(*) FROM runs_runsearchkey k WHERE k.run_id = x.id)), 0)
     FROM (
     -- include: payload_candidates
     ) x

@@ -120,6 +120,7 @@ def submit(
             submitted_by=by.name,
             submitted_via=by.via,
         )
+        _insert_search_keys(run.id, wf.search_keys(clean))
         Step.objects.bulk_create(
             Step(
                 run=run,
@@ -155,6 +156,22 @@ def submit(
         publish_on_commit(ready)
     run.refresh_from_db()
     return Submission(run, created=True)
+
+
+def _insert_search_keys(run_id: uuid.UUID, keys: list[tuple[str, str]]) -> None:
+    """The run's search keys (docs/authoring.md#search-fields), one INSERT … SELECT for
+    all of them; nothing at all for a workflow that declares none."""
+    if not keys:
+        return
+    params: dict[str, Any] = {
+        "run": run_id,
+        "fields": [f for f, _ in keys],
+        "values": [v for _, v in keys],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["insert_search_keys"], params)
+        if cursor.rowcount != len(keys):
+            raise RuntimeError(f"run {run_id}: {cursor.rowcount} search keys of {len(keys)}")
 
 
 # Each try ends with the key inserted, or read; a read finds nothing only when the

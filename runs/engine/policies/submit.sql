@@ -9,3 +9,11 @@
     VALUES (%(scope)s, %(key)s, %(run)s, %(digest)s, now())
     ON CONFLICT (scope, key) DO NOTHING
     RETURNING key
+
+-- name: insert_search_keys
+-- The run's search keys (runs/workflows/search.py), in its submission transaction: one
+-- statement for all of them, the run's workflow and created_at copied from its row.
+    INSERT INTO runs_runsearchkey (run_id, workflow, field, value, created_at)
+    SELECT r.id, r.workflow, k.field, k.value, r.created_at
+    FROM runs_run r, unnest(%(fields)s::text[], %(values)s::text[]) AS k (field, value)
+    WHERE r.id = %(run)s
