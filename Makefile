@@ -65,8 +65,10 @@ test: install
 ##     every test that starts workers, the readiness checks, migrations from zero), on
 ##     DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers. On RabbitMQ:
 ##     CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/durable_runs make test-integration
+##     INTEGRATION_MARKS="servers and not soak" leaves out the soaks (CI's RabbitMQ pass).
+INTEGRATION_MARKS ?= servers
 test-integration: install
-	$(PY) scripts/stack.py test -m servers $(PYTEST_ARGS)
+	$(PY) scripts/stack.py test -m "$(INTEGRATION_MARKS)" $(PYTEST_ARGS)
 
 ## lint: ruff (check and format), the import contracts (lint-imports) and mypy; the same
 ##     checks run before each commit once `pre-commit install` is done.

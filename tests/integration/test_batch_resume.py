@@ -24,7 +24,7 @@ from .harness import ROOT, wait_for
 
 # About 15 minutes on a busy two-core machine, and the suite's history check of the
 # 2,000 runs (tests/conftest.py) about 5 more.
-pytestmark = [pytest.mark.workers, pytest.mark.timeout(2700)]
+pytestmark = [pytest.mark.workers, pytest.mark.soak, pytest.mark.timeout(2700)]
 
 RUNS = 2000
 FILTER = "status=failed&workflow=fails-while-flagged"

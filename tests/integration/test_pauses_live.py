@@ -17,7 +17,7 @@ from runs.states import AttemptStatus, RunStatus, StepStatus
 from .harness import wait_for
 from .helpers import wait_settled
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.soak]
 
 
 def test_a_paused_step_is_not_started_by_1000_duplicate_deliveries_plus_sweeps(cluster):
