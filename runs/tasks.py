@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 
 from celery import shared_task
 from celery.signals import task_postrun, worker_ready
@@ -17,17 +18,22 @@ from runs.batches import service as batches
 # message with backoff keeps it (duplicates are harmless), instead of acking it away
 # and waiting for the sweeper's republish bound.
 DB_UNREACHABLE = (OperationalError, InterfaceError)
+# A task that must not be lost with its worker either: acked after it ran, given back
+# to the broker if its worker dies, sent again while PostgreSQL does not answer.
+REDELIVERED_UNTIL_THE_DATABASE_ANSWERS: dict[str, Any] = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": DB_UNREACHABLE,
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "retry_jitter": True,
+    "max_retries": 20,
+}
 
 
 @shared_task(
     name="runs.execute_step",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=DB_UNREACHABLE,
-    retry_backoff=1,
-    retry_backoff_max=30,
-    retry_jitter=True,
-    max_retries=20,
+    **REDELIVERED_UNTIL_THE_DATABASE_ANSWERS,
 )
 def execute_step(step_id: int) -> str:
     return engine.execute_step(
@@ -61,13 +67,7 @@ def fire_schedules() -> str:
 
 @shared_task(
     name=batches.PROCESS_BATCH,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=DB_UNREACHABLE,
-    retry_backoff=1,
-    retry_backoff_max=30,
-    retry_jitter=True,
-    max_retries=20,
+    **REDELIVERED_UNTIL_THE_DATABASE_ANSWERS,
 )
 def process_batch(batch_id: int) -> str:
     """A chunk of a batch's items; the next chunk is another message (a killed worker
