@@ -45,6 +45,7 @@ DUPLICATE_SIGNAL = "duplicate_signal"
 WAIT_FINISHED = "wait_finished"
 UNKNOWN_STEP = "unknown_step"
 ALREADY_PAUSED = "already_paused"
+BATCH_SELECTION_REFUSED = "batch_selection_refused"
 NOT_PAUSED = "not_paused"
 REFUSED = "refused"
 REQUEST_TOO_LARGE = "request_too_large"
@@ -74,6 +75,7 @@ CODES = (
     UNKNOWN_STEP,
     ALREADY_PAUSED,
     NOT_PAUSED,
+    BATCH_SELECTION_REFUSED,
     REFUSED,
     REQUEST_TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
@@ -113,6 +115,7 @@ _BY_DOMAIN_CODE: dict[str, tuple[int, str, str | None]] = {
     "invalid_submission_key": (400, INVALID_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER),
     "invalid_resolution": (400, INVALID, None),
     "invalid_batch": (400, INVALID, None),
+    "batch_selection_refused": (409, BATCH_SELECTION_REFUSED, None),
     "signal_not_allowed": (403, PERMISSION_DENIED, None),
     "run_not_found": (404, NOT_FOUND, None),
     "claim_not_found": (404, NOT_FOUND, None),

@@ -22,7 +22,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework.serializers import Serializer
 
-from runs.engine import KEY_PATTERN
+from runs.engine import KEY_PATTERN, step_names
 
 from . import serializers as s
 from .errors import IDEMPOTENCY_KEY_HEADER
@@ -72,6 +72,8 @@ CONFLICTS = {
     "pauses_create": "already_paused: that workflow (or step) is paused already (the "
     "message says by whom, when and why).",
     "pauses_resume": "not_paused: no such pause in effect (never made, or resumed already).",
+    "batches_create": "batch_selection_refused: the filter matches no run, or more than "
+    "`max_runs` (the preview says how many it matches).",
 }
 # Every operation can answer these.
 COMMON = (401, 403, 406, 429)
@@ -433,8 +435,8 @@ BATCH_ID = OpenApiParameter(
 )
 BATCH_FILTER_400 = (
     " A bad filter value answers 400 naming it (`filter.status`), as GET /api/runs/ "
-    "does; so do an unknown operation, a missing or blank reason, a filter that matches "
-    "no run or more than `max_runs` (`filter`)."
+    "does; so do an unknown operation and a missing or blank reason. A filter that matches "
+    "no run, or more than `max_runs`, answers 409 `batch_selection_refused` (`filter`)."
 )
 batches_create = _operation(
     "batches_create",
@@ -468,7 +470,7 @@ batches_create = _operation(
         )
     ],
     ok={202: OpenApiResponse(s.BatchSerializer, description="The batch, pending.")},
-    errors=BODY,
+    errors=(*BODY, 409),
 )
 batches_preview = _operation(
     "batches_preview",
@@ -630,6 +632,43 @@ def describe_submissions(result: dict[str, Any], **kwargs: Any) -> dict[str, Any
         mapping[name] = f"#/components/schemas/{component}"
     schemas["SubmissionRequest"] = {
         "description": schemas["SubmissionRequest"].get("description", ""),
+        "oneOf": [{"$ref": ref} for ref in mapping.values()],
+        "discriminator": {"propertyName": "workflow", "mapping": mapping},
+    }
+    return result
+
+
+def describe_pauses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: POST /api/pauses/'s body as one of
+    the registered workflows (a discriminator on `workflow`), each with the step names a
+    pause of it may name. A well-formed body naming a workflow or a step the server does
+    not know is answered 400; this way the schema says so too."""
+    from runs.workflows import registry
+
+    schemas = result.get("components", {}).get("schemas", {})
+    body = schemas.get("PauseBodyRequest")
+    names = sorted({wf.name for wf in registry.all_workflows()})
+    if body is None or not names:
+        return result
+    properties = body["properties"]
+    mapping = {}
+    for name in names:
+        component = f"Pause.{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
+        while component in schemas:
+            component += "_"
+        schemas[component] = {
+            "type": "object",
+            "properties": {
+                "workflow": {"type": "string", "enum": [name]},
+                "step": {**properties["step"], "enum": ["", *step_names(name)]},
+                "reason": properties["reason"],
+            },
+            "required": body["required"],
+            "additionalProperties": False,
+        }
+        mapping[name] = f"#/components/schemas/{component}"
+    schemas["PauseBodyRequest"] = {
+        "description": body.get("description", ""),
         "oneOf": [{"$ref": ref} for ref in mapping.values()],
         "discriminator": {"propertyName": "workflow", "mapping": mapping},
     }

@@ -275,13 +275,14 @@ class RunQuery(QueryParams):
         choices=[],
         required=False,
         help_text="A search field some workflow declares (GET /api/workflows/ lists each "
-        "version's `search`); with `value`: the runs whose field has that value.",
+        "version's `search`); with `value`: the runs whose field has that value. Alone it "
+        "filters nothing.",
     )
     value = serializers.CharField(
         max_length=SEARCH_VALUE_MAX,
         required=False,
-        help_text="With `field`: the value to find, as text (an int as its digits), "
-        "compared exactly.",
+        help_text="The value to find, as text (an int as its digits), compared exactly: in "
+        "`field`, or without `field` in any declared search field.",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -289,13 +290,6 @@ class RunQuery(QueryParams):
         choice = self.fields["field"]
         assert isinstance(choice, serializers.ChoiceField)
         choice.choices = list(registry.search_fields())
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "field" in attrs and "value" not in attrs:
-            raise serializers.ValidationError({"value": ["required with field"]})
-        if "value" in attrs and "field" not in attrs:
-            raise serializers.ValidationError({"field": ["required with value"]})
-        return attrs
 
 
 class ClaimQuery(QueryParams):
@@ -804,7 +798,8 @@ class BatchFilter(StrictSerializer):
     """Which runs: the filters of GET /api/runs/ (an absent one matches any value)."""
 
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
-    workflow = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    # In a JSON body a name is a string: 0 is refused, not read as "0".
+    workflow = StrictCharField(max_length=100, required=False, allow_blank=True)
     created_after = serializers.DateTimeField(
         required=False, help_text="ISO 8601; runs created at or after it."
     )

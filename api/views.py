@@ -10,7 +10,7 @@ import json
 import uuid
 from typing import Any
 
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import Exists, F, OuterRef, Prefetch, QuerySet
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -25,7 +25,7 @@ from reconciliation import services
 from runs import engine, roles
 from runs import export as run_export
 from runs.batches import selection, service
-from runs.models import Attempt, Batch, BatchItem, Event, Pause, Run, Step
+from runs.models import Attempt, Batch, BatchItem, Event, Pause, Run, RunSearchKey, Step
 from runs.queries import run_detail, search_keys_matching, with_search_key
 from runs.workflows import registry
 
@@ -116,6 +116,14 @@ class RunViewSet(ApiViewSet):
         if "created_before" in query:
             runs = runs.filter(created_at__lt=query["created_before"])
         ordering = query.get("ordering", "-created_at")
+        # `field` and `value` together: that field; `value` alone: any declared field;
+        # `field` alone filters nothing (docs/api.md#finding-a-run-by-a-search-field).
+        if "field" in query and "value" not in query:
+            del query["field"]
+        if "value" in query and "field" not in query:
+            runs = runs.filter(
+                Exists(RunSearchKey.objects.filter(run_id=OuterRef("pk"), value=query["value"]))
+            )
         if (
             "field" in query
             and "status" not in query

@@ -104,6 +104,13 @@ class InvalidBatch(EngineError):
         self.field = field
 
 
+class BatchSelectionRefused(InvalidBatch):
+    """A well-formed filter that selects no run, or more than one batch takes: nothing
+    is wrong with the request, but the batch cannot be made from what matches now."""
+
+    code = "batch_selection_refused"
+
+
 class UnknownPolicy(EngineError):
     """No retention policy by that name (or it is disabled)."""
 

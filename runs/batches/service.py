@@ -77,9 +77,11 @@ def create_batch(
             selection.selection(filters).values_list("id", flat=True)[: selection.MAX_RUNS + 1]
         )
         if not chosen:
-            raise engine.InvalidBatch("no run matches this filter: nothing to do", field="filter")
+            raise engine.BatchSelectionRefused(
+                "no run matches this filter: nothing to do", field="filter"
+            )
         if len(chosen) > selection.MAX_RUNS:
-            raise engine.InvalidBatch(
+            raise engine.BatchSelectionRefused(
                 f"this filter matches more than {selection.MAX_RUNS:,} runs, more than one "
                 "batch takes: narrow it (by status, workflow or creation time)",
                 field="filter",

@@ -30,6 +30,7 @@ Every refusal is in runs/errors.py, each with a stable `code`, and handed on her
 from runs.errors import (
     AlreadyPaused,
     AttemptFenced,
+    BatchSelectionRefused,
     ClaimAlreadyResolved,
     ClaimBusy,
     ClaimNotFound,
@@ -125,6 +126,7 @@ __all__ = [
     "RETRIES",
     "AlreadyPaused",
     "AttemptFenced",
+    "BatchSelectionRefused",
     "ClaimAlreadyResolved",
     "ClaimBusy",
     "ClaimNotFound",

@@ -96,7 +96,7 @@ def test_preview_answers_what_a_batch_would_do_and_writes_nothing(api, monkeypat
             "filter.created_after",
         ),
         ({"operation": "cancel", "reason": "r", "filter": {"q": "x"}}, "filter.q"),
-        ({"operation": "cancel", "reason": "r", "filter": {"workflow": "nope"}}, "filter"),
+        ({"operation": "cancel", "reason": "r", "filter": {"workflow": 0}}, "filter.workflow"),
     ],
 )
 def test_bad_input_answers_400_naming_the_field_and_creates_nothing(api, body, field):
@@ -106,6 +106,19 @@ def test_bad_input_answers_400_naming_the_field_and_creates_nothing(api, body, f
     error = error_of(api.post("/api/batches/", body, format="json"), 400, "invalid")
 
     assert field in error["fields"], error
+    assert written() == before and not Batch.objects.exists()
+
+
+def test_a_filter_that_matches_no_run_is_a_conflict_not_bad_input(api):
+    """A well-formed filter is a valid request: what it matches is the database's state
+    (409, as the schema says), not a fault of the body (400)."""
+    active_runs(1)
+    before = written()
+    body = {"operation": "cancel", "reason": "r", "filter": {"workflow": "nope"}}
+
+    error = error_of(api.post("/api/batches/", body, format="json"), 409, "batch_selection_refused")
+
+    assert error["fields"] == {"filter": ["no run matches this filter: nothing to do"]}
     assert written() == before and not Batch.objects.exists()
 
 

@@ -1,7 +1,8 @@
 """GET /api/runs/?field=…&value=… (docs/api.md#finding-a-run-by-a-search-field): the
-runs whose declared search field has that value, exactly; a field nobody declares, or
-one half of the pair, answers 400 naming the parameter; other unknown parameters are
-ignored, as before."""
+runs whose declared search field has that value, exactly; `value` alone finds it in any
+declared field, `field` alone filters nothing (the schema declares each half optional, so
+each alone is a request the server must answer); a field nobody declares answers 400
+naming the parameter; other unknown parameters are ignored, as before."""
 
 from __future__ import annotations
 
@@ -56,8 +57,6 @@ def test_the_filter_combines_with_the_others_and_with_an_ordering(api, runs):
     ("query", "name", "message"),
     [
         ("field=nope&value=1", "field", '"nope" is not a valid choice.'),
-        ("field=change_id", "value", "required with field"),
-        ("value=301", "field", "required with value"),
         ("field=change_id&value=", "value", "may not be empty: leave the parameter out instead"),
         ("field=change_id&value=" + "9" * 201, "value", "no more than 200 characters"),
     ],
@@ -66,6 +65,14 @@ def test_a_bad_pair_answers_400_naming_the_parameter(api, runs, query, name, mes
     error = error_of(api.get(f"/api/runs/?{query}"), 400, "invalid")
     assert list(error["fields"]) == [name]
     assert message in error["fields"][name][0]
+
+
+def test_a_value_alone_is_found_in_any_declared_field_and_a_field_alone_filters_nothing(api, runs):
+    found = ids(api.get("/api/runs/?value=301"))
+    assert found == [str(runs["charge"].id), str(runs["probed"].id), str(runs["merge"].id)]
+    assert api.get("/api/runs/?value=301").json()["count"] == 3
+    assert ids(api.get("/api/runs/?value=301&workflow=charge-payment")) == [str(runs["charge"].id)]
+    assert len(ids(api.get("/api/runs/?field=change_id"))) == 4
 
 
 def test_a_field_name_used_as_a_parameter_is_ignored_like_any_unknown_one(api, runs):
