@@ -45,9 +45,12 @@ def clone_failed_runs(template: Run, copies: int) -> None:
 
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
+            # seed_ui.clone's table: no merge among these runs, so no change id to
+            # replace ('' replaces nothing) and no search key to give a new value.
             "CREATE TEMP TABLE clone (n int PRIMARY KEY, template uuid NOT NULL, "
-            "run_id uuid NOT NULL DEFAULT gen_random_uuid(), shift interval NOT NULL) "
-            "ON COMMIT DROP"
+            "run_id uuid NOT NULL DEFAULT gen_random_uuid(), shift interval NOT NULL, "
+            "change_id text, change_from text NOT NULL DEFAULT '', "
+            "change_to text NOT NULL DEFAULT '') ON COMMIT DROP"
         )
         cursor.execute(
             "INSERT INTO clone (n, template, shift) "
