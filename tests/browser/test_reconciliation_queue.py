@@ -6,7 +6,6 @@ hundred claims. Claims are made by tests/support/factories.py (no workers needed
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from django.db import connection
@@ -331,10 +330,7 @@ def test_taking_a_claim_says_who_and_when_in_words(browser, second_browser, tran
 
 # --- 8. a queue of a few hundred claims -----------------------------------------------------
 def test_a_few_hundred_claims_decided_a_page_at_a_time(browser, second_browser, transactional_db):
-    started = time.monotonic()
     factories.crashed(count=300)
-    made = time.monotonic() - started
-    assert made < 20, f"making 300 claims took {made:.1f} s"
 
     # A viewer sees the claims, and no control to decide them.
     victor = signed_in(second_browser, "victor", "viewers")
@@ -376,8 +372,6 @@ def test_a_few_hundred_claims_decided_a_page_at_a_time(browser, second_browser, 
         "Nothing to decide"
     )
     assert not Claim.objects.filter(status=ClaimStatus.UNRESOLVED).exists()
-    took = time.monotonic() - started
-    assert took < 40, f"the whole flow took {took:.1f} s"
 
 
 # --- 9. accessibility of every state of the queue and of a claim's page --------------------
