@@ -622,19 +622,12 @@ def describe_submissions(result: dict[str, Any], **kwargs: Any) -> dict[str, Any
         by_name.setdefault(wf.name, []).append(wf)
     if "SubmissionRequest" not in schemas or not by_name:
         return result
-    mapping = {}
-    for name, versions in by_name.items():
-        component = f"Submission.{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
-        while component in schemas:  # two names that read the same once sanitized
-            component += "_"
-        branches = [_submission(wf, latest=wf is versions[-1]) for wf in versions]
-        schemas[component] = branches[0] if len(branches) == 1 else {"oneOf": branches}
-        mapping[name] = f"#/components/schemas/{component}"
-    schemas["SubmissionRequest"] = {
-        "description": schemas["SubmissionRequest"].get("description", ""),
-        "oneOf": [{"$ref": ref} for ref in mapping.values()],
-        "discriminator": {"propertyName": "workflow", "mapping": mapping},
-    }
+    by_workflow(
+        schemas,
+        "SubmissionRequest",
+        "Submission",
+        {name: _versions(versions) for name, versions in by_name.items()},
+    )
     return result
 
 
@@ -651,12 +644,8 @@ def describe_pauses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     if body is None or not names:
         return result
     properties = body["properties"]
-    mapping = {}
-    for name in names:
-        component = f"Pause.{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
-        while component in schemas:
-            component += "_"
-        schemas[component] = {
+    branches = {
+        name: {
             "type": "object",
             "properties": {
                 "workflow": {"type": "string", "enum": [name]},
@@ -666,13 +655,35 @@ def describe_pauses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             "required": body["required"],
             "additionalProperties": False,
         }
+        for name in names
+    }
+    by_workflow(schemas, "PauseBodyRequest", "Pause", branches)
+    return result
+
+
+def by_workflow(
+    schemas: dict[str, Any], body: str, prefix: str, branches: dict[str, dict[str, Any]]
+) -> None:
+    """Replace the component `body` by one of `branches` (a workflow's name -> its
+    schema), discriminated on `workflow`; each branch a component `<prefix>.<name>`."""
+    mapping = {}
+    for name, branch in branches.items():
+        component = f"{prefix}.{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
+        while component in schemas:  # two names that read the same once sanitized
+            component += "_"
+        schemas[component] = branch
         mapping[name] = f"#/components/schemas/{component}"
-    schemas["PauseBodyRequest"] = {
-        "description": body.get("description", ""),
+    schemas[body] = {
+        "description": schemas[body].get("description", ""),
         "oneOf": [{"$ref": ref} for ref in mapping.values()],
         "discriminator": {"propertyName": "workflow", "mapping": mapping},
     }
-    return result
+
+
+def _versions(versions: list[Any]) -> dict[str, Any]:
+    """A workflow's body: its one version's, or one of its versions'."""
+    branches = [_submission(wf, latest=wf is versions[-1]) for wf in versions]
+    return branches[0] if len(branches) == 1 else {"oneOf": branches}
 
 
 def _submission(wf: Any, *, latest: bool) -> dict[str, Any]:
