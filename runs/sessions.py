@@ -37,7 +37,7 @@ LOGIN_AT = "login_at"
 ACTIVITY_COOKIE = "last_activity"
 # The ids of the elements that poll (`data-poll` in templates/): htmx names the
 # element that triggered a request in HX-Trigger.
-POLL_ELEMENTS = frozenset({"queue-badge", "overview-live", "run-live"})
+POLL_ELEMENTS = frozenset({"queue-badge", "overview-live", "run-live", "workers-live"})
 
 
 @receiver(user_logged_in)

@@ -89,7 +89,11 @@ def test_activity_keeps_a_session_alive(signed_in):
 
 @pytest.mark.parametrize(
     ("path", "trigger"),
-    [("/reconciliation/badge/", "queue-badge"), ("/", "overview-live")],
+    [
+        ("/reconciliation/badge/", "queue-badge"),
+        ("/", "overview-live"),
+        ("/workers/", "workers-live"),
+    ],
 )
 def test_the_pages_own_polling_does_not_keep_a_session_alive(signed_in, path, trigger):
     idle(signed_in, minutes=29)
