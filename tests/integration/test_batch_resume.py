@@ -1,5 +1,6 @@
 """The bulk operations' promise with real workers (docs/operating.md#bulk-operations):
-a bulk retry of 2,000 failed runs whose worker is SIGKILLed halfway, then resumed by a
+a bulk retry of 600 failed runs (six of the service's chunks) whose worker is SIGKILLed
+partway, then resumed by a
 new worker, retries each run exactly once: one run_reopened event per run, one more
 attempt per failed step, every item applied, the counts exact."""
 
@@ -22,11 +23,11 @@ from tests.support.batches import failed_runs
 
 from .harness import ROOT, wait_for
 
-# About 15 minutes on a busy two-core machine, and the suite's history check of the
-# 2,000 runs (tests/conftest.py) about 5 more.
-pytestmark = [pytest.mark.workers, pytest.mark.soak, pytest.mark.timeout(2700)]
+# 600 runs are six chunks of service.CHUNK: the kill lands after two and a half, so the
+# resumed worker finishes a chunk another began and starts fresh ones. About 1 minute.
+pytestmark = [pytest.mark.workers, pytest.mark.soak, pytest.mark.timeout(900)]
 
-RUNS = 2000
+RUNS = 600
 FILTER = "status=failed&workflow=fails-while-flagged"
 # The retried steps are queued by hundreds faster than one worker runs them: with the
 # harness's 3 s republish bound the sweeper (every 0.5 s) would send each waiting one
@@ -84,11 +85,11 @@ def test_a_bulk_retry_killed_halfway_and_resumed_retries_each_run_exactly_once(
 
     # Not a multiple of service.CHUNK: the kill lands inside a chunk, between items or
     # inside one (its transaction rolls back).
-    wait_for(lambda: done() >= 550, timeout=600, what="550 items done", on_timeout=cluster.logs)
+    wait_for(lambda: done() >= 250, timeout=600, what="250 items done", on_timeout=cluster.logs)
     doomed.signal(signal.SIGKILL)
     assert doomed.wait_exit() == -signal.SIGKILL
     at_kill = done()
-    assert 550 <= at_kill < RUNS, at_kill
+    assert 250 <= at_kill < RUNS, at_kill
 
     cluster.worker(**ENV)  # its start resumes the batch
     wait_for(
