@@ -65,7 +65,8 @@ test: install
 ##     every test that starts workers, the readiness checks, migrations from zero), on
 ##     DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers. On RabbitMQ:
 ##     CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/durable_runs make test-integration
-##     INTEGRATION_MARKS="servers and not soak" leaves out the soaks (CI's RabbitMQ pass).
+##     CI's RabbitMQ pass: INTEGRATION_MARKS="broker or (servers and not workers)" (what
+##     depends on the broker's delivery, and the checks of the machine's PostgreSQL).
 INTEGRATION_MARKS ?= servers
 test-integration: install
 	$(PY) scripts/stack.py test -m "$(INTEGRATION_MARKS)" $(PYTEST_ARGS)

@@ -19,7 +19,7 @@ from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, Ste
 from .harness import wait_for
 from .helpers import SETTLED, wait_settled
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 POINTS = ["before_claim", "after_claim", "after_effect", "after_commit"]
 

@@ -16,7 +16,7 @@ from runs.engine.core.faults import POINTS
 from runs.models import Claim, Run
 from runs.states import ClaimStatus, RunStatus
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 
 def table_rows(output: str, steps: tuple[str, ...]) -> dict[tuple[str, str], list[str]]:

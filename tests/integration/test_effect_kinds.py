@@ -13,7 +13,7 @@ from runs.states import AttemptStatus, ClaimStatus, RunStatus
 
 from .helpers import wait_settled
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 
 def test_charge_payment_killed_after_effect_retries_with_same_key_and_charges_once(cluster):

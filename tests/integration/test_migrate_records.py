@@ -16,7 +16,7 @@ from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 
 from .helpers import wait_settled
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 INPUT = {"count": 500, "batch_size": 50}
 

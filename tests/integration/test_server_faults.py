@@ -30,7 +30,7 @@ from .harness import wait_for
 from .helpers import SETTLED, wait_settled
 from .servers import manage, session_broker
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 INPUT = {"count": 500, "batch_size": 50}
 # Migration is well under way (two batches done), with most of it still ahead.

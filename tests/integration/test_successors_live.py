@@ -16,7 +16,7 @@ from runs.states import AttemptStatus, RunStatus, StepStatus
 from .harness import wait_for
 from .helpers import wait_settled
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 
 def test_worker_killed_in_a_step_its_predecessor_started_is_recovered(cluster, tmp_path):

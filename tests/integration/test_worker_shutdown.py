@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 # About a second on either broker (config/celery.py, ShutdownPromptly); about ten on
 # RabbitMQ without it, which is docker stop's whole grace.

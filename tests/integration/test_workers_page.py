@@ -22,7 +22,7 @@ from runs.states import AttemptStatus
 from tests.integration.harness import wait_for
 from tests.support.factories import expire_leases
 
-pytestmark = pytest.mark.workers
+pytestmark = [pytest.mark.workers, pytest.mark.broker]
 
 # The worker's own timings: an attempt's lease longer than the test, a heartbeat four
 # times a second; the page (this process) calls a worker silent after PAGE_LEASE.
