@@ -4,6 +4,8 @@ processes started per test (tests/integration/harness.py)."""
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import pytest
 from django.conf import settings
 
@@ -76,6 +78,25 @@ def _history_reproduces_rows(request):
 
     problems = {str(run.id): verify_run(run) for run in Run.objects.all()}
     assert not {k: v for k, v in problems.items() if v}, problems
+
+
+@pytest.fixture(autouse=True)
+def _rows_the_migrations_seed(request):
+    """The rows the migrations seed (the default retention policy) are there in every
+    test with the database, whatever ran before it: a transactional test's flush empties
+    every table, and under pytest-xdist such a test may run before one that counts on
+    them (serially, pytest-django happens to run every `db` test first)."""
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    if "transactional_db" in names or (marker is not None and marker.kwargs.get("transaction")):
+        request.getfixturevalue("transactional_db")
+    elif "db" in names or marker is not None:
+        request.getfixturevalue("db")
+    else:
+        return
+    from django.apps import apps
+
+    import_module("runs.migrations.0013_retention_operators").default_policy(apps, None)
 
 
 @pytest.fixture(autouse=True)
