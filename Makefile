@@ -57,9 +57,13 @@ demo: install
 		{ echo "make demo needs the running stack: start \`make up\` in another shell first"; exit 1; }
 	$(PY) manage.py demo $(DEMO_ARGS)
 
-## test: the whole suite, on DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers.
+## test: the whole suite, on DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers;
+##     TEST_PROCESSES pytest processes (pytest-xdist, a file each at a time), each a session
+##     with its own queue and test database; TEST_PROCESSES=0 runs them in this one.
+TEST_PROCESSES ?= 2
+XDIST := $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
 test: install
-	$(PY) scripts/stack.py test $(PYTEST_ARGS)
+	$(PY) scripts/stack.py test $(XDIST) $(PYTEST_ARGS)
 
 ## test-integration: only what depends on the servers (marker `servers`: tests/integration,
 ##     every test that starts workers, the readiness checks, migrations from zero), on
@@ -69,7 +73,7 @@ test: install
 ##     depends on the broker's delivery, and the checks of the machine's PostgreSQL).
 INTEGRATION_MARKS ?= servers
 test-integration: install
-	$(PY) scripts/stack.py test -m "$(INTEGRATION_MARKS)" $(PYTEST_ARGS)
+	$(PY) scripts/stack.py test $(XDIST) -m "$(INTEGRATION_MARKS)" $(PYTEST_ARGS)
 
 ## lint: ruff (check and format), the import contracts (lint-imports) and mypy; the same
 ##     checks run before each commit once `pre-commit install` is done.
