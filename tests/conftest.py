@@ -80,20 +80,32 @@ def _history_reproduces_rows(request):
     assert not {k: v for k, v in problems.items() if v}, problems
 
 
+def _database_fixture(request) -> str | None:
+    """Which of pytest-django's database fixtures the test runs in, asked for by name,
+    through a fixture (a live server is transactional) or by its django_db marker."""
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    if (
+        "transactional_db" in names
+        or "live_server" in names
+        or (marker is not None and marker.kwargs.get("transaction"))
+    ):
+        return "transactional_db"
+    if "db" in names or marker is not None:
+        return "db"
+    return None
+
+
 @pytest.fixture(autouse=True)
 def _rows_the_migrations_seed(request):
     """The rows the migrations seed (the default retention policy) are there in every
     test with the database, whatever ran before it: a transactional test's flush empties
     every table, and under pytest-xdist such a test may run before one that counts on
     them (serially, pytest-django happens to run every `db` test first)."""
-    marker = request.node.get_closest_marker("django_db")
-    names = request.fixturenames
-    if "transactional_db" in names or (marker is not None and marker.kwargs.get("transaction")):
-        request.getfixturevalue("transactional_db")
-    elif "db" in names or marker is not None:
-        request.getfixturevalue("db")
-    else:
+    database = _database_fixture(request)
+    if database is None:
         return
+    request.getfixturevalue(database)
     from django.apps import apps
 
     import_module("runs.migrations.0013_retention_operators").default_policy(apps, None)
@@ -111,13 +123,7 @@ def _fresh_throttles(request):
         return
     # In the test database: a test inside a transaction leaves no count behind, and one
     # whose transactions commit clears what it counted when it ends.
-    marker = request.node.get_closest_marker("django_db")
-    names = request.fixturenames
-    if not (
-        "transactional_db" in names
-        or "live_server" in names
-        or (marker is not None and marker.kwargs.get("transaction"))
-    ):
+    if _database_fixture(request) != "transactional_db":
         yield
         return
     request.getfixturevalue("transactional_db")
