@@ -1,8 +1,7 @@
 """The bulk operations' promise with real workers (docs/operating.md#bulk-operations):
 a bulk retry of 600 failed runs (six of the service's chunks) whose worker is SIGKILLed
-partway, then resumed by a
-new worker, retries each run exactly once: one run_reopened event per run, one more
-attempt per failed step, every item applied, the counts exact."""
+partway, then resumed by a new worker, retries each run exactly once: one run_reopened
+event per run, one more attempt per failed step, every item applied, the counts exact."""
 
 from __future__ import annotations
 
