@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django.urls import path, re_path, register_converter
 
+from runs.web.replica import reads_replica
+
 from . import docs, errors, views
 
 
@@ -28,14 +30,14 @@ register_converter(ClaimIdConverter, "batch_id")
 
 app_name = "api"
 
-runs = views.RunViewSet.as_view({"get": "list", "post": "create"})
-run = views.RunViewSet.as_view({"get": "retrieve"})
+runs = reads_replica(views.RunViewSet.as_view({"get": "list", "post": "create"}))
+run = reads_replica(views.RunViewSet.as_view({"get": "retrieve"}))
 export = views.RunViewSet.as_view({"get": "export"})
 cancel = views.RunViewSet.as_view({"post": "cancel"})
 retry_step = views.RunViewSet.as_view({"post": "retry_step"})
 signal = views.RunViewSet.as_view({"post": "signal"})
-steps = views.StepViewSet.as_view({"get": "list"})
-events = views.EventViewSet.as_view({"get": "list"})
+steps = reads_replica(views.StepViewSet.as_view({"get": "list"}))
+events = reads_replica(views.EventViewSet.as_view({"get": "list"}))
 claims = views.ClaimViewSet.as_view({"get": "list"})
 resolve = views.ClaimViewSet.as_view({"post": "resolve"})
 take = views.ClaimViewSet.as_view({"post": "take"})

@@ -152,6 +152,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     # Ends an idle login (and says so on the login page: after the messages).
     "runs.sessions.SessionLifetimeMiddleware",
+    # After a request that may have written: the primary's WAL position, so that this
+    # client reads the primary until a replica has replayed it (runs/web/replica.py).
+    "runs.web.replica.WrittenPositionMiddleware",
     # Nothing shown to a signed-in user is kept by a browser or proxy cache.
     "config.security.PrivateResponsesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -212,6 +215,26 @@ DATABASES = {
         connect_timeout=max(1, int(RUNS_DB_CONNECT_TIMEOUT_SECONDS)),
     )
 }
+# DATABASE_REPLICA_URL: a streaming replica of DATABASE_URL's server, read by the reading
+# pages and the read-only API (runs/replica.py; docs/operating.md, "A read replica").
+if os.environ.get("DATABASE_REPLICA_URL"):
+    DATABASES["replica"] = default_database(
+        os.environ["DATABASE_REPLICA_URL"],
+        pooler=os.environ.get("DATABASE_REPLICA_POOLER"),
+        server_options=_server_options,
+        connect_timeout=max(1, int(RUNS_DB_CONNECT_TIMEOUT_SECONDS)),
+    )
+    # Tests read the replica alias from the default test database.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["runs.replica.Router"]
+# After failing to reach the replica, pages read the primary for this long before the
+# replica is tried again.
+RUNS_REPLICA_RETRY_SECONDS = env_positive("RUNS_REPLICA_RETRY_SECONDS", 5.0)
+# A page read from the replica says "as of N s ago" when the replica is this far behind.
+RUNS_REPLICA_LAG_SHOWN_SECONDS = env_float("RUNS_REPLICA_LAG_SHOWN_SECONDS", 0.2)
+# How long a client that wrote keeps reading the primary at most, while the replica has
+# not replayed that write (a replica that far behind is stale for everyone anyway).
+RUNS_REPLICA_WRITTEN_COOKIE_SECONDS = env_positive("RUNS_REPLICA_WRITTEN_COOKIE_SECONDS", 300.0)
 if os.environ.get("RUNS_TEST_DATABASE"):
     # tests/conftest.py names a test database per session, so concurrent test runs on
     # one server do not drop each other's database.

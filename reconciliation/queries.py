@@ -23,7 +23,6 @@ from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.db.models import (
     BooleanField,
     Count,
@@ -38,7 +37,7 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Now
 
-from runs import events, sql
+from runs import events, replica, sql
 from runs.engine import PostconditionFailed, Preview, db_now_plus, preview_resolutions, probe_of
 from runs.history import snapshot
 from runs.models import Attempt, Claim, Event, Pause
@@ -256,7 +255,7 @@ class QueueSummary:
 def queue_summary() -> QueueSummary:
     """The queue at a glance (the overview): size, oldest age and stale count, in one
     indexed query (claim_unresolved_idx)."""
-    with connection.cursor() as cursor:
+    with replica.cursor() as cursor:
         cursor.execute(
             SQL["queue_summary"],
             {

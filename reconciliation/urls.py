@@ -1,5 +1,7 @@
 from django.urls import path
 
+from runs.web.replica import reads_replica
+
 from . import views
 
 app_name = "reconciliation"
@@ -7,7 +9,7 @@ app_name = "reconciliation"
 urlpatterns = [
     path("", views.queue, name="queue"),
     path("badge/", views.badge, name="badge"),
-    path("history/", views.history, name="history"),
+    path("history/", reads_replica(views.history), name="history"),
     path("claims/<int:claim_id>/", views.claim, name="claim"),
     path("claims/<int:claim_id>/resolve/", views.resolve, name="resolve"),
     path("claims/<int:claim_id>/take/", views.take, name="take"),

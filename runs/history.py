@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.db.models import Count
 
 from . import events as ev
-from . import sql
+from . import replica, sql
 from .models import Claim, Event, MapRegistry, Run, RunHistorySummary, Step
 from .states import ClaimStatus, RunStatus, StepStatus
 
@@ -124,11 +124,13 @@ def snapshot() -> Iterator[None]:
     as of its first one, so a run that moves on meanwhile is read whole, not half
     before and half after. (Inside an already open transaction, e.g. a test's, the
     isolation level can no longer be set; that transaction's own rules apply.)"""
-    if connection.in_atomic_block:
+    # On the database this block reads from: a reading page's snapshot is the replica's.
+    alias = replica.reads_alias()
+    if connections[alias].in_atomic_block:
         yield
         return
-    with transaction.atomic():
-        with connection.cursor() as cursor:
+    with transaction.atomic(using=alias):
+        with connections[alias].cursor() as cursor:
             cursor.execute(SQL["snapshot"])
         yield
 

@@ -1,10 +1,12 @@
 """What every page's layout needs: the user's role and the queue size for the badge in
-the navigation (one indexed count; the badge then refreshes itself with htmx)."""
+the navigation (one indexed count; the badge then refreshes itself with htmx), and how
+stale a page read from a replica is."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
 
 from reconciliation.queries import queue_size
@@ -20,4 +22,14 @@ def layout(request: HttpRequest) -> dict[str, Any]:
         "can_operate": roles.can_operate(user),
         "role": roles.role_of(user),
         "queue_size": queue_size(),
+        "replica_lag": replica_lag(request),
     }
+
+
+def replica_lag(request: HttpRequest) -> float | None:
+    """How far behind the replica this page was read from is, when far enough to say
+    (RUNS_REPLICA_LAG_SHOWN_SECONDS); None for a page read from the primary."""
+    lag = getattr(request, "replica_lag", None)
+    if lag is None or lag < settings.RUNS_REPLICA_LAG_SHOWN_SECONDS:
+        return None
+    return float(lag)

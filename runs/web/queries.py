@@ -23,13 +23,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
-from django.db import connection
 from django.db.models import Count, F, Func, IntegerField, Max, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
 
 from reconciliation.queries import queue_summary
-from runs import engine, sql
+from runs import engine, replica, sql
 from runs.filters import (
     COUNT_CAP,
     RunFilters,
@@ -543,7 +542,7 @@ def counts_by_status() -> list[StatusCount]:
     """Runs per status, each counted up to COUNT_CAP + 1 from run_status_newest_idx
     (at most that many index entries per status, in one query), not a GROUP BY over
     every run: the finished statuses only grow, the active ones stay small and exact."""
-    with connection.cursor() as cursor:
+    with replica.cursor() as cursor:
         cursor.execute(
             SQL["counts_by_status"], {"cap": COUNT_CAP + 1, "statuses": list(RunStatus.values)}
         )
@@ -562,7 +561,7 @@ def recent_failures(limit: int = 10) -> list[Run]:
 def throughput(minutes: int = 60) -> Throughput:
     """Steps completed per minute over the last `minutes` (the database's clock), from
     the partial index on succeeded steps' finished_at."""
-    with connection.cursor() as cursor:
+    with replica.cursor() as cursor:
         cursor.execute(SQL["this_minute"])
         now = cursor.fetchone()[0]
         cursor.execute(

@@ -1,21 +1,22 @@
 from django.urls import path
 
 from . import actions, bulk, pauses, views
+from .replica import reads_replica
 
 app_name = "runs"
 
 urlpatterns = [
-    path("", views.overview, name="overview"),
+    path("", reads_replica(views.overview), name="overview"),
     path("pauses/", pauses.pauses_page, name="pauses"),
     path("pauses/pause/", pauses.pause, name="pause"),
     path("pauses/<int:pause_id>/resume/", pauses.resume, name="resume"),
-    path("runs/", views.run_list, name="list"),
+    path("runs/", reads_replica(views.run_list), name="list"),
     path("workers/", views.worker_list, name="workers"),
     path("runs/new/", views.new_run, name="new"),
     # Before runs/<run_id>/: "bulk" and "batches" are not run ids.
     path("runs/bulk/", bulk.preview, name="bulk"),
     path("runs/batches/<int:batch_id>/", bulk.batch_detail, name="batch"),
-    path("runs/<str:run_id>/", views.run_detail, name="detail"),
+    path("runs/<str:run_id>/", reads_replica(views.run_detail), name="detail"),
     path("runs/<str:run_id>/export.json", views.run_export, name="export"),
     path("runs/<str:run_id>/cancel/", actions.cancel, name="cancel"),
     path("runs/<str:run_id>/signal/", actions.signal, name="signal"),
