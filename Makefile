@@ -71,6 +71,8 @@ test: install
 ##     CELERY_BROKER_URL=amqp://guest:guest@127.0.0.1:5672/durable_runs make test-integration
 ##     CI's RabbitMQ pass: INTEGRATION_MARKS="broker or (servers and not workers)" (what
 ##     depends on the broker's delivery, and the checks of the machine's PostgreSQL).
+##     TEST_DATABASE_POOLER=pgbouncer: every test reaches the test database through a
+##     PgBouncer in transaction mode that the tests start (Debian's pgbouncer; CI does).
 INTEGRATION_MARKS ?= servers
 test-integration: install
 	$(PY) scripts/stack.py test $(XDIST) -m "$(INTEGRATION_MARKS)" $(PYTEST_ARGS)

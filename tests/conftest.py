@@ -4,6 +4,7 @@ processes started per test (tests/integration/harness.py)."""
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 
 import pytest
@@ -40,6 +41,66 @@ def _session_queues():
     if not _used_the_broker:
         return
     delete_queues(settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def django_db_blocker_unblocked(request):
+    """pytest-django's database blocker, lifted for a session fixture's own queries."""
+    return request.getfixturevalue("django_db_blocker").unblock()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _through_pgbouncer(request, tmp_path_factory):
+    """TEST_DATABASE_POOLER=pgbouncer: after the test database is made, everything in
+    this session reaches it through a PgBouncer of its own in transaction mode (Debian's,
+    tests/integration/servers.py), as a deployment behind one does (docs/operating.md,
+    "PgBouncer"): this process, the workers it starts (they inherit the URL with
+    `?pooler=pgbouncer`) and every connection a test opens from the settings. Its pool
+    is smaller than the clients, so transactions of different clients share server
+    sessions. Creating and dropping the test database go to the server directly."""
+    if os.environ.get("TEST_DATABASE_POOLER", "") != "pgbouncer":
+        yield
+        return
+    from django.db import connections
+
+    from tests.integration.servers import PrivatePgBouncer
+
+    request.getfixturevalue("django_db_setup")
+    handle = connections["default"]
+    direct = dict(handle.settings_dict)
+    pooler = PrivatePgBouncer(
+        tmp_path_factory.mktemp("pgbouncer"),
+        direct,
+        alias=direct["NAME"],  # the same name: tests that look the database up find it
+        others=True,
+        default_pool_size="4",
+        max_client_conn="200",
+        ignore_startup_parameters="extra_float_digits",
+    )
+    pooler.start()
+    handle.close()
+    options = {k: v for k, v in direct["OPTIONS"].items() if k != "options"}
+    handle.settings_dict.update(
+        pooler.through(direct),
+        POOLER="pgbouncer",
+        DISABLE_SERVER_SIDE_CURSORS=True,
+        OPTIONS=options,
+    )
+    # Proof that this session's connections go through it: PgBouncer answers cancel
+    # requests itself, so the pid it gave the client is not the server session's.
+    with django_db_blocker_unblocked(request):
+        handle.ensure_connection()
+        with handle.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            assert cursor.fetchone()[0] != handle.connection.info.backend_pid, "not pooled"
+        handle.close()
+    try:
+        yield pooler
+    finally:
+        for each in connections.all():
+            each.close()
+        handle.settings_dict.clear()
+        handle.settings_dict.update(direct)
+        pooler.stop()
 
 
 @pytest.fixture

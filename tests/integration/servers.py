@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -397,8 +397,21 @@ class PrivatePgBouncer:
     server connection, so that every client's transactions run on the same PostgreSQL
     session, one after the other: what a busy pool does to any two clients, made certain."""
 
-    def __init__(self, base: pathlib.Path, target: dict[str, Any], **config: str) -> None:
+    def __init__(
+        self,
+        base: pathlib.Path,
+        target: dict[str, Any],
+        *,
+        alias: str = POOLED_DB,
+        others: bool = False,
+        server_options: Sequence[str] = (),
+        **config: str,
+    ) -> None:
         self.base, self.target, self.port = base, target, free_port()
+        self.alias = alias  # the database name clients ask for
+        self.others = others  # whether other database names pass through too
+        # More of the alias's [databases] line (connect_query=…, pool_size=…).
+        self.server_options = list(server_options)
         self.config = {
             "pool_mode": "transaction",
             "default_pool_size": "1",
@@ -431,10 +444,16 @@ class PrivatePgBouncer:
         user = target.get("USER") or "postgres"
         (self.base / "users.txt").write_text(f'"{user}" ""\n')
         ini = self.base / "pgbouncer.ini"
+        databases = [f"{self.alias} = {' '.join([*server, *self.server_options])}"]
+        if self.others:
+            # Any other database name goes to the same server as it is (a test that
+            # makes databases of its own, or reaches `postgres`).
+            databases.append("* = " + " ".join(s for s in server if not s.startswith("dbname=")))
         ini.write_text(
             "[databases]\n"
-            f"{POOLED_DB} = {' '.join(server)}\n"
-            "[pgbouncer]\n" + "".join(f"{key} = {value}\n" for key, value in settings.items())
+            + "".join(f"{line}\n" for line in databases)
+            + "[pgbouncer]\n"
+            + "".join(f"{key} = {value}\n" for key, value in settings.items())
         )
         return ini
 
@@ -479,16 +498,16 @@ class PrivatePgBouncer:
 
     def conninfo(self) -> str:
         user = self.target.get("USER") or "postgres"
-        return f"host=127.0.0.1 port={self.port} dbname={POOLED_DB} user={user}"
+        return f"host=127.0.0.1 port={self.port} dbname={self.alias} user={user}"
 
     def url(self) -> str:
         user = self.target.get("USER") or "postgres"
-        return f"postgres://{user}@127.0.0.1:{self.port}/{POOLED_DB}"
+        return f"postgres://{user}@127.0.0.1:{self.port}/{self.alias}"
 
     def through(self, settings_dict: dict[str, Any]) -> dict[str, Any]:
         """`settings_dict` (a Django connection's) with HOST, PORT and NAME naming this
         pooler instead; everything else as it is."""
-        return {**settings_dict, "HOST": "127.0.0.1", "PORT": self.port, "NAME": POOLED_DB}
+        return {**settings_dict, "HOST": "127.0.0.1", "PORT": self.port, "NAME": self.alias}
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

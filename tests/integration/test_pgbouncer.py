@@ -6,12 +6,16 @@ prepares none when told (DATABASE_POOLER) or when it sees the pooler (docs/opera
 
 from __future__ import annotations
 
+import configparser
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
+import yaml
+from django.conf import settings
 from django.db import connection
 from django.db.utils import ProgrammingError
 from django.test import override_settings
@@ -187,3 +191,71 @@ def test_celery_workers_behind_pgbouncer_run_maps_and_chains(start_pgbouncer, cl
     for run in runs:
         assert wait_settled(run, cluster).status == RunStatus.SUCCEEDED, cluster.logs()
     assert prepared_on_the_server(pooler) == []
+
+
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+
+
+def shipped_pgbouncer_ini() -> tuple[dict[str, str], dict[str, str]]:
+    """docker/pgbouncer/pgbouncer.ini's [databases] and [pgbouncer] sections."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string((DOCKER / "pgbouncer" / "pgbouncer.ini").read_text())
+    return dict(parser["databases"]), dict(parser["pgbouncer"])
+
+
+def test_the_docker_pgbouncer_config_pools_by_transaction_and_sets_what_the_options_set(
+    start_pgbouncer,
+):
+    """The stack's PgBouncer (docker/compose.pgbouncer.yaml), started with the shipped
+    pgbouncer.ini but for where it listens, whom it trusts and which server it reaches:
+    transaction mode, and every server connection it opens carries what the -c options
+    would have set (config/settings.py), which a pooled client cannot send."""
+    databases, shipped = shipped_pgbouncer_ini()
+    compose = yaml.safe_load((DOCKER / "compose.pgbouncer.yaml").read_text())
+    base = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    # The app names the pooler, its port and a database it serves, with ?pooler=.
+    url = compose["x-pooled"]["DATABASE_URL"]
+    parsed = urlsplit(url)
+    assert parsed.hostname == "pgbouncer" and parsed.port == int(shipped["listen_port"])
+    assert parsed.path.lstrip("/") in databases and parse_qs(parsed.query) == {
+        "pooler": ["pgbouncer"]
+    }
+    assert parsed.username == compose["services"]["pgbouncer"]["environment"]["DB_USER"]
+    assert base["services"]["postgres"]["environment"]["POSTGRES_USER"] == parsed.username
+    for name in ("web", "worker", "beat"):
+        assert compose["services"][name]["environment"]["DATABASE_URL"] == url
+    # Migrations go to PostgreSQL itself.
+    assert "@postgres:5432/" in compose["services"]["web"]["command"]
+
+    # The server line but for its address: connect_query and whatever else it sets.
+    line = databases[parsed.path.lstrip("/")]
+    kept = line[line.index("connect_query=") :]
+    left = {"listen_addr", "listen_port", "unix_socket_dir", "auth_type", "auth_file"}
+    pooler = start_pgbouncer(
+        server_options=[kept], **{key: value for key, value in shipped.items() if key not in left}
+    )
+    with psycopg.connect(pooler.conninfo(), autocommit=True) as conn:
+        shown = {
+            name: conn.execute(f"SHOW {name}").fetchone()[0]
+            for name in (
+                "idle_in_transaction_session_timeout",
+                "tcp_keepalives_idle",
+                "tcp_keepalives_interval",
+                "tcp_keepalives_count",
+            )
+        }
+    assert shown == {
+        "idle_in_transaction_session_timeout": "5min",
+        "tcp_keepalives_idle": "30",
+        "tcp_keepalives_interval": "10",
+        "tcp_keepalives_count": "3",
+    }
+    # The same bounds as the settings' defaults, on both sides of the pooler.
+    assert settings.RUNS_IDLE_IN_TRANSACTION_SECONDS == 300
+    assert shipped["pool_mode"] == "transaction"
+    assert int(shipped["idle_transaction_timeout"]) == 300
+    # And the engine runs behind it as the stack's processes would.
+    run = Background(lambda: drive("pure-chain", {}), database=configured_for(pooler)).join(
+        timeout=60
+    )
+    assert run.status == RunStatus.SUCCEEDED
