@@ -93,10 +93,20 @@ class Workers:
     app: str = "config"
     queues: str = ""
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    # Per group, a RUNS_QUEUE of its own, as deployments sharing one database would
+    # have: the group consumes only that queue and its recovery queue, and its processes
+    # publish the steps they make ready to it. Empty: every group on `queues` (QUEUE's).
+    runs_queues: Sequence[str] = ()
 
     def start(self) -> Workers:
-        queues = self.queues or f"{QUEUE},{QUEUE}-recovery"
+        if self.runs_queues and len(self.runs_queues) != len(self.groups):
+            raise ValueError("one runs queue per worker group")
         for index, concurrency in enumerate(self.groups):
+            env = dict(os.environ)
+            queues = self.queues or f"{QUEUE},{QUEUE}-recovery"
+            if self.runs_queues:
+                env["RUNS_QUEUE"] = own = self.runs_queues[index]
+                queues = f"{own},{own}-recovery"
             self.procs.append(
                 subprocess.Popen(
                     [
@@ -121,7 +131,7 @@ class Workers:
                         "--without-heartbeat",
                     ],
                     cwd=ROOT,
-                    env=dict(os.environ),
+                    env=env,
                     start_new_session=True,
                     # The workers' banners and warnings would bury the table.
                     stdout=subprocess.DEVNULL,
@@ -130,12 +140,12 @@ class Workers:
             )
         return self
 
-    def pids(self) -> list[int]:
-        """The group leaders and their pool processes."""
+    def pids(self, group: int | None = None) -> list[int]:
+        """The group leaders and their pool processes (of one group, if named)."""
         import psutil
 
         out: list[int] = []
-        for proc in self.procs:
+        for proc in self.procs if group is None else self.procs[group : group + 1]:
             try:
                 parent = psutil.Process(proc.pid)
                 out.append(parent.pid)
@@ -249,6 +259,9 @@ class CpuMeter:
         self.t0: dict[int, float] = {}
         self.seen: dict[str, set[int]] = {}
         self.last: dict[int, float] = {}
+        # After each sample: its time, each group's CPU seconds so far, and the
+        # machine's busy and total CPU seconds (all cores), for between().
+        self.history: list[tuple[float, dict[str, float], float, float]] = []
 
     @staticmethod
     def _cpu(pid: int) -> float | None:
@@ -276,6 +289,31 @@ class CpuMeter:
                 if cpu is not None:
                     self.t0.setdefault(pid, 0.0 if self._born_after_start(pid) else cpu)
                     self.last[pid] = cpu
+        import psutil
+
+        times = psutil.cpu_times()
+        idle = times.idle + getattr(times, "iowait", 0.0)
+        total = sum(times)
+        totals = {
+            name: sum(self.last.get(p, 0.0) - self.t0.get(p, 0.0) for p in pids)
+            for name, pids in self.seen.items()
+        }
+        self.history.append((time.time(), totals, total - idle, total))
+
+    def between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds per group from the last sample at or before `start` to the first
+        at or after `end` (epoch seconds; the samples' period is the error), without the
+        processes' start-up before it; `machine_busy` as in seconds(), over that stretch,
+        and `seconds`, its length."""
+        if not self.history:
+            return {}
+        before = [h for h in self.history if h[0] <= start] or self.history[:1]
+        after = [h for h in self.history if h[0] >= end] or self.history[-1:]
+        (t0, a, busy0, total0), (t1, b, busy1, total1) = before[-1], after[0]
+        out = {name: b.get(name, 0.0) - a.get(name, 0.0) for name in b}
+        out["machine_busy"] = (busy1 - busy0) / (total1 - total0) if total1 > total0 else 0.0
+        out["seconds"] = t1 - t0
+        return out
 
     def seconds(self) -> dict[str, float]:
         """CPU seconds per group, and `machine_busy`: the fraction of all cores busy

@@ -152,6 +152,50 @@ def test_retention(bench_env):
     assert re.search(r"^writer during the purge: ", out, re.M), out
 
 
+def test_partitioning(bench_env):
+    out = bench(
+        bench_env,
+        "partitioning.py",
+        "--events",
+        "20000",
+        "--per-run",
+        "100",
+        "--purge-seconds",
+        "2",
+    )
+    lines = figure_lines(out)
+    assert "| runs_event: rows | 20,000 |" in lines, out
+    assert any(
+        re.match(r"\| bench_event_part: monthly partitions \| \d+ \(", line) for line in lines
+    )
+    droppable = r"\| by event month \(the prototype\): partitions droppable whole now \| \d+ of \d+"
+    assert any(re.match(droppable, line) for line in lines), out
+    assert any(
+        re.match(r"\| DETACH / DROP of \S+ .*\| [\d.]+ ms / [\d.]+ ms \|", line) for line in lines
+    )
+    purge = r"\| current purge on runs_event, event stage .*\| [\d,]+ events of [\d,]+ runs in"
+    assert any(re.match(purge, line) for line in lines), out
+
+
+@pytest.mark.workers
+def test_scale_out(bench_env):
+    out = bench(
+        bench_env,
+        "scale_out.py",
+        *("--runs", "6", "--fan-runs", "2", "--layouts", "1,queues,fan2"),
+        timeout=300,
+    )
+    rows = {row["layout"]: row for row in last_json(out)["rows"]}
+    assert len(rows) == 3, out
+    for row in rows.values():
+        _finite_positive(row, ["steps_per_s", "commits_per_step"])
+    (queued,) = [row for row in rows.values() if "queues" in row]
+    # Each group ran its own queue's runs, and nothing was left behind on any queue (the
+    # bench counts them on a Redis broker).
+    assert queued["runs_crossing_groups"] == 0, queued
+    assert all(n == 0 for n in queued["messages_left_after"].values()), queued
+
+
 def _finite_positive(result: dict[str, Any], keys: list[str]) -> None:
     bad = {k: result[k] for k in keys if not (math.isfinite(result[k]) and result[k] > 0)}
     assert not bad, bad
