@@ -10,6 +10,9 @@ Figures, never assertions.
   steps/s of 200 runs of a 10-step chain of pure, then idempotent, then guarded steps
   (the pure one also with -c 4, the peer's concurrency);
   a 1 → 20 → 1 fan-out/fan-in; the latency from a step's finish to its successor's start;
+- through PgBouncer (Debian's, transaction mode, bench/pooler.py): the pure chain and the
+  map again with the workers' DATABASE_URL naming the pooler (`?pooler=pgbouncer`: no
+  prepared statements), beside the direct figures (skipped when pgbouncer is missing);
 - peer: DBOS Transact, the same 10-step chain x 200 workflows, 4 threads, same server;
 - database work per step / per map item, from pg_stat_database deltas (and
   pg_stat_statements when the server loads it), plus each step's transactions as the
@@ -23,7 +26,9 @@ worker start-up is in the figure (DBOS's figure includes starting its workflows)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import common  # bench/, the directory of this script; sets Django up
+import pooler
 import redis
 from ceiling import ceiling
 from django.conf import settings
@@ -122,6 +128,61 @@ def measure(
     if cpu is not None:
         cpu.update(meter.seconds())
     return Phase(name, units, _span(run_ids, batches_only), db)
+
+
+@contextlib.contextmanager
+def workers_environment(**variables: str) -> Any:
+    """Variables the workers started meanwhile inherit (common.Workers copies
+    os.environ); this process's own settings are loaded already and keep theirs."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def through_pgbouncer(runs: int, items: int) -> dict[str, Phase] | None:
+    """The pure chain and the map with the workers behind a PgBouncer in transaction
+    mode; None when pgbouncer is not installed."""
+    if pooler.available() is None:
+        return None
+    db = settings.DATABASES["default"]
+    server = {
+        "host": db.get("HOST") or "127.0.0.1",
+        "port": str(db.get("PORT") or 5432),
+        "user": db.get("USER") or "postgres",
+        "password": db.get("PASSWORD") or "",
+        "dbname": db["NAME"],
+    }
+    # A server connection for each of the two pool processes and their parent: the
+    # figure is the hop and the unprepared statements, not a wait for a connection.
+    with (
+        pooler.PgBouncer(common.ROOT / "var" / "bench-pgbouncer", server, pool_size=3) as bouncer,
+        workers_environment(DATABASE_URL=bouncer.url(), DATABASE_POOLER="pgbouncer"),
+    ):
+        chain = measure(
+            "pure via pgbouncer",
+            lambda: [
+                engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(runs)
+            ],
+            runs * 10,
+        )
+        mapped = measure(
+            "map via pgbouncer",
+            lambda: [
+                engine.submit_run(
+                    workflow="migrate-records", input={"count": items, "batch_size": 100}
+                )
+            ],
+            items,
+            batches_only=True,
+        )
+    return {"pure": chain, "map": mapped}
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -355,6 +416,7 @@ def main() -> None:
         ],
         args.fan_runs * 22,
     )
+    pooled = through_pgbouncer(args.runs, args.items)
     lat_median, lat_p99 = latency(args.latency_runs)
     peer = (
         {"steps_per_s": float("nan"), "xact_per_step": float("nan")}
@@ -380,7 +442,24 @@ def main() -> None:
             f"DBOS Transact 10-step chain x{args.runs}, 4 threads",
             f"{peer['steps_per_s']:,.0f} steps/s",
         ),
+    ]
+    if pooled is None:
+        rows.append(("through PgBouncer (transaction mode)", "not measured: pgbouncer missing"))
+    else:
+        chain_rate, map_rate = pooled["pure"].rate, pooled["map"].rate
+        rows += [
+            (
+                f"10-step chain, pure, x{args.runs}, through PgBouncer (transaction mode)",
+                f"{chain_rate:,.0f} steps/s ({chain_rate / pure.rate:.2f} of direct)",
+            ),
+            (
+                f"migrate-records, {args.items} items, through PgBouncer",
+                f"{map_rate:,.0f} items/s ({map_rate / mapped.rate:.2f} of direct)",
+            ),
+        ]
+    rows += [
         ("map items / ceiling", f"{mapped.rate / ceil:.2f}"),
+        ("10-step / ceiling", f"{pure.rate / ceil:.2f}"),
         ("10-step / plain Celery", f"{pure.rate / celery_rate:.2f}"),
         ("10-step / DBOS", f"{pure.rate / peer['steps_per_s']:.2f}"),
         ("10-step -c 4 / DBOS 4 threads", f"{phases['pure4'].rate / peer['steps_per_s']:.2f}"),
@@ -439,6 +518,13 @@ def main() -> None:
                 "latency_ms_p99": round(lat_p99, 2),
                 "dbos_steps_per_s": round(peer["steps_per_s"], 1),
                 "map_over_ceiling": round(mapped.rate / ceil, 3),
+                "chain_over_ceiling": round(pure.rate / ceil, 3),
+                "pgbouncer_chain_pure_steps_per_s": (
+                    None if pooled is None else round(pooled["pure"].rate, 1)
+                ),
+                "pgbouncer_map_items_per_s": None
+                if pooled is None
+                else round(pooled["map"].rate, 1),
                 "chain_over_celery": round(pure.rate / celery_rate, 3),
                 "chain_over_dbos": round(pure.rate / peer["steps_per_s"], 3),
                 "chain_c4_steps_per_s": round(phases["pure4"].rate, 1),
