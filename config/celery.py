@@ -2,6 +2,7 @@
 fact lives in PostgreSQL, so settings here favour redelivery over loss."""
 
 import atexit
+import contextlib
 import os
 import shutil
 import socket
@@ -91,6 +92,13 @@ def _mark_process_dead(pid: int) -> None:
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
 
 
+def _children_registry(parent: int) -> str | None:
+    """Where a prefork child of `parent` notes its pid when it starts (a subdirectory of
+    the metrics directory, which prometheus-client's `*.db` glob never reads)."""
+    base = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    return os.path.join(base, f"children-of-{parent}") if base else None
+
+
 class ForgetDeadChildren:
     """The parent's half of mark_process_dead: a child killed outright (SIGKILL, the OOM
     killer) runs no shutdown signal, so each heartbeat marks dead the children it saw
@@ -104,11 +112,20 @@ class ForgetDeadChildren:
 
     def __call__(self) -> None:
         current = set(_pool_children(self.pool) or ())
+        # The children that noted themselves at start too: one killed before any
+        # heartbeat saw it in the pool would otherwise keep its live gauges forever.
+        registry = _children_registry(os.getpid())
+        noted = set()
+        if registry and os.path.isdir(registry):
+            noted = {int(name) for name in os.listdir(registry) if name.isdigit()}
+        self.seen |= current | noted
         for pid in self.seen - current:
             if not _alive(pid):
                 _mark_process_dead(pid)
                 self.seen.discard(pid)
-        self.seen |= current
+                if registry:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(registry, str(pid)))
 
 
 class WorkerHeartbeat(bootsteps.StartStopStep):  # type: ignore[misc]
@@ -141,6 +158,9 @@ class WorkerHeartbeat(bootsteps.StartStopStep):  # type: ignore[misc]
         heartbeat, self.heartbeat = self.heartbeat, None
         if heartbeat is not None:
             heartbeat.stop()
+        registry = _children_registry(os.getpid())
+        if registry:
+            shutil.rmtree(registry, ignore_errors=True)
         if _OWN_METRICS_DIR is None:
             _mark_process_dead(os.getpid())  # a directory that outlives this worker
 
@@ -155,6 +175,13 @@ def count_pool_child(**_: object) -> None:
     """A prefork child runs tasks: it counts itself among the live worker processes."""
     from runs.metrics import WORKER_PROCESSES
 
+    # Noted before its first live gauge exists, so that no gauge of it can outlive it
+    # unknown to its parent's ForgetDeadChildren.
+    registry = _children_registry(os.getppid())
+    if registry:
+        os.makedirs(registry, exist_ok=True)
+        with open(os.path.join(registry, str(os.getpid())), "w"):
+            pass
     WORKER_PROCESSES.set(1)
 
 
