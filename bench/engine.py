@@ -84,31 +84,23 @@ def _finished(counters: common.DbCounters, run_ids: list[uuid.UUID]) -> bool:
     return int(rows[0][0]) == 0
 
 
-def measure(
+def drive(
     name: str,
-    submit: Any,
-    units: int,
-    *,
-    groups: tuple[int, ...] = (2,),
-    batches_only: bool = False,
-    timeout: float = 900,
-    cpu: dict[str, float] | None = None,
-) -> Phase:
-    """Submit (workers stopped: the messages wait in the queue), start the workers,
-    wait for every run to finish, stop them; time and count on the database."""
-    run_ids = [r.id for r in submit()]
+    run_ids: list[uuid.UUID],
+    workers: common.Workers,
+    sources: dict[str, Any],
+    timeout: float,
+) -> tuple[dict[str, float], common.CpuMeter]:
+    """Start `workers` (the runs' messages wait in the queue), sample the CPU of
+    `sources` (name -> callable returning pids) until every run has finished, stop
+    them; the database's counters over that stretch, and the meter. Exits when a run
+    did not succeed."""
     common.close_django()
     counters = common.DbCounters()
     before = counters.snapshot()
     own = counters.own
-    workers = common.Workers(groups=groups).start()
-    meter = common.CpuMeter(
-        {
-            "workers": workers.pids,
-            "postgres": lambda: common.postgres_backends(settings.DATABASES["default"]["NAME"]),
-            "redis": common.redis_pids,
-        }
-    )
+    workers.start()
+    meter = common.CpuMeter(sources)
     try:
 
         def done() -> bool:
@@ -124,7 +116,30 @@ def measure(
     counters.close()
     failed = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.SUCCEEDED).count()
     if failed:
-        raise SystemExit(f"{name}: {failed} runs did not succeed")
+        raise SystemExit(f"{name}: {failed} of {len(run_ids)} runs did not succeed")
+    return db, meter
+
+
+def measure(
+    name: str,
+    submit: Any,
+    units: int,
+    *,
+    groups: tuple[int, ...] = (2,),
+    batches_only: bool = False,
+    timeout: float = 900,
+    cpu: dict[str, float] | None = None,
+) -> Phase:
+    """Submit (workers stopped: the messages wait in the queue), start the workers,
+    wait for every run to finish, stop them; time and count on the database."""
+    run_ids = [r.id for r in submit()]
+    workers = common.Workers(groups=groups)
+    sources = {
+        "workers": workers.pids,
+        "postgres": lambda: common.postgres_backends(settings.DATABASES["default"]["NAME"]),
+        "redis": common.redis_pids,
+    }
+    db, meter = drive(name, run_ids, workers, sources, timeout)
     if cpu is not None:
         cpu.update(meter.seconds())
     return Phase(name, units, _span(run_ids, batches_only), db)

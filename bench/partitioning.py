@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import uidb  # bench/, the directory of this script
 
@@ -466,10 +464,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=25, help="runs per timed query")
     args = parser.parse_args()
 
-    # The database's name only: a URL's query (?sslmode=…) is not part of it.
-    url = os.environ.get("DATABASE_URL") or uidb.DEFAULT_URL
-    configured = unquote(urlsplit(url).path.lstrip("/")) or "durable_runs"
-    uidb.use_bench_database(f"{configured}_partition_bench")
+    uidb.use_bench_database(suffix="_partition_bench")
     uidb.setup_django()
     from django.conf import settings
     from django.core.management import call_command

@@ -24,7 +24,6 @@ import statistics
 import threading
 import time
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import uidb  # bench/, the directory of this script
 
@@ -156,10 +155,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=float, default=5.0, help="seconds before purge")
     args = parser.parse_args()
 
-    # The database's name only: a URL's query (?sslmode=…) is not part of it.
-    url = os.environ.get("DATABASE_URL") or uidb.DEFAULT_URL
-    configured = unquote(urlsplit(url).path.lstrip("/")) or "durable_runs"
-    uidb.use_bench_database(f"{configured}_retention_bench")
+    uidb.use_bench_database(suffix="_retention_bench")
     uidb.setup_django()
     from django.conf import settings
     from django.core.management import call_command

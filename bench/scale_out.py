@@ -48,12 +48,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.db.models import Max, Min
-from engine import Phase, _finished
+from engine import Phase, drive
 
 from config.celery import app as celery_app
 from runs import engine
-from runs.models import Attempt, Run, Step
-from runs.states import RunStatus
+from runs.models import Attempt, Step
 
 CHAIN, FAN = "bench-chain-pure", "bench-fan"
 STEPS = {CHAIN: 10, FAN: 22}
@@ -221,36 +220,19 @@ def measure(layout: Layout, count: int, *, timeout: float, sample_every: float) 
     submitted = submit(layout, count, queues)
     run_ids = list(submitted)
     waiting = queue_lengths([common.QUEUE, *queues])
-    common.close_django()
-    counters = common.DbCounters()
-    before = counters.snapshot()
-    own = counters.own
-    sampler = WaitSampler(dbname, sample_every).start()
-    workers = common.Workers(groups=layout.groups, runs_queues=queues).start()
+    workers = common.Workers(groups=layout.groups, runs_queues=queues)
     group_names = [f"group{i}" for i in range(len(layout.groups))]
     sources: dict[str, Callable[[], list[int]]] = {
         name: (lambda i=i: workers.pids(i)) for i, name in enumerate(group_names)
     }
     sources["postgres"] = lambda: common.postgres_backends(dbname)
     sources["redis"] = common.redis_pids
-    meter = common.CpuMeter(sources)
+    # From a connection to `postgres`: it adds nothing to the bench database's counters.
+    sampler = WaitSampler(dbname, sample_every).start()
     try:
-
-        def done() -> bool:
-            meter.sample()
-            return _finished(counters, run_ids)
-
-        common.wait_until(done, timeout)
-        meter.sample()
+        db, meter = drive(layout.label, run_ids, workers, sources, timeout)
     finally:
-        workers.stop()
         sampler.stop()
-    after = counters.snapshot()
-    db = counters.delta(before, after, own)
-    counters.close()
-    failed = Run.objects.filter(pk__in=run_ids).exclude(status=RunStatus.SUCCEEDED).count()
-    if failed:
-        raise SystemExit(f"{layout.label}: {failed} of {count} runs did not succeed")
     span = Step.objects.filter(run_id__in=run_ids).aggregate(
         first=Min("started_at"), last=Max("finished_at")
     )

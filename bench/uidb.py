@@ -28,15 +28,16 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + quote(name, safe="")))
 
 
-def use_bench_database(name: str | None = None) -> str:
+def use_bench_database(name: str | None = None, *, suffix: str = SUFFIX) -> str:
     """Point DATABASE_URL at the benchmark's database (created if missing) and return
-    its name."""
+    its name: `name`, else the configured database's name and `suffix` (the name only:
+    a URL's query, ?sslmode=…, is not part of it)."""
     import psycopg
     from psycopg import sql
 
     url = os.environ.get("DATABASE_URL") or DEFAULT_URL
     configured = unquote(urlsplit(url).path.lstrip("/")) or "durable_runs"
-    name = name or f"{configured}{SUFFIX}"
+    name = name or f"{configured}{suffix}"
     # CREATE DATABASE from the maintenance database, as Django's test runner does.
     for maintenance in ("postgres", configured):
         try:
