@@ -47,6 +47,7 @@ UNKNOWN_STEP = "unknown_step"
 ALREADY_PAUSED = "already_paused"
 BATCH_SELECTION_REFUSED = "batch_selection_refused"
 NOT_PAUSED = "not_paused"
+WORKFLOW_VERSION_UNKNOWN = "workflow_version_unknown"
 REFUSED = "refused"
 REQUEST_TOO_LARGE = "request_too_large"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
@@ -75,6 +76,7 @@ CODES = (
     UNKNOWN_STEP,
     ALREADY_PAUSED,
     NOT_PAUSED,
+    WORKFLOW_VERSION_UNKNOWN,
     BATCH_SELECTION_REFUSED,
     REFUSED,
     REQUEST_TOO_LARGE,
@@ -131,6 +133,7 @@ _BY_DOMAIN_CODE: dict[str, tuple[int, str, str | None]] = {
     "pause_reason_required": (400, INVALID, "reason"),
     "already_paused": (409, ALREADY_PAUSED, None),
     "not_paused": (409, NOT_PAUSED, None),
+    "workflow_version_unknown": (409, WORKFLOW_VERSION_UNKNOWN, None),
 }
 
 

@@ -59,14 +59,18 @@ ERRORS = {
 CONFLICTS = {
     "runs_create": "idempotency_key_conflict: the Idempotency-Key was used for a different "
     "request (the message names the run it created).",
-    "runs_cancel": "run_not_active: the run already finished (succeeded, failed or cancelled).",
+    "runs_cancel": "run_not_active: the run already finished (succeeded, failed or cancelled); "
+    "workflow_version_unknown: steps succeeded and this server lacks the run's workflow "
+    "version, so it cannot tell which to compensate.",
     "runs_signal": "run_not_active: the run already finished; duplicate_signal: a signal "
     "of that name was already received and its wait refuses a second (whether or not it "
     "took the first); wait_finished: no wait of the run can take the signal any more "
     "(each timed out, was skipped by its condition, or took the signals it queues).",
     "runs_retry_step": "run_not_active: the run did not fail; refused: no such failed step, "
-    "or other failed steps must be retried with it.",
-    "claims_resolve": "claim_already_resolved (who, when, what), claim_not_unresolved, refused.",
+    "or other failed steps must be retried with it; workflow_version_unknown: this server "
+    "lacks the run's workflow version.",
+    "claims_resolve": "claim_already_resolved (who, when, what), claim_not_unresolved, "
+    "workflow_version_unknown (succeeded: what follows is the definition's), refused.",
     "claims_take": "claim_taken (by whom, until when), claim_not_unresolved.",
     "claims_release": "claim_taken: another operator holds it.",
     "pauses_create": "already_paused: that workflow (or step) is paused already (the "

@@ -92,6 +92,24 @@ class StepNotRetryable(EngineError):
     code = "step_not_retryable"
 
 
+class WorkflowVersionUnknown(EngineError):
+    """This process does not have the run's workflow version, and what was asked needs
+    it (which steps to compensate, how many attempts a retry gets, what follows a
+    resolution). Refused rather than read as "nothing to do": a process of the release
+    that knows the version can do it (docs/reliability.md#version-skew)."""
+
+    code = "workflow_version_unknown"
+
+    def __init__(self, run: object, doing: str) -> None:
+        name, version = getattr(run, "workflow", "?"), getattr(run, "version", "?")
+        super().__init__(
+            f"this process does not know workflow {name} v{version}, which run "
+            f"{getattr(run, 'id', run)} runs, so it cannot {doing}; do it from a process "
+            "of the release that has that version"
+        )
+        self.run = run
+
+
 class InvalidBatch(EngineError):
     """A bulk operation refused before anything was written: an unknown operation, no
     reason, a filter the runs list refuses, or a selection that is empty or too large.

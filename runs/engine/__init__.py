@@ -62,6 +62,7 @@ from runs.errors import (
     UnknownVersion,
     UnknownWorkflow,
     WaitFinished,
+    WorkflowVersionUnknown,
 )
 
 from .attempts import finish as _finish
@@ -167,6 +168,7 @@ __all__ = [
     "UnknownVersion",
     "UnknownWorkflow",
     "WaitFinished",
+    "WorkflowVersionUnknown",
     "actor_name",
     "cancel_run",
     "db_now_plus",

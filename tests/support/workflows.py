@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic import Field as PydanticField
 
-from examples.fakes import CodeHost
+from examples.fakes import CodeHost, PaymentAPI
 from examples.models import Merge, TargetRecord
 from runs.workflows import (
     GUARDED,
@@ -897,3 +897,63 @@ search_order = workflow(
 @search_order.step(kind=PURE)
 def look(ctx: Context) -> dict[str, Any]:
     return {"order": ctx.input["order"]}
+
+
+# --- an idempotent charge that names a refund, beside a seat that names a release -------
+# A run to cancel (or fail) while the charge runs or waits for its retry. REFUNDS lists
+# the charge results the refund undid, in order.
+REFUNDS: list[Any] = []
+refundable = workflow("refundable-charge", version=1, input={})
+
+
+@refundable.compensation(kind=PURE)
+def release_seat(ctx: Context) -> dict[str, Any]:
+    return {"released": ctx.results["hold_seat"]}
+
+
+@refundable.compensation(kind=IDEMPOTENT)
+def refund_card(ctx: Context) -> dict[str, Any]:
+    REFUNDS.append(ctx.results["charge_card"])
+    return {"refunded": ctx.results["charge_card"]}
+
+
+@refundable.step(kind=PURE, after=[], compensate="release_seat")
+def hold_seat(ctx: Context) -> str:
+    return "seat-7"
+
+
+@refundable.step(
+    kind=IDEMPOTENT,
+    after=[],
+    compensate="refund_card",
+    retry=Retry(max_attempts=3, base_delay=0, jitter=False),
+)
+def charge_card(ctx: Context) -> dict[str, Any]:
+    assert ctx.idempotency_key is not None
+    return PaymentAPI().charge(amount=5, idempotency_key=ctx.idempotency_key)
+
+
+@refundable.step(kind=PURE, after=["hold_seat", "charge_card"])
+def confirm(ctx: Context) -> str:
+    return "confirmed"
+
+
+# --- two branches and their join: one fails the run, the other succeeds meanwhile -------
+fork_join = workflow("fork-join", version=1, input={})
+
+
+@fork_join.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def failing_branch(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+    return "fixed"
+
+
+@fork_join.step(kind=PURE, after=[])
+def late_branch(ctx: Context) -> str:
+    return "late"
+
+
+@fork_join.step(kind=PURE, after=["failing_branch", "late_branch"])
+def join(ctx: Context) -> str:
+    return "joined"

@@ -17,12 +17,13 @@ from runs import events
 from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_on_commit
+from runs.engine.core.versions import workflow_of
 from runs.engine.state.compensation import begin_compensation, compensations_not_done
 from runs.engine.state.ready import make_ready
+from runs.engine.state.stopped import settle_open_effects
 from runs.errors import RunNotActive, RunNotFound, StepNotRetryable
 from runs.models import Claim, Run, Step
 from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
-from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
 
@@ -32,7 +33,10 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
     and are recorded, but queue nothing after them; the run ends `cancelled` (first
     `compensating`, if steps that name a compensation succeeded: compensate.py).
     Unresolved claims stay in the reconciliation queue: a decision on them is recorded
-    and schedules nothing. Refuses: RunNotFound, RunNotActive."""
+    and schedules nothing. Steps waiting for a retry, or queued with an open claim, end
+    now, and an effect of unknown outcome that names a compensation goes to a person
+    (state/stopped.py). Refuses: RunNotFound, RunNotActive, WorkflowVersionUnknown
+    (steps succeeded and this process cannot tell which of them to undo)."""
     who = actor_name(actor)
     reason = (reason or "").strip()
     error = f"cancelled by {who}" + (f": {reason}" if reason else "")
@@ -47,6 +51,8 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
         # Steps that name a compensation succeeded: undo them first (compensate.py);
         # the run ends cancelled when they are done.
         if begin_compensation(run, ends_as=RunStatus.CANCELLED, error=error, actor=who):
+            run.refresh_from_db()
+            settle_open_effects(run, why=f"the run was cancelled by {who}")
             return Run.objects.get(pk=run.id)
         n = Run.objects.filter(pk=run.id, status__in=RUN_ACTIVE).update(
             status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
@@ -60,6 +66,9 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
         events.append_event(
             run.id, events.RUN_CANCELLED, actor=who, reason=reason, still_running=running
         )
+        # Steps waiting for a retry, or queued holding a claim, never start now.
+        run.refresh_from_db()
+        settle_open_effects(run, why=f"the run was cancelled by {who}")
     run.refresh_from_db()
     return run
 
@@ -119,19 +128,32 @@ def _compensated(run: Run) -> bool:
     return Step.objects.filter(run=run, parent__isnull=True).exclude(compensates="").exists()
 
 
+def _latest_claim(step: Step) -> Claim | None:
+    """The step's newest claim (a map batch has none of its own: its items have theirs).
+    Claims are never deleted while a run can be retried, and each generation's key is
+    new, so the newest is the current generation's when it took one."""
+    if step.parent_id is not None:
+        return None
+    return Claim.objects.filter(step=step, item_key__isnull=True).order_by("-id").first()
+
+
+def _takes_new_key(claim: Claim | None) -> bool:
+    """Whether a retry moves to the next key (`…/retry-<n>`): only when the newest claim
+    failed, i.e. its effect did not happen. An abandoned claim (an idempotent effect of
+    unknown outcome) keeps its key: a new key would let the external system act twice.
+    The preview (_retry_key) and the retry (retry_steps) both ask this."""
+    return claim is not None and claim.status == ClaimStatus.FAILED
+
+
 def _retry_key(run: Run, step: Step) -> str:
-    claim = (
-        Claim.objects.filter(step=step, item_key__isnull=True).order_by("-id").first()
-        if step.parent_id is None
-        else None
-    )
     if step.parent_id is not None:
         return "each item keeps its key; completed items are skipped"
+    claim = _latest_claim(step)
     if claim is None:
         return "no claim" if step.kind == EffectKind.PURE else "a new claim"
-    if claim.status == ClaimStatus.ABANDONED:
-        return f"the same key {claim.key} (the external system dedupes it)"
-    return f"a new key …/retry-{step.claim_generation + 1} (the earlier effect did not happen)"
+    if _takes_new_key(claim):
+        return f"a new key …/retry-{step.claim_generation + 1} (the earlier effect did not happen)"
+    return f"the same key {claim.key} (the external system dedupes it)"
 
 
 def _checked_run(run_id: uuid.UUID | str) -> Run:
@@ -156,6 +178,7 @@ def _checked_run(run_id: uuid.UUID | str) -> Run:
 def preview_retry(*, run_id: uuid.UUID | str, step_keys: list[str]) -> RetryPlan:
     run = _checked_run(run_id)
     steps = _failed_steps(run, step_keys)
+    workflow_of(run, doing="retry its steps")  # refused here as the retry would be
     done: list[Effect] = []
     for claim in (
         Claim.objects.filter(run=run, item_key__isnull=True, status=ClaimStatus.SUCCEEDED)
@@ -206,7 +229,9 @@ def retry_steps(
     failed (the effect did not happen) gets a new key (`…/retry-<n>`); a map batch
     keeps its items' keys and skips every completed item. Each retried step gets its
     retry policy's attempts again. `reason`, if given, is recorded in the run_reopened
-    event. Refuses: RunNotFound, RunNotActive (the run did not fail), StepNotRetryable."""
+    event. Refuses: RunNotFound, RunNotActive (the run did not fail), StepNotRetryable,
+    WorkflowVersionUnknown (this process lacks the run's version: the attempts to grant
+    and the steps that become ready are the definition's)."""
     who = actor_name(actor)
     reason = (reason or "").strip()
     with transaction.atomic():
@@ -215,7 +240,9 @@ def retry_steps(
             raise RunNotFound(run_id)
         run = _checked_run(run.id)
         steps = _failed_steps(run, step_keys)
-        workflow = registry.get(run.workflow, run.version)
+        # Each step's attempts come from its retry policy, and the steps that become
+        # ready are decided by the plan's rules: both need the definition.
+        workflow = workflow_of(run, doing="retry its steps")
         compensating = _compensated(run)
         status = _reopened_status(run, compensating)
         changes: dict[str, Any] = {
@@ -238,11 +265,13 @@ def retry_steps(
         events.append_event(run.id, events.RUN_REOPENED, actor=who, **reopened)
         queued: list[int] = []
         for step in steps:
-            stepdef = workflow.stepdef(step.name) if workflow else None
-            grant = stepdef.retry.max_attempts if stepdef else 1
-            failed_claim = Claim.objects.filter(
-                step=step, item_key__isnull=True, status=ClaimStatus.FAILED
-            ).exists()
+            stepdef = workflow.stepdef(step.name)
+            if stepdef is None:  # a step this version does not declare: never retried blind
+                raise StepNotRetryable(
+                    f"workflow {run.workflow} v{run.version} declares no step {step.name}"
+                )
+            grant = stepdef.retry.max_attempts
+            new_key = _takes_new_key(_latest_claim(step))
             # Never started: decided again by make-ready (_queue_ready_pending), which
             # writes its events; the pending state in between is not seen outside.
             again = StepStatus.PENDING if _never_started(step) else StepStatus.QUEUED
@@ -252,7 +281,7 @@ def retry_steps(
                 finished_at=None,
                 error="",
                 max_attempts=F("attempts") - F("deferred_attempts") + grant,
-                claim_generation=F("claim_generation") + (1 if failed_claim else 0),
+                claim_generation=F("claim_generation") + (1 if new_key else 0),
                 wake_at=None,  # a retried wait or sleep starts its timer again
             )
             if n != 1:
@@ -268,9 +297,13 @@ def retry_steps(
                 queued.append(step.id)
         if not compensating:
             queued.extend(_queue_ready_pending(run, workflow))
-        # Steps queued before the run failed never started (their messages were
-        # refused meanwhile): send them again.
-        again_queued = Step.objects.filter(run=run, status=StepStatus.QUEUED).exclude(pk__in=queued)
+        # Steps queued before the run failed never started, and steps waiting for
+        # their retry found the run failed when it came (both messages were refused
+        # meanwhile): send them again. A retry whose time has not come is started when
+        # it has (start.republish_if_early).
+        again_queued = Step.objects.filter(
+            run=run, status__in=[StepStatus.QUEUED, StepStatus.RETRYING]
+        ).exclude(pk__in=queued)
         if compensating:
             again_queued = again_queued.exclude(compensates="")
         queued.extend(again_queued.values_list("id", flat=True))
@@ -340,12 +373,10 @@ def _plan_steps_not_done(run: Run) -> int:
     )
 
 
-def _queue_ready_pending(run: Run, workflow: Workflow | None) -> list[int]:
+def _queue_ready_pending(run: Run, workflow: Workflow) -> list[int]:
     """Pending top-level steps: their count of dependencies not yet done set from the
     steps' statuses (the run's counters stopped moving while it was failed), and those
     with none left made ready (queued, expanded, or skipped by their condition)."""
-    if workflow is None:
-        return []
     done = set(
         Step.objects.filter(run=run, parent__isnull=True, status__in=STEP_DONE).values_list(
             "name", flat=True

@@ -33,6 +33,7 @@ from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit, publish_probes
 from runs.engine.state.run import active_run, compensating_run, statuses_going_on, step_gave_up
 from runs.engine.state.unresolved import mark_unresolved
+from runs.errors import WorkflowVersionUnknown
 from runs.logcontext import payload
 from runs.models import Attempt, Claim, Pause, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
@@ -95,7 +96,18 @@ def sweep(*, limit: int = 200) -> SweepReport:
 
 def recover_attempt(*, attempt_id: int) -> bool:
     """Declare one attempt crashed if its lease expired, in its own transaction. False
-    if the attempt is alive, already finished, or another process holds it."""
+    if the attempt is alive, already finished, or another process holds it, or if what
+    follows the crash needs the run's workflow version and this process lacks it (which
+    steps to compensate, whether a probe is asked): the transaction rolls back and a
+    worker that knows the version crashes it (docs/reliability.md#version-skew)."""
+    try:
+        return _recover_attempt(attempt_id)
+    except WorkflowVersionUnknown as refused:
+        log.info("expired attempt %s left to a worker that knows it: %s", attempt_id, refused)
+        return False
+
+
+def _recover_attempt(attempt_id: int) -> bool:
     with transaction.atomic():
         # Only the attempt's own row (`of=self`), by primary key: no join, no ordering.
         attempt = (

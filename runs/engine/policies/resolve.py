@@ -38,19 +38,19 @@ from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_on_commit
+from runs.engine.core.versions import workflow_of
 from runs.engine.state.ready import step_succeeded
-from runs.engine.state.run import fail_run
+from runs.engine.state.run import fail_run, statuses_going_on
 from runs.errors import (
     ClaimAlreadyResolved,
     ClaimNotFound,
     ClaimNotUnresolved,
     InvalidResolution,
-    ResolutionError,
     resolved_as,
 )
 from runs.history import snapshot
 from runs.models import Claim, Run, Step
-from runs.states import RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
+from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
 OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
@@ -160,11 +160,13 @@ def resolve_claim(
         if step.status != StepStatus.UNRESOLVED:
             # A map item's claim: the batch carries on by itself; nothing to move.
             return Resolution(resolved, step.status, run.status)
-        finished = run.status in RUN_FINISHED
+        # A run that stopped (finished, or compensating for a plan step) schedules
+        # nothing of its plan: a step queued there would never start.
+        going_on = run.status in statuses_going_on(step)
         if outcome == ClaimStatus.SUCCEEDED:
-            _step_resolved_succeeded(run, step, result, who, schedule=not finished)
+            _step_resolved_succeeded(run, step, result, who, schedule=going_on)
         else:
-            _step_resolved_failed(run, step, who, schedule=not finished)
+            _step_resolved_failed(run, step, who, schedule=going_on)
         _resume_if_reconciled(run.id)
         step.refresh_from_db(fields=["status"])
         run.refresh_from_db(fields=["status"])
@@ -181,12 +183,14 @@ def _refuse_resolved(claim_id: int) -> NoReturn:
 def _step_resolved_succeeded(
     run: Run, step: Step, result: Any, who: str, *, schedule: bool
 ) -> None:
-    workflow = registry.get(run.workflow, run.version)
-    if schedule and workflow is None:
-        raise ResolutionError(
-            f"this process does not know workflow {run.workflow} v{run.version}, so it "
-            "cannot queue the steps that follow; resolve from a process that does"
-        )
+    # Needed whether or not the run goes on: what follows, or, in a run that stopped,
+    # whether the step names a compensation that must now undo it.
+    workflow = workflow_of(
+        run,
+        doing="queue the steps that follow"
+        if schedule
+        else "tell whether the step's compensation must run",
+    )
     n = Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
         status=StepStatus.SUCCEEDED, result=result, error="", finished_at=Now()
     )
@@ -194,12 +198,11 @@ def _step_resolved_succeeded(
     events.append_event(
         run.id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key, resolved_by=who
     )
-    if workflow is not None:
-        # The same bookkeeping as any success (step_succeeded): the run's count of steps
-        # remaining goes down whether or not it still goes on (a retry of its failed
-        # steps then finds it right), and in a run that stopped nothing is queued, but a
-        # compensation the step names is planned: its effect happened.
-        publish_on_commit(step_succeeded(run_id=run.id, step=step, workflow=workflow))
+    # The same bookkeeping as any success (step_succeeded): the run's count of steps
+    # remaining goes down whether or not it still goes on (a retry of its failed
+    # steps then finds it right), and in a run that stopped nothing is queued, but a
+    # compensation the step names is planned: its effect happened.
+    publish_on_commit(step_succeeded(run_id=run.id, step=step, workflow=workflow))
 
 
 def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> None:
@@ -222,7 +225,7 @@ def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> 
     if schedule:
         error = f"claim resolved as failed by {who} and no attempts remain"
     else:
-        error = f"claim resolved as failed by {who}; the run had already finished ({run.status})"
+        error = f"claim resolved as failed by {who}; the run no longer goes on ({run.status})"
     n = Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
         status=StepStatus.FAILED, error=error, finished_at=Now()
     )
@@ -409,13 +412,18 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
             run_status=current.status,
         )
     wf = registry.get(run.workflow, run.version)
-    finished = current.status in RUN_FINISHED
-    if outcome == ClaimStatus.SUCCEEDED and wf is None and not finished:
+    finished = current.status not in statuses_going_on(step)
+    if outcome == ClaimStatus.SUCCEEDED and wf is None and step.status == StepStatus.UNRESOLVED:
         return replace(
             base,
             action=REFUSED,
             summary=f"refused: this process does not know workflow {run.workflow} "
-            f"v{run.version}, so it cannot queue the steps that follow",
+            f"v{run.version}, so it cannot "
+            + (
+                "queue the steps that follow"
+                if not finished
+                else "tell whether a compensation runs"
+            ),
             step_status=step.status,
             run_status=current.status,
         )

@@ -37,6 +37,7 @@ from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name, user_principal
 from runs.engine.core.publish import publish_on_commit
+from runs.engine.core.versions import workflow_of
 from runs.engine.state.ready import step_succeeded
 from runs.engine.state.results import context_for
 from runs.engine.state.run import active_run, fail_run
@@ -51,7 +52,6 @@ from runs.errors import (
 from runs.models import Run, Signal, Step
 from runs.roles import can_operate, can_submit
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
-from runs.workflows import registry
 from runs.workflows.definition import SIGNALLING_ROLES, StepDef, WaitSpec, Workflow
 
 SQL = sql.load(__file__)
@@ -273,10 +273,10 @@ def send_signal(
         )
         if run is None:
             raise RunNotFound(run_id)
-        workflow = registry.get(run.workflow, run.version)
-        waits = workflow.waits_for(name) if workflow else []
+        workflow = workflow_of(run, doing=f"tell which of its steps wait for signal {name!r}")
+        waits = workflow.waits_for(name)
         if not waits:
-            raise UnknownSignal(run.id, name, workflow.signals() if workflow else [])
+            raise UnknownSignal(run.id, name, workflow.signals())
         assert waits[0].wait is not None  # waits_for() returns wait steps
         _check_signaller(run, name, waits[0].wait, actor)
         # Lock order (locks.py): the run, then its wait steps in id order.

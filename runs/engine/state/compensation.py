@@ -23,6 +23,7 @@ from django.db.models.functions import Now
 from runs import events, sql
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
+from runs.engine.core.versions import workflow_of
 from runs.models import Run, Step
 from runs.states import RUN_ACTIVE, STEP_DONE, RunStatus, StepStatus
 from runs.workflows import registry
@@ -47,11 +48,21 @@ def begin_compensation(run: Run, *, ends_as: str, error: str, actor: str | None 
     `run` must be locked by the caller (locks.lock_run) and active: the succeeded steps
     are read after that lock, so a step whose finish held the run row until its commit
     is seen succeeded here, and one that finishes later finds the run compensating (or
-    ended) and is compensated then (compensate_late_step)."""
-    workflow = registry.get(run.workflow, run.version)
-    if workflow is None or not workflow.compensations:
-        return False
+    ended) and is compensated then (compensate_late_step).
+
+    A process without the run's workflow version cannot tell which succeeded steps name
+    a compensation: unless none succeeded, it refuses (WorkflowVersionUnknown), never
+    reading "unknown" as "nothing to undo"."""
     run_id = run.id
+    if registry.get(run.workflow, run.version) is None and not (
+        Step.objects.filter(
+            run_id=run_id, parent__isnull=True, compensates="", status=StepStatus.SUCCEEDED
+        ).exists()
+    ):
+        return False  # nothing succeeded: whatever the definition says, nothing to undo
+    workflow = workflow_of(run, doing="tell which of its succeeded steps to undo")
+    if not workflow.compensations:
+        return False
     compensable = _compensable(workflow)
     done = list(
         Step.objects.filter(

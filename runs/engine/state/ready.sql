@@ -4,11 +4,13 @@
 -- The run's counter of remaining steps goes down (only if `done` has a row: the step's
 -- own transition happened) and, while the run is active with steps left, so do its
 -- dependents' pending-dependency counters; a plain dependent whose last dependency
--- this was is queued in the same UPDATE. While the run compensates, steps_remaining
--- counts its compensations, and a step of the plan does not touch it.
+-- this was is queued in the same UPDATE. Once the run compensates (ends_as is set then,
+-- and kept after it ends), steps_remaining counts its compensations, and a step of the
+-- plan that succeeds late (a resolution after the cancel) does not touch it.
     r AS (
         UPDATE runs_run SET steps_remaining = steps_remaining - 1
-        WHERE id = %(run)s AND status <> %(compensating)s AND EXISTS (SELECT 1 FROM done)
+        WHERE id = %(run)s AND status <> %(compensating)s AND ends_as = ''
+          AND EXISTS (SELECT 1 FROM done)
         RETURNING steps_remaining, status
     ), d AS (
         UPDATE runs_step

@@ -16,6 +16,7 @@ from runs.states import RUN_ACTIVE, RunStatus
 from runs.workflows.definition import Workflow
 
 from .compensation import begin_compensation
+from .stopped import settle_open_effects, stopped_for_good
 from .unresolved import close_claims_on_give_up
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,14 @@ def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> No
             events.append_event(run_id, events.RUN_FAILED, error=error)
         return
     if run.status not in RUN_ACTIVE:
+        # A step of a run that had stopped gave up: what it left open is settled now
+        # (an effect that may have happened and names a compensation goes to a person).
+        if stopped_for_good(run):
+            settle_open_effects(run, why=f"the run had {run.status}")
         return
     if begin_compensation(run, ends_as=RunStatus.FAILED, error=error):
+        run.refresh_from_db(fields=["status", "ends_as"])
+        settle_open_effects(run, why="the run failed and compensates")
         return
     Run.objects.filter(pk=run_id).update(
         status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()

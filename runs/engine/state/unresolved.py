@@ -13,6 +13,7 @@ from django.db.models.functions import Now
 
 from runs import events, sql
 from runs.engine.core.publish import publish_probes
+from runs.engine.core.versions import workflow_of
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, EffectKind, RunStatus
 from runs.workflows import registry
@@ -29,21 +30,18 @@ def _close_in_flight_claims(
     event: str,
     error: str,
     attempt_number: int | None = None,
+    closing: tuple[ClaimStatus, ...] = (ClaimStatus.IN_FLIGHT,),
     **payload: Any,
 ) -> None:
-    """Move the step's in-flight claims to `status` (failed: done; unresolved: waiting
-    for a resolution), with one event each."""
+    """Move the step's claims in `closing` (in flight, by default) to `status` (failed:
+    done; unresolved: waiting for a resolution), with one event each."""
     fields: dict[str, Any] = {"status": status, "error": error}
     if status == ClaimStatus.UNRESOLVED:
         fields["unresolved_at"] = Now()
     else:
         fields["completed_at"] = Now()
-    claims = list(
-        Claim.objects.filter(step=step, status=ClaimStatus.IN_FLIGHT).values_list("id", "key")
-    )
-    Claim.objects.filter(pk__in=[pk for pk, _ in claims], status=ClaimStatus.IN_FLIGHT).update(
-        **fields
-    )
+    claims = list(Claim.objects.filter(step=step, status__in=closing).values_list("id", "key"))
+    Claim.objects.filter(pk__in=[pk for pk, _ in claims], status__in=closing).update(**fields)
     for _, key in claims:
         events.append_event(
             run_id, event, step_id=step.id, attempt_number=attempt_number, key=key, **payload
@@ -70,9 +68,12 @@ def mark_unresolved(
     attempt_number: int,
     reason: str,
     probe_after: Expression | Any,
+    closing: tuple[ClaimStatus, ...] = (ClaimStatus.IN_FLIGHT,),
 ) -> None:
     """The step's in-flight claim becomes unresolved and the run waits for a human (or
-    its probe, which runs no earlier than `probe_after`, on the database's clock)."""
+    its probe, which runs no earlier than `probe_after`, on the database's clock).
+    `closing` adds the claim statuses that go with it (an abandoned claim, for a
+    compensable effect of unknown outcome in a run that stopped: state/stopped.py)."""
     _close_in_flight_claims(
         run_id=run_id,
         step=step,
@@ -80,6 +81,7 @@ def mark_unresolved(
         event=events.CLAIM_UNRESOLVED,
         error=reason,
         attempt_number=attempt_number,
+        closing=closing,
         reason=reason,
     )
     events.append_event(
@@ -109,7 +111,10 @@ def request_probes(*, run_id: uuid.UUID, step: Step, probe_after: Any) -> None:
     has a probe, mark its claims and send a probe message after commit, due at
     `probe_after` (a database time or expression)."""
     run = Run.objects.only("workflow", "version").get(pk=run_id)
-    if probe_of(run, step) is None:
+    # Whether the step has a probe is the definition's: a process without it refuses
+    # (the sweeper then leaves the crash to a worker that knows the version).
+    stepdef = workflow_of(run, doing="tell whether the step has a probe").stepdef(step.name)
+    if stepdef is None or stepdef.probe is None:
         return
     ids = list(
         Claim.objects.filter(
