@@ -7,6 +7,7 @@ through a real worker is tests/integration/test_pauses_live.py."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from examples.models import Merge, TargetRecord
 from runs import engine, metrics
@@ -23,6 +24,17 @@ def step_of(run: Run, key: str) -> Step:
 
 def paused_count(workflow: str) -> float:
     return metrics.PAUSED_STARTS.labels(workflow)._value.get()
+
+
+def earlier(step_ids: list[int], seconds: float) -> None:
+    """Time passes for these steps, on the database's clock: their timestamps move back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %s),"
+            " next_attempt_at = next_attempt_at - make_interval(secs => %s)"
+            " WHERE id = ANY(%s)",
+            [seconds, seconds, step_ids],
+        )
 
 
 def test_a_paused_step_is_not_started_by_1000_deliveries_and_a_sweep_then_resume_starts_it_once(
@@ -162,6 +174,34 @@ def test_the_sweeper_republishes_a_queued_step_but_not_a_paused_one(settings):
 
     assert step_of(free, "first").id in republished
     assert step_of(held, "merge").id not in republished
+
+
+@pytest.mark.parametrize(
+    ("workflow", "step", "data", "held_by"),
+    [
+        ("wait-continue", "nudge", {}, ""),
+        ("wait-continue", "nudge", {}, "nudge"),
+        ("sleepy", "nap", {"seconds": 3600}, ""),
+    ],
+)
+def test_a_queued_wait_whose_message_was_lost_during_a_pause_is_sent_again_by_the_sweeper(
+    workflow, step, data, held_by
+):
+    """A wait or sleep step takes no attempt, so a pause (of its workflow, or of its
+    name) does not hold it: delivered, it reaches its wait. Its message lost while the
+    pause stands, the sweeper sends it again as it does any queued step's, and the
+    delivery parks it; it does not wait for the resume."""
+    engine.pause(workflow=workflow, step=held_by, actor="ann", reason="r")
+    run = engine.submit_run(workflow=workflow, input=data)
+    wait = step_of(run, step)
+    earlier([wait.id], 61)  # its message never came; the republish bound (60 s) passed
+
+    assert wait.id in engine.sweep().republished
+
+    assert engine.execute_step(step_id=wait.id, worker="t") == "skipped"  # no attempt
+    wait.refresh_from_db()
+    assert (wait.status, wait.attempts) == (StepStatus.WAITING, 0)
+    assert Run.objects.get(pk=run.id).status == RunStatus.WAITING
 
 
 def test_a_resume_leaves_what_another_pause_still_holds():
