@@ -8,11 +8,15 @@ its predecessor's finish, a batch, the sweeper's republish) meets the same check
 already runs finishes and is recorded; probes and waits take no attempt and go on.
 
 Pausing and resuming each write the pause row and an audit row (PauseChange) in one
-transaction. They touch no run's rows (docs/architecture.md#locks): the pause row
-only; a resume then reads the waiting steps without locks and publishes them after its
-commit, spread out at RUNS_RESUME_RATE messages a second. A step the spread could not
-reach within RUNS_MAX_COUNTDOWN_SECONDS stays queued for the sweeper, which republishes
-it as a lost message (nothing waits for ever).
+transaction. They touch no run's rows (docs/architecture.md#locks): a pause inserts its
+row; a resume locks its workflow's pause rows (in id order), deletes its own, then
+reads the waiting steps without locks and publishes them after its commit, spread out
+at RUNS_RESUME_RATE messages a second. The lock makes two resumes of one workflow take
+turns: each reads the steps in a snapshot of its own, and two at once (the workflow's
+pause and a step's) would each see the other's pause standing and leave the steps both
+held with no message; the second to come now reads after the first's commit. A step
+the spread could not reach within RUNS_MAX_COUNTDOWN_SECONDS stays queued for the
+sweeper, which republishes it as a lost message (nothing waits for ever).
 
 Keyed by the workflow's name: a pause holds every version of it. Pausing what is
 already paused is refused (AlreadyPaused), so its first who and why stand.
@@ -131,6 +135,8 @@ def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resu
     who = actor_name(actor)
     with transaction.atomic():
         with connection.cursor() as cursor:
+            # The resumes of one workflow take turns (docs/architecture.md#locks).
+            cursor.execute(SQL["lock_pauses"], {"pause": pause_id})
             cursor.execute(SQL["delete_pause"], {"pause": pause_id})
             row = cursor.fetchone()
             if row is None:

@@ -8,6 +8,17 @@
     ON CONFLICT ON CONSTRAINT pause_workflow_step_unique DO NOTHING
     RETURNING id, created_at
 
+-- name: lock_pauses
+-- The pauses of the resumed pause's workflow, locked in id order (so two of them cannot
+-- deadlock): two resumes of one workflow (its whole pause and a step's, say) take
+-- turns, and the second reads the waiting steps (waiting_behind, a statement of its
+-- own, after this lock) with the first's delete committed: what both held is sent by
+-- the second. A pause deleted by the resume we waited for is not returned.
+    SELECT id FROM runs_pause
+    WHERE workflow = (SELECT workflow FROM runs_pause WHERE id = %(pause)s)
+    ORDER BY id
+    FOR UPDATE
+
 -- name: delete_pause
     DELETE FROM runs_pause WHERE id = %(pause)s RETURNING workflow, step
 
