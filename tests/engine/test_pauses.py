@@ -30,10 +30,11 @@ def earlier(step_ids: list[int], seconds: float) -> None:
     """Time passes for these steps, on the database's clock: their timestamps move back."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %s),"
-            " next_attempt_at = next_attempt_at - make_interval(secs => %s)"
-            " WHERE id = ANY(%s)",
-            [seconds, seconds, step_ids],
+            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %(s)s),"
+            " next_attempt_at = next_attempt_at - make_interval(secs => %(s)s),"
+            " message_due_at = message_due_at - make_interval(secs => %(s)s)"
+            " WHERE id = ANY(%(ids)s)",
+            {"s": seconds, "ids": step_ids},
         )
 
 
@@ -234,6 +235,44 @@ def test_a_resume_spreads_its_messages_at_the_resume_rate(settings, published):
     third, fifth = sent[2][1], sent[4][1]
     assert third is not None and fifth is not None
     assert 0.5 <= (fifth - third).total_seconds() <= 1.5
+
+
+def test_a_resume_spread_over_minutes_is_not_sent_again_by_the_sweeper_before_each_message_is_due(
+    settings, published
+):
+    """One message every 100 s: three merges (one of them retrying) go out now, in 100 s
+    and in 200 s, far beyond the sweeper's bound of 60 s. A sweep 61 s later sends again
+    only the first, whose message was due and has not started it (lost); 100 s later
+    only the second; the third's message is still on its way both times. The resume
+    leaves queued_at as it was: since when each step waits."""
+    settings.RUNS_RESUME_RATE = 0.01
+    runs = [
+        engine.submit_run(workflow="flaky-merge", input={"change_id": n, "mode": mode})
+        for n, mode in enumerate(["", "not_applied_once", ""])
+    ]
+    merges = [step_of(run, "merge").id for run in runs]
+    assert engine.execute_step(step_id=merges[1], worker="t") == "retrying"
+    pause = engine.pause(workflow="flaky-merge", actor="ann", reason="host down")
+    earlier(merges, 3600)  # the pause lasted an hour
+    queued_at = dict(Step.objects.filter(pk__in=merges).values_list("id", "queued_at"))
+    published.clear()
+
+    resumed = engine.resume(pause_id=pause.id, actor="bob", reason="host back")
+
+    assert resumed.republished == merges
+    assert [args[0] for _, args, _ in published] == merges
+    assert dict(Step.objects.filter(pk__in=merges).values_list("id", "queued_at")) == queued_at
+
+    earlier(merges, 61)
+    assert engine.sweep().republished == [merges[0]]
+    assert engine.execute_step(step_id=merges[0], worker="t") == "succeeded"
+
+    earlier(merges, 100)
+    assert engine.sweep().republished == [merges[1]]
+    for merge in merges[1:]:
+        assert engine.execute_step(step_id=merge, worker="t") == "succeeded"
+    assert {Run.objects.get(pk=run.id).status for run in runs} == {RunStatus.SUCCEEDED}
+    assert Merge.objects.filter(run_id__in=[run.id for run in runs]).count() == 3
 
 
 # --- the record, and what is refused ---------------------------------------------------

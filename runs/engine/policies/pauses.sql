@@ -48,8 +48,17 @@
     ORDER BY p.step
     LIMIT 1
 
--- name: touch_queued
--- The republished steps' queued_at moves to now, so the sweeper does not send them
--- again before their spread-out messages arrive.
-    UPDATE runs_step SET queued_at = statement_timestamp()
-    WHERE id = ANY(%(ids)s::bigint[]) AND status = %(queued)s
+-- name: mark_due
+-- When each republished step's message is due: its countdown from now, on the
+-- database's clock. The sweeper counts its bound from then (recover.republish_stale), so
+-- it does not send again a message still on its way; queued_at stays as it was (since
+-- when the step waits). The steps are locked in id order (docs/architecture.md#locks)
+-- by the subquery, before any is written; one a start took meanwhile is left out.
+    UPDATE runs_step s
+    SET message_due_at = statement_timestamp() + make_interval(secs => d.delay)
+    FROM (SELECT id FROM runs_step
+          WHERE id = ANY(%(ids)s::bigint[]) AND status = ANY(%(waiting)s::text[])
+          ORDER BY id
+          FOR UPDATE) AS w
+    JOIN unnest(%(ids)s::bigint[], %(delays)s::float8[]) AS d(id, delay) ON d.id = w.id
+    WHERE s.id = w.id

@@ -263,20 +263,24 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
 
 
 def republish_stale(*, limit: int = 200) -> list[int]:
-    """Republish steps that are ready but have not started within the bound: their
-    message was lost (broker restart, a worker killed between commit and publish).
+    """Republish steps that are ready but have not started within the bound, counted
+    from when their newest message was due (queued_at; a retry's next_attempt_at; a
+    resume's countdown, message_due_at, if later): their message was lost (broker
+    restart, a worker killed between commit and publish).
     A duplicate of a message that was merely slow is harmless. Paused steps are left
     alone: their start would be refused, and sending them every sweep is a loop (a
     wait is never paused: its delivery reaches the wait)."""
-    bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
+    cut = Now() - timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
     with transaction.atomic():
         stale = list(
             Step.objects.select_for_update(skip_locked=True)
             .filter(Q(active_run()) | (Q(compensating_run()) & ~Q(compensates="")))
             .filter(
-                Q(status=StepStatus.QUEUED, queued_at__lt=Now() - bound)
-                | Q(status=StepStatus.RETRYING, next_attempt_at__lt=Now() - bound)
+                Q(status=StepStatus.QUEUED, queued_at__lt=cut)
+                | Q(status=StepStatus.RETRYING, next_attempt_at__lt=cut)
             )
+            # Nor before a message sent with a countdown (a resume's spread) is due.
+            .filter(Q(message_due_at__isnull=True) | Q(message_due_at__lt=cut))
             # A paused step waits for its resume, which republishes it (pauses.py); a
             # wait is never held (paused_step).
             .exclude(paused_step())
