@@ -565,7 +565,8 @@ RUNS_WORKER_HEARTBEAT_SECONDS = env_positive(
     "RUNS_WORKER_HEARTBEAT_SECONDS", max(0.2, min(RUNS_LEASE_SECONDS / 4, 15.0))
 )
 RUNS_WORKER_FORGET_SECONDS = env_positive("RUNS_WORKER_FORGET_SECONDS", 86400.0)
-# A queued step whose message has not started an attempt within this bound is
+# A queued step whose message has not started an attempt within this bound of when it
+# was due (a resume spreads its messages with countdowns: Step.message_due_at) is
 # republished by the sweeper (the broker may have lost it).
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
 # A message's countdown (a retry's delay, a probe's wait) is at most this long; a longer

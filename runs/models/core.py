@@ -233,6 +233,12 @@ class Step(models.Model):
     # its sleep), on the database's clock; NULL for a wait without a timeout.
     wake_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When the step's newest message is due, on the database's clock, if later than it
+    # was sent: a resume spreads its messages over minutes with countdowns
+    # (policies/pauses.py). The sweeper counts RUNS_REPUBLISH_AFTER_SECONDS from the
+    # latest of this and queued_at (a retry: next_attempt_at), so it does not send again
+    # a message still on its way; queued_at keeps saying since when the step waits.
+    message_due_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())

@@ -2,7 +2,9 @@
 (tests/support/races.py), no sleeps. The start statement reads the pauses in its own
 snapshot (runs/engine/attempts/start.sql): a start whose statement began before the
 pause committed comes first and runs to its end; every start after is refused. Never
-both (two attempts), never neither (a step left with no attempt and no way to start)."""
+both (two attempts), never neither (a step left with no attempt and no way to start).
+Two resumes of one workflow at once take turns on its pause rows
+(runs/engine/policies/pauses.sql, lock_pauses): the second sends what both held."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from django.db import transaction
 from runs import engine
 from runs.engine.attempts.start import start_queued
 from runs.engine.entry.execute import run_attempt, start_attempt
-from runs.models import Attempt, Run, Step
+from runs.models import Attempt, Pause, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
-from tests.support.races import Background
+from tests.integration.harness import wait_for
+from tests.support.races import Background, is_waiting_on_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,3 +95,39 @@ def test_a_second_delivery_blocked_behind_the_first_across_a_pause_starts_at_mos
     # From here on the pause holds: the successor stays queued.
     assert step_of(run, "second").status == StepStatus.QUEUED
     assert attempts_of(step_of(run, "second")) == []
+
+
+@pytest.mark.parametrize("first", ["the workflow's", "the step's"])
+def test_two_resumes_at_once_of_a_workflow_pause_and_its_step_pause_republish_what_both_held(
+    first,
+):
+    """parallel-pure paused whole, and its step `left` paused too; both pauses resumed at
+    once, each in its own session. Each resume alone sees the other pause still standing
+    and would leave `left`, which both held; the resumes of one workflow take turns, so
+    the second reads the steps after the first's commit and sends `left`. Every step is
+    sent by exactly one resume, and nothing is left for the sweeper."""
+    whole = engine.pause(workflow="parallel-pure", actor="ann", reason="all of it")
+    left_only = engine.pause(workflow="parallel-pure", step="left", actor="ann", reason="left")
+    run = engine.submit_run(workflow="parallel-pure", input={})
+    left, right = step_of(run, "left"), step_of(run, "right")
+    mine, theirs = (whole, left_only) if first == "the workflow's" else (left_only, whole)
+
+    with transaction.atomic():
+        resumed = engine.resume(pause_id=mine.id, actor="ann", reason="r")
+        other = Background(lambda: engine.resume(pause_id=theirs.id, actor="bob", reason="r"))
+        # The other resume either waits for this one (its turn comes after this commit)
+        # or has read the steps already: let it go as far as it can before committing.
+        wait_for(
+            lambda: not other.thread.is_alive() or is_waiting_on_lock(other.pid),
+            what="the other resume to finish or to wait for this one",
+        )
+    second = other.join()
+
+    if first == "the workflow's":
+        assert (resumed.republished, second.republished) == ([right.id], [left.id])
+    else:  # the step's resume, while the workflow's pause stood, sent nothing
+        assert (resumed.republished, sorted(second.republished)) == ([], [left.id, right.id])
+    assert Pause.objects.count() == 0
+    for step in (left, right):
+        assert engine.execute_step(step_id=step.id, worker="t") == "succeeded"
+    assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED

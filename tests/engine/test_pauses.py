@@ -7,6 +7,7 @@ through a real worker is tests/integration/test_pauses_live.py."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from examples.models import Merge, TargetRecord
 from runs import engine, metrics
@@ -23,6 +24,18 @@ def step_of(run: Run, key: str) -> Step:
 
 def paused_count(workflow: str) -> float:
     return metrics.PAUSED_STARTS.labels(workflow)._value.get()
+
+
+def earlier(step_ids: list[int], seconds: float) -> None:
+    """Time passes for these steps, on the database's clock: their timestamps move back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %(s)s),"
+            " next_attempt_at = next_attempt_at - make_interval(secs => %(s)s),"
+            " message_due_at = message_due_at - make_interval(secs => %(s)s)"
+            " WHERE id = ANY(%(ids)s)",
+            {"s": seconds, "ids": step_ids},
+        )
 
 
 def test_a_paused_step_is_not_started_by_1000_deliveries_and_a_sweep_then_resume_starts_it_once(
@@ -164,6 +177,34 @@ def test_the_sweeper_republishes_a_queued_step_but_not_a_paused_one(settings):
     assert step_of(held, "merge").id not in republished
 
 
+@pytest.mark.parametrize(
+    ("workflow", "step", "data", "held_by"),
+    [
+        ("wait-continue", "nudge", {}, ""),
+        ("wait-continue", "nudge", {}, "nudge"),
+        ("sleepy", "nap", {"seconds": 3600}, ""),
+    ],
+)
+def test_a_queued_wait_whose_message_was_lost_during_a_pause_is_sent_again_by_the_sweeper(
+    workflow, step, data, held_by
+):
+    """A wait or sleep step takes no attempt, so a pause (of its workflow, or of its
+    name) does not hold it: delivered, it reaches its wait. Its message lost while the
+    pause stands, the sweeper sends it again as it does any queued step's, and the
+    delivery parks it; it does not wait for the resume."""
+    engine.pause(workflow=workflow, step=held_by, actor="ann", reason="r")
+    run = engine.submit_run(workflow=workflow, input=data)
+    wait = step_of(run, step)
+    earlier([wait.id], 61)  # its message never came; the republish bound (60 s) passed
+
+    assert wait.id in engine.sweep().republished
+
+    assert engine.execute_step(step_id=wait.id, worker="t") == "skipped"  # no attempt
+    wait.refresh_from_db()
+    assert (wait.status, wait.attempts) == (StepStatus.WAITING, 0)
+    assert Run.objects.get(pk=run.id).status == RunStatus.WAITING
+
+
 def test_a_resume_leaves_what_another_pause_still_holds():
     """A workflow's pause and one of its step's: resuming the workflow's leaves the
     step held by its own pause."""
@@ -194,6 +235,44 @@ def test_a_resume_spreads_its_messages_at_the_resume_rate(settings, published):
     third, fifth = sent[2][1], sent[4][1]
     assert third is not None and fifth is not None
     assert 0.5 <= (fifth - third).total_seconds() <= 1.5
+
+
+def test_a_resume_spread_over_minutes_is_not_sent_again_by_the_sweeper_before_each_message_is_due(
+    settings, published
+):
+    """One message every 100 s: three merges (one of them retrying) go out now, in 100 s
+    and in 200 s, far beyond the sweeper's bound of 60 s. A sweep 61 s later sends again
+    only the first, whose message was due and has not started it (lost); 100 s later
+    only the second; the third's message is still on its way both times. The resume
+    leaves queued_at as it was: since when each step waits."""
+    settings.RUNS_RESUME_RATE = 0.01
+    runs = [
+        engine.submit_run(workflow="flaky-merge", input={"change_id": n, "mode": mode})
+        for n, mode in enumerate(["", "not_applied_once", ""])
+    ]
+    merges = [step_of(run, "merge").id for run in runs]
+    assert engine.execute_step(step_id=merges[1], worker="t") == "retrying"
+    pause = engine.pause(workflow="flaky-merge", actor="ann", reason="host down")
+    earlier(merges, 3600)  # the pause lasted an hour
+    queued_at = dict(Step.objects.filter(pk__in=merges).values_list("id", "queued_at"))
+    published.clear()
+
+    resumed = engine.resume(pause_id=pause.id, actor="bob", reason="host back")
+
+    assert resumed.republished == merges
+    assert [args[0] for _, args, _ in published] == merges
+    assert dict(Step.objects.filter(pk__in=merges).values_list("id", "queued_at")) == queued_at
+
+    earlier(merges, 61)
+    assert engine.sweep().republished == [merges[0]]
+    assert engine.execute_step(step_id=merges[0], worker="t") == "succeeded"
+
+    earlier(merges, 100)
+    assert engine.sweep().republished == [merges[1]]
+    for merge in merges[1:]:
+        assert engine.execute_step(step_id=merge, worker="t") == "succeeded"
+    assert {Run.objects.get(pk=run.id).status for run in runs} == {RunStatus.SUCCEEDED}
+    assert Merge.objects.filter(run_id__in=[run.id for run in runs]).count() == 3
 
 
 # --- the record, and what is refused ---------------------------------------------------

@@ -8,11 +8,20 @@ its predecessor's finish, a batch, the sweeper's republish) meets the same check
 already runs finishes and is recorded; probes and waits take no attempt and go on.
 
 Pausing and resuming each write the pause row and an audit row (PauseChange) in one
-transaction. They touch no run's rows (docs/architecture.md#locks): the pause row
-only; a resume then reads the waiting steps without locks and publishes them after its
-commit, spread out at RUNS_RESUME_RATE messages a second. A step the spread could not
-reach within RUNS_MAX_COUNTDOWN_SECONDS stays queued for the sweeper, which republishes
-it as a lost message (nothing waits for ever).
+transaction. They touch no run's rows (docs/architecture.md#locks): a pause inserts its
+row; a resume locks its workflow's pause rows (in id order), deletes its own, then
+reads the waiting steps without locks and publishes them after its commit, spread out
+at RUNS_RESUME_RATE messages a second. The lock makes two resumes of one workflow take
+turns: each reads the steps in a snapshot of its own, and two at once (the workflow's
+pause and a step's) would each see the other's pause standing and leave the steps both
+held with no message; the second to come now reads after the first's commit.
+
+The spread sends some messages with a countdown of minutes; each step's message_due_at
+says when its message is due (on the database's clock), and the sweeper counts its
+republish bound from then, so it does not send again a message still on its way.
+queued_at is left alone: since when the step waits. A step the spread could not reach
+within RUNS_MAX_COUNTDOWN_SECONDS stays queued for the sweeper, which republishes it
+as a lost message (nothing waits for ever).
 
 Keyed by the workflow's name: a pause holds every version of it. Pausing what is
 already paused is refused (AlreadyPaused), so its first who and why stand.
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from django.conf import settings
@@ -30,7 +40,7 @@ from django.db import connection, transaction
 
 from runs import sql
 from runs.engine.core.principals import actor_name
-from runs.engine.core.publish import publish_now
+from runs.engine.core.publish import bounded, publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING
 from runs.errors import (
     AlreadyPaused,
@@ -131,6 +141,8 @@ def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resu
     who = actor_name(actor)
     with transaction.atomic():
         with connection.cursor() as cursor:
+            # The resumes of one workflow take turns (docs/architecture.md#locks).
+            cursor.execute(SQL["lock_pauses"], {"pause": pause_id})
             cursor.execute(SQL["delete_pause"], {"pause": pause_id})
             row = cursor.fetchone()
             if row is None:
@@ -150,8 +162,9 @@ def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resu
                 },
             )
             ids = [r[0] for r in cursor.fetchall()]
+            delays = _spread(len(ids), rate)
             if ids:
-                cursor.execute(SQL["touch_queued"], {"ids": ids, "queued": StepStatus.QUEUED})
+                cursor.execute(SQL["mark_due"], {"ids": ids, "delays": delays, "waiting": WAITING})
         change = PauseChange.objects.create(
             action=PauseChange.Action.RESUME,
             workflow=workflow,
@@ -160,7 +173,7 @@ def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resu
             reason=reason,
             republished=len(ids),
         )
-        transaction.on_commit(lambda: _publish_spread(ids, rate))
+        transaction.on_commit(lambda: _publish_spread(ids, delays))
     log.info(
         "resumed %s by %s (%d step(s) republished): %s",
         _what(workflow, step),
@@ -172,13 +185,20 @@ def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resu
     return Resumed(pause=ended, change=change, republished=ids)
 
 
-def _publish_spread(step_ids: list[int], rate: float) -> None:
-    """One message per step, the i-th after i/rate seconds: a resume of thousands of
-    waiting steps does not hand the workers (and the code host they call) all of them
-    at once."""
-    for chunk_start in range(0, len(step_ids), max(1, int(rate))):
-        chunk = step_ids[chunk_start : chunk_start + max(1, int(rate))]
-        publish_now(chunk, countdown=chunk_start / rate if chunk_start else None)
+def _spread(count: int, rate: float) -> list[float]:
+    """The countdown of each of `count` messages sent at `rate` a second, oldest step
+    first: a second's worth of them together, the i-th after i/rate seconds, never
+    longer than RUNS_MAX_COUNTDOWN_SECONDS (publish.bounded). What the messages are sent
+    with, and what the steps' message_due_at records."""
+    per = max(1, int(rate))
+    return [bounded((i - i % per) / rate) or 0.0 for i in range(count)]
+
+
+def _publish_spread(step_ids: list[int], delays: list[float]) -> None:
+    """One message per step, each with its countdown: a resume of thousands of waiting
+    steps does not hand the workers (and the code host they call) all of them at once."""
+    for delay, group in groupby(zip(step_ids, delays, strict=True), key=lambda pair: pair[1]):
+        publish_now([step_id for step_id, _ in group], countdown=delay or None)
 
 
 def holding(step_id: int) -> Holding | None:

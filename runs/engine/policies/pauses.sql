@@ -8,6 +8,17 @@
     ON CONFLICT ON CONSTRAINT pause_workflow_step_unique DO NOTHING
     RETURNING id, created_at
 
+-- name: lock_pauses
+-- The pauses of the resumed pause's workflow, locked in id order (so two of them cannot
+-- deadlock): two resumes of one workflow (its whole pause and a step's, say) take
+-- turns, and the second reads the waiting steps (waiting_behind, a statement of its
+-- own, after this lock) with the first's delete committed: what both held is sent by
+-- the second. A pause deleted by the resume we waited for is not returned.
+    SELECT id FROM runs_pause
+    WHERE workflow = (SELECT workflow FROM runs_pause WHERE id = %(pause)s)
+    ORDER BY id
+    FOR UPDATE
+
 -- name: delete_pause
     DELETE FROM runs_pause WHERE id = %(pause)s RETURNING workflow, step
 
@@ -37,8 +48,17 @@
     ORDER BY p.step
     LIMIT 1
 
--- name: touch_queued
--- The republished steps' queued_at moves to now, so the sweeper does not send them
--- again before their spread-out messages arrive.
-    UPDATE runs_step SET queued_at = statement_timestamp()
-    WHERE id = ANY(%(ids)s::bigint[]) AND status = %(queued)s
+-- name: mark_due
+-- When each republished step's message is due: its countdown from now, on the
+-- database's clock. The sweeper counts its bound from then (recover.republish_stale), so
+-- it does not send again a message still on its way; queued_at stays as it was (since
+-- when the step waits). The steps are locked in id order (docs/architecture.md#locks)
+-- by the subquery, before any is written; one a start took meanwhile is left out.
+    UPDATE runs_step s
+    SET message_due_at = statement_timestamp() + make_interval(secs => d.delay)
+    FROM (SELECT id FROM runs_step
+          WHERE id = ANY(%(ids)s::bigint[]) AND status = ANY(%(waiting)s::text[])
+          ORDER BY id
+          FOR UPDATE) AS w
+    JOIN unnest(%(ids)s::bigint[], %(delays)s::float8[]) AS d(id, delay) ON d.id = w.id
+    WHERE s.id = w.id

@@ -39,7 +39,7 @@ from runs.models import Attempt, Claim, Pause, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .probe import give_up_probe
-from .waits import wake_due
+from .waits import wait_step, wake_due
 
 log = logging.getLogger(__name__)
 
@@ -275,20 +275,26 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
 
 
 def republish_stale(*, limit: int = 200) -> list[int]:
-    """Republish steps that are ready but have not started within the bound: their
-    message was lost (broker restart, a worker killed between commit and publish).
+    """Republish steps that are ready but have not started within the bound, counted
+    from when their newest message was due (queued_at; a retry's next_attempt_at; a
+    resume's countdown, message_due_at, if later): their message was lost (broker
+    restart, a worker killed between commit and publish).
     A duplicate of a message that was merely slow is harmless. Paused steps are left
-    alone: their start would be refused, and sending them every sweep is a loop."""
-    bound = timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
+    alone: their start would be refused, and sending them every sweep is a loop (a
+    wait is never paused: its delivery reaches the wait)."""
+    cut = Now() - timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
     with transaction.atomic():
         stale = list(
             Step.objects.select_for_update(skip_locked=True)
             .filter(Q(active_run()) | (Q(compensating_run()) & ~Q(compensates="")))
             .filter(
-                Q(status=StepStatus.QUEUED, queued_at__lt=Now() - bound)
-                | Q(status=StepStatus.RETRYING, next_attempt_at__lt=Now() - bound)
+                Q(status=StepStatus.QUEUED, queued_at__lt=cut)
+                | Q(status=StepStatus.RETRYING, next_attempt_at__lt=cut)
             )
-            # A paused step waits for its resume, which republishes it (pauses.py).
+            # Nor before a message sent with a countdown (a resume's spread) is due.
+            .filter(Q(message_due_at__isnull=True) | Q(message_due_at__lt=cut))
+            # A paused step waits for its resume, which republishes it (pauses.py); a
+            # wait is never held (paused_step).
             .exclude(paused_step())
             .order_by("queued_at")
             .values_list("id", flat=True)[:limit]
@@ -302,9 +308,12 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     return stale
 
 
-def paused_step() -> Exists:
-    """`EXISTS (a pause holds the step)`: of its run's workflow, whole or by its name."""
-    return Exists(
+def paused_step() -> Q:
+    """A pause holds the step: one of its run's workflow, whole or by its name, stands,
+    and the step is not a wait or a sleep. Those take no attempt, so no pause holds
+    them: their delivery reaches the wait whatever pauses stand (entry/execute.py,
+    start_attempt), and a lost message of theirs is sent again as any other's."""
+    paused = Exists(
         Pause.objects.filter(
             Q(step="") | Q(step=OuterRef("name")),
             workflow=Subquery(
@@ -312,6 +321,8 @@ def paused_step() -> Exists:
             ),
         )
     )
+    waits = wait_step()
+    return Q(paused) & ~waits if waits is not None else Q(paused)
 
 
 def republish_probes(*, limit: int = 200) -> list[int]:

@@ -29,7 +29,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Value
+from django.db.models import Exists, OuterRef, Q, Value
 from django.db.models.functions import Now
 
 from runs import events, sql
@@ -211,6 +211,24 @@ def _wake(step_id: int, run_id: uuid.UUID, key: str, reason: str) -> None:
     ):
         events.append_event(run_id, events.RUN_WOKEN, step=key, reason=reason)
     publish_on_commit([step_id])
+
+
+def wait_step() -> Q | None:
+    """`The step is a wait or a sleep`, for the workflows this process knows, by its
+    run's workflow and version (a step of a version it does not know is taken for no
+    wait); None if none of them has one. What a pause never holds (recover.paused_step):
+    a wait takes no attempt, its delivery reaches the wait whatever pauses stand."""
+    found: Q | None = None
+    for wf in registry.all_workflows():
+        names = [name for name, stepdef in wf.steps.items() if stepdef.is_wait]
+        if not names:
+            continue
+        of_it = Exists(
+            Run.objects.filter(pk=OuterRef("run_id"), workflow=wf.name, version=wf.version)
+        )
+        waits = Q(of_it, name__in=names, parent__isnull=True)
+        found = waits if found is None else found | waits
+    return found
 
 
 # --- the sweeper's timers -------------------------------------------------------------
@@ -397,4 +415,4 @@ def _insert_signal(
     return None if row is None else int(row[0])
 
 
-__all__ = ["reach_wait", "send_signal", "wake_due"]
+__all__ = ["reach_wait", "send_signal", "wait_step", "wake_due"]
