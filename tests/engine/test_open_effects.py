@@ -322,3 +322,40 @@ def test_a_retry_resends_a_branch_that_waited_for_its_own_retry_when_the_run_fai
     assert sorted(published) == sorted(
         [step_of(run, "left_fails").id, step_of(run, "right_flaky").id]
     )
+
+
+def test_a_failed_refund_retried_after_its_answer_was_lost_keeps_its_key(db, refunds):
+    """The same rule for an idempotent compensation: `refund_card` is declined for good
+    (claim R failed, the run fails), retried (R/retry-2), and its every answer lost
+    (abandoned); retried again, it keeps R/retry-2."""
+    run, started = _charging(seat_held=False)
+    charge = PaymentCharge.objects.get(idempotency_key=started.claim.key)
+    finish_attempt(started, result={"charge_id": charge.id, "amount": 5, "replayed": False})
+    engine.cancel_run(run_id=run.id, actor="ann")
+    refund = step_of(run, "refund_card")
+
+    def attempts_until_failed(*, lost: bool) -> None:
+        refund.refresh_from_db()
+        while refund.status != StepStatus.FAILED:
+            attempt = start_attempt(step_id=refund.id, worker="w")
+            assert attempt is not None
+            fail_attempt(attempt, error="TimeoutError" if lost else "NotApplied", uncertain=lost)
+            due_now()
+            refund.refresh_from_db()
+
+    attempts_until_failed(lost=False)
+    [(first, _)] = claims(run, "refund_card")
+    assert Run.objects.get(pk=run.id).status == RunStatus.FAILED
+    engine.retry_run(run_id=run.id, actor="ann")
+    attempts_until_failed(lost=True)
+    assert claims(run, "refund_card") == [
+        (first, ClaimStatus.FAILED),
+        (f"{first}/retry-2", ClaimStatus.ABANDONED),
+    ]
+    engine.retry_run(run_id=run.id, actor="ann")
+    run = drain(run)
+    assert run.status == RunStatus.CANCELLED
+    assert claims(run, "refund_card") == [
+        (first, ClaimStatus.FAILED),
+        (f"{first}/retry-2", ClaimStatus.SUCCEEDED),
+    ]

@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from django.http import QueryDict
 
 from runs import engine
+from runs.batches import service
 from runs.engine.attempts.finish import fail_attempt, finish_attempt
 from runs.engine.entry.execute import start_attempt
-from runs.models import Attempt, Claim, Event, Run, Step
-from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from runs.models import Attempt, BatchItem, Claim, Event, Run, Step
+from runs.states import AttemptStatus, BatchItemStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from tests.support.factories import enter_effect, expire_leases, run_queued
 
@@ -150,3 +152,24 @@ def test_a_signal_without_the_version_is_refused_as_unknown_version_not_unknown_
     run_queued(run)
     with another_release("wait-approval"), pytest.raises(engine.WorkflowVersionUnknown):
         engine.send_signal(run_id=run.id, name="approval", actor="ann")
+
+
+def test_a_bulk_cancel_on_a_process_without_the_version_refuses_that_run_and_goes_on(db):
+    """The batch's worker may be of another release: the run it cannot judge is refused
+    (with the engine's reason), the others are cancelled, and nothing is lost."""
+    held, _ = _seat_held_charge_running()
+    fresh = engine.submit_run(workflow="refundable-charge", input={})
+    batch = service.create_batch(
+        operation="cancel",
+        params=QueryDict("workflow=refundable-charge"),
+        actor="ann",
+        reason="the venue closed",
+    )
+    with another_release("refundable-charge"):
+        service.process(batch.id)
+    items = {i.run_id: (i.status, i.message) for i in BatchItem.objects.filter(batch=batch)}
+    assert items[fresh.id] == (BatchItemStatus.APPLIED, "cancelled")
+    status, message = items[held.id]
+    assert status == BatchItemStatus.REFUSED
+    assert "does not know workflow refundable-charge v1" in message
+    assert Run.objects.get(pk=held.id).status == RunStatus.RUNNING

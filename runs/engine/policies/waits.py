@@ -52,6 +52,7 @@ from runs.errors import (
 from runs.models import Run, Signal, Step
 from runs.roles import can_operate, can_submit
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
+from runs.workflows import registry
 from runs.workflows.definition import SIGNALLING_ROLES, StepDef, WaitSpec, Workflow
 
 SQL = sql.load(__file__)
