@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from examples.models import TargetRecord
 from runs import engine, events
 from runs.engine.attempts.finish import finish_attempt
 from runs.engine.attempts.start import Started
-from runs.engine.entry.execute import start_attempt
+from runs.engine.entry.execute import run_attempt, start_attempt
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
@@ -150,3 +151,112 @@ def test_a_late_guarded_result_settled_while_another_step_starts_keeps_its_evide
     assert Attempt.objects.get(pk=explode.attempt.id).status == AttemptStatus.RUNNING
     assert step_of(run, "explode").status == StepStatus.RUNNING
     assert Run.objects.get(pk=run.id).status == RunStatus.NEEDS_RECONCILIATION
+
+
+# --- a finish that may fail the run after its statement -----------------------------------
+def test_a_guarded_finish_whose_dependents_condition_raises_waits_for_a_start_and_succeeds(
+    monkeypatch,
+):
+    """`merge_checked` (guarded) merged; its finish makes `announce_merge` ready, whose
+    condition raises, which fails that step and the run (fail_run: the run FOR UPDATE).
+    Meanwhile a delivery starts `side_branch`. The finish takes the run FOR UPDATE
+    before its statement (after its attempt), waits for the start, and records the
+    merge: the step succeeded, not left unresolved by a deadlock that rolled its finish
+    back (the merge happened)."""
+    run = engine.submit_run(workflow="guarded-then-condition", input={})
+    merging = start_attempt(step_id=step_of(run, "merge_checked").id, worker="w1")
+    assert merging is not None
+    start = HeldStart(monkeypatch, step_of(run, "side_branch").id)
+    merge = Background(lambda: run_attempt(merging))  # the effect, then the finish
+    merge.wait_blocked()  # the finish, on the run row: the start's key share
+    start.release()
+    side = start.join()
+    outcome = merge.join()
+    monkeypatch.undo()
+
+    merged = step_of(run, "merge_checked")
+    assert (outcome, merged.status) == ("succeeded", StepStatus.SUCCEEDED), (
+        Attempt.objects.filter(step=merged).values_list("status", "error").first()
+    )
+    assert Claim.objects.get(step=merged).status == ClaimStatus.SUCCEEDED
+    assert step_of(run, "announce_merge").status == StepStatus.FAILED
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith("step announce_merge failed: its condition raised")
+    assert Attempt.objects.get(pk=side.attempt.id).status == AttemptStatus.RUNNING
+
+
+def test_a_maps_last_batch_whose_dependents_condition_raises_waits_for_a_start_and_succeeds(
+    monkeypatch,
+):
+    """The same through a map: the last batch of `copy_target` succeeds, the map step
+    succeeds, and `report_targets`'s condition raises (fail_run). The batch's finish
+    takes the run FOR UPDATE first, waits for the start of `side_of_map`, and commits."""
+    run = engine.submit_run(workflow="map-then-condition", input={})
+    engine.execute_step(step_id=step_of(run, "list_targets").id, worker="t")
+    batch = step_of(run, "copy_target[0]")
+    start = HeldStart(monkeypatch, step_of(run, "side_of_map").id)
+    copy = Background(lambda: engine.execute_step(step_id=batch.id, worker="w1"))
+    copy.wait_blocked()  # the batch's finish, on the run row: the start's key share
+    start.release()
+    side = start.join()
+    outcome = copy.join()
+    monkeypatch.undo()
+
+    batch.refresh_from_db()
+    assert (outcome, batch.status) == ("succeeded", StepStatus.SUCCEEDED), (
+        Attempt.objects.filter(step=batch).values_list("status", "error").first()
+    )
+    assert step_of(run, "copy_target").status == StepStatus.SUCCEEDED
+    assert TargetRecord.objects.filter(run_id=run.id).count() == 2
+    assert step_of(run, "report_targets").status == StepStatus.FAILED
+    assert Run.objects.get(pk=run.id).status == RunStatus.FAILED
+    assert Attempt.objects.get(pk=side.attempt.id).status == AttemptStatus.RUNNING
+
+
+def test_a_plain_finish_takes_no_strong_lock_and_does_not_wait_for_starts(monkeypatch):
+    """The hot path is left as it was: a pure step whose dependents are plain finishes
+    (its counter's FOR NO KEY UPDATE) beside a start in flight without waiting for it;
+    the start's events then wait for the finish's commit."""
+    run = engine.submit_run(workflow="parallel-pure", input={})
+    left = start_attempt(step_id=step_of(run, "left").id, worker="w1")
+    assert left is not None
+    start = HeldStart(monkeypatch, step_of(run, "right").id)
+    finish_attempt(left, result="left")  # would hang here on the start's key share
+    start.release()
+    right = start.join()
+    monkeypatch.undo()
+    assert step_of(run, "left").status == StepStatus.SUCCEEDED
+    finish_attempt(right, result="right")
+    assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED
+
+
+def test_a_late_finish_planning_its_compensation_while_a_compensation_starts_commits(
+    monkeypatch,
+):
+    """compensate_late_step takes the run FOR UPDATE after the finish's statement, but
+    only where the run no longer goes on, and there no start holds the run with events
+    still to write, except a compensation's while the run compensates, and then the
+    finish's statement left the run untouched (its counter skips a compensating run).
+    So `charge`, finishing after a cancel began compensating, waits for the start of
+    `release` and then plans `refund`: no deadlock (nor before the lock-strength fix)."""
+    run = engine.submit_run(workflow="compensated-order", input={"outcome": "ok"})
+    engine.execute_step(step_id=step_of(run, "reserve").id, worker="t")
+    charge = start_attempt(step_id=step_of(run, "charge").id, worker="t")
+    assert charge is not None
+    engine.cancel_run(run_id=run.id, actor="ann")
+    start = HeldStart(monkeypatch, step_of(run, "release").id)
+    finish = Background(lambda: finish_attempt(charge, result=100))
+    finish.wait_blocked()  # compensate_late_step's lock_run, on the start's key share
+    start.release()
+    release = start.join()
+    finish.join()
+    monkeypatch.undo()
+
+    run.refresh_from_db()
+    assert (run.status, run.steps_remaining) == (RunStatus.COMPENSATING, 2)
+    assert step_of(run, "refund").status == StepStatus.QUEUED
+    finish_attempt(release, result={"released": "seat-1"})
+    engine.execute_step(step_id=step_of(run, "refund").id, worker="t")
+    run.refresh_from_db()
+    assert (run.status, run.steps_remaining) == (RunStatus.CANCELLED, 0)
