@@ -7,7 +7,12 @@ first wrote to the run (an event, a counter) and then asked for FOR UPDATE waite
 that start while the start's events waited for it: PostgreSQL aborted one of the two
 (DeadlockDetected). Each test holds a start of another step of the same run between its
 statement and its events (tests/support/races.py, real PostgreSQL sessions, no sleeps),
-lets the other transaction run into it, then releases the start: both must commit."""
+lets the other transaction run into it, then releases the start: both must commit.
+
+The last tests pin a map item's commit against the sweeper's crash of its batch: the
+item's deferred foreign-key checks take the batch's attempt before its run, so either
+the crash skips the attempt or the item waits for the crash and is fenced; no deadlock,
+and no item committed under a crashed attempt."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import threading
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
 
 from examples.models import TargetRecord
 from runs import engine, events
@@ -24,8 +30,10 @@ from runs.engine.entry.execute import run_attempt, start_attempt
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from tests.integration.harness import wait_for
+from tests.support import workflows as test_workflows
 from tests.support.factories import enter_effect, expire_leases, run_queued
-from tests.support.races import Background
+from tests.support.races import Background, is_waiting_on_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,6 +82,10 @@ class HeldStart:
         started = self.job.join()
         assert started is not None
         return started
+
+
+def _settled(job: Background) -> bool:
+    return not job.thread.is_alive() or is_waiting_on_lock(job.pid)
 
 
 # --- the sweeper's crash ----------------------------------------------------------------
@@ -260,3 +272,110 @@ def test_a_late_finish_planning_its_compensation_while_a_compensation_starts_com
     engine.execute_step(step_id=step_of(run, "refund").id, worker="t")
     run.refresh_from_db()
     assert (run.status, run.steps_remaining) == (RunStatus.CANCELLED, 0)
+
+
+# --- a map item committing while the sweeper crashes its batch ------------------------------
+@pytest.fixture
+def paused_item():
+    """A heartbeat-map run whose one item wrote, heartbeat and paused inside its
+    transaction (tests/support/workflows.py, PAUSES), its lease then expired: the
+    sweeper may crash the batch, and the item may commit, in either order."""
+    run = engine.submit_run(workflow="heartbeat-map", input={})
+    engine.execute_step(step_id=step_of(run, "one_item").id, worker="t")
+    batch = step_of(run, "write_item_then_pause[0]")
+    paused, release = threading.Event(), threading.Event()
+    test_workflows.PAUSES[str(run.id)] = (paused, release)
+    item = Background(lambda: engine.execute_step(step_id=batch.id, worker="w1"))
+    assert paused.wait(30)
+    expire_leases()
+    attempt = Attempt.objects.get(step=batch)
+    yield run, batch, attempt, item, release
+    release.set()
+    test_workflows.PAUSES.pop(str(run.id), None)
+
+
+def _item_rolled_back(run: Run, batch: Step, attempt: Attempt) -> None:
+    assert Attempt.objects.get(pk=attempt.id).status == AttemptStatus.CRASHED
+    assert not Claim.objects.filter(step=batch).exists()
+    assert not TargetRecord.objects.filter(run_id=run.id).exists()
+    assert step_of(run, batch.key).status == StepStatus.QUEUED
+
+
+def test_an_item_committing_while_the_sweeper_crashes_its_batch_waits_and_is_fenced(
+    monkeypatch, paused_item
+):
+    """The sweeper holds the batch's attempt (and its step and run) while the item
+    commits: the item's commit waits for it (its first deferred check takes the
+    attempt), then its fence finds the attempt crashed and the item rolls back. The
+    crash is not disturbed; the batch is queued again."""
+    run, batch, attempt, item, release = paused_item
+    declared, resume = threading.Event(), threading.Event()
+    real = events.append_event
+
+    def paused(run_id: Any, type: str, **kwargs: Any) -> None:
+        if type == events.ATTEMPT_CRASHED:
+            declared.set()
+            assert resume.wait(30)
+        real(run_id, type, **kwargs)
+
+    monkeypatch.setattr(events, "append_event", paused)
+    crash = Background(lambda: recover_attempt(attempt_id=attempt.id))
+    assert declared.wait(30)
+    release.set()
+    item.wait_blocked()  # its commit, on the attempt the crash holds
+    resume.set()
+    assert crash.join() is True
+    assert item.join() == "fenced"
+    monkeypatch.undo()
+    _item_rolled_back(run, batch, attempt)
+
+
+def test_the_sweeper_skips_a_batch_whose_item_is_committing_and_the_item_is_fenced_by_its_lease(
+    paused_item,
+):
+    """The item's commit is under way (another session holds the batch's step row, so
+    it stops at its check of that row, after its check of the attempt): the sweeper
+    finds the attempt locked and skips it, without waiting. The item's fence then finds
+    the lease expired and rolls it back, and its worker crashes the attempt itself."""
+    run, batch, attempt, item, release = paused_item
+    holding, let_go = threading.Event(), threading.Event()
+
+    def hold_the_step() -> None:
+        with transaction.atomic():
+            Step.objects.select_for_update().filter(pk=batch.id).first()
+            holding.set()
+            assert let_go.wait(30)
+
+    holder = Background(hold_the_step)
+    assert holding.wait(30)
+    release.set()
+    item.wait_blocked()  # its commit, on the batch's step row
+    crash = Background(lambda: recover_attempt(attempt_id=attempt.id))
+    wait_for(lambda: _settled(crash), timeout=30, what="the sweeper to skip or wait")
+    assert not crash.thread.is_alive(), "the sweeper waited for a committing item"
+    assert crash.join() is False
+    let_go.set()
+    holder.join()
+    assert item.join() == "fenced"
+    _item_rolled_back(run, batch, attempt)
+
+
+def test_an_item_claims_deferred_checks_take_its_attempt_before_its_run_and_step():
+    """What the two tests above rely on: PostgreSQL fires an item claim's deferred
+    triggers at its commit in name order, and the foreign-key check of the attempt
+    comes before those of the run and the step (the fence, last, locks the attempt
+    again). Were the run's first, an item's commit could hold the run FOR KEY SHARE and
+    wait for the attempt that a crash holds while the crash waits for the run."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT coalesce(c.confrelid::regclass::text, t.tgname)
+            FROM pg_trigger t LEFT JOIN pg_constraint c ON c.oid = t.tgconstraint
+                                                     AND c.contype = 'f'
+            WHERE t.tgrelid = 'runs_claim'::regclass AND t.tgdeferrable
+              AND (t.tgtype & 4) <> 0  -- fires on INSERT
+            ORDER BY t.tgname COLLATE "C"
+            """
+        )
+        order = [row[0] for row in cursor.fetchall()]
+    assert order == ["runs_attempt", "runs_run", "runs_step", "runs_claim_item_fence"]
