@@ -92,9 +92,11 @@ def test_a_step_finishing_while_the_last_compensation_ends_the_run_is_compensate
     monkeypatch,
 ):
     """`charge` was running when the run began compensating. Its finish sees the run
-    compensating; meanwhile the last compensation (`release`) ends the run cancelled.
-    `refund` must still run: the run is reopened to compensate, never left with a
-    queued step that nothing starts."""
+    compensating while the last compensation (`release`) is delivered. `refund` must
+    still run, never left a queued step that nothing starts: the finish holds the run
+    FOR UPDATE from before its statement (a dependent of `charge` has a condition,
+    whose failure would fail the run: docs/architecture.md, "Locks"), so `release`
+    waits for it, and then finds `refund` counted: the run ends once both are done."""
     run, started = _reserved_and_charging()
     engine.cancel_run(run_id=run.id, actor="ann")
     assert _compensations(run) == {"release": "queued"}
@@ -111,10 +113,12 @@ def test_a_step_finishing_while_the_last_compensation_ends_the_run_is_compensate
     finish = Background(lambda: finish_attempt(started, result=100))
     assert paused.wait(30)
     monkeypatch.setattr(ready_module, "compensate_late_step", real)
-    _run_compensations(run)  # release: the last compensation, the run ends cancelled
-    assert Run.objects.get(pk=run.id).status == RunStatus.CANCELLED
+    release = Step.objects.get(run=run, key="release")
+    last = Background(lambda: engine.execute_step(step_id=release.id, worker="t"))
+    last.wait_blocked()  # its start, on the run row the finish holds
     resume.set()
     finish.join()
+    assert last.join() == "succeeded"
 
     run.refresh_from_db()
     assert run.status == RunStatus.COMPENSATING

@@ -13,6 +13,7 @@ from runs import engine, events
 from runs.engine.attempts.finish import fail_attempt
 from runs.engine.attempts.start import Started
 from runs.engine.entry.execute import start_attempt
+from runs.engine.policies import recover as recover_module
 from runs.engine.policies.recover import recover_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
@@ -99,22 +100,22 @@ def _receipt_claim(run: Run) -> Claim:
 
 
 def test_a_crash_declared_while_a_retry_commits_sees_the_run_reopened(monkeypatch):
-    """The sweeper has declared `send_receipt`'s attempt crashed and has not yet taken
-    the run row when an operator's retry of `fails_at_first` commits. The crash decides
-    on the reopened run: `send_receipt` is queued again, its claim stays in flight (not
+    """The sweeper holds `send_receipt`'s attempt and step, about to declare the attempt
+    crashed, and has not yet taken the run row (it takes it before its first write)
+    when an operator's retry of `fails_at_first` commits. The crash decides on the
+    reopened run: `send_receipt` is queued again, its claim stays in flight (not
     abandoned: the run goes on, and its next attempt retakes the same key), and the
     retry stands."""
     run, receipt = _idempotent_crashing_beside_a_failed_run()
     declared, resume = threading.Event(), threading.Event()
-    real = events.append_event
+    real = recover_module.lock_run
 
-    def paused(run_id, type, **kwargs):
-        if type == events.ATTEMPT_CRASHED:
-            declared.set()
-            assert resume.wait(30)
-        return real(run_id, type, **kwargs)
+    def paused(run_id, **kwargs):
+        declared.set()
+        assert resume.wait(30)
+        return real(run_id, **kwargs)
 
-    monkeypatch.setattr(events, "append_event", paused)
+    monkeypatch.setattr(recover_module, "lock_run", paused)
     crash = Background(lambda: recover_attempt(attempt_id=receipt.attempt.id))
     assert declared.wait(30)
     retried = engine.retry_steps(run_id=run.id, step_keys=["fails_at_first"], actor="ann")

@@ -957,3 +957,47 @@ def late_branch(ctx: Context) -> str:
 @fork_join.step(kind=PURE, after=["failing_branch", "late_branch"])
 def join(ctx: Context) -> str:
     return "joined"
+
+
+# --- lock strength (tests/engine/test_lock_strength.py): a guarded step and a map, each
+# followed by a step whose condition raises (CONDITION_ANSWERS, above), beside a branch
+# that a test starts while they finish ------------------------------------------------
+guarded_then_condition = workflow("guarded-then-condition", version=1)
+
+
+@guarded_then_condition.step(kind=PURE, after=[])
+def side_branch(ctx: Context) -> str:
+    return "side"
+
+
+@guarded_then_condition.step(kind=GUARDED, after=[])
+def merge_checked(ctx: Context) -> dict[str, Any]:
+    return CodeHost().merge(change_id=1, run_id=ctx.run_id)
+
+
+@guarded_then_condition.step(kind=PURE, after=["merge_checked"], when=_approved)
+def announce_merge(ctx: Context) -> str:
+    return "announced"
+
+
+map_then_condition = workflow("map-then-condition", version=1)
+
+
+@map_then_condition.step(kind=PURE, after=[])
+def side_of_map(ctx: Context) -> str:
+    return "side"
+
+
+@map_then_condition.step(kind=PURE, after=[])
+def list_targets(ctx: Context) -> list[int]:
+    return [1, 2]
+
+
+@map_then_condition.map_step(over="list_targets", batch_size=10, kind=TRANSACTIONAL)
+def copy_target(ctx: Context, target: int) -> None:
+    TargetRecord.objects.create(record_id=target, run_id=ctx.run_id)
+
+
+@map_then_condition.step(kind=PURE, after=["copy_target"], when=_approved)
+def report_targets(ctx: Context) -> str:
+    return "reported"

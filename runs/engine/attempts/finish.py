@@ -74,6 +74,8 @@ def finish_attempt(
             faults.hit("after_effect", name)
         else:
             result = ensure_json(result)
+        if _may_fail_the_run(started):
+            _hold_attempt_and_run(started)
         found = _fence_and_succeed(started, result, claim)
         if claim is not None:
             events.append_event(
@@ -113,6 +115,35 @@ def finish_attempt(
     if continuing:
         started.continued = following
         started.continue_with = ready[0] if following is None else None
+
+
+def _may_fail_the_run(started: Started) -> bool:
+    """Whether what follows this success may take the run FOR UPDATE (lock_run) after
+    the finish's statement has taken it FOR NO KEY UPDATE (its counters): a dependent it
+    makes ready that is a map step (a list it cannot map fails the step and the run:
+    expand) or has a condition (one that raises does the same: conditions), both
+    through fail_run; a batch's, through its map step's dependents. Computed once per
+    process per step name (ready.dependents_of). A compensation's success never locks
+    the run so (compensation_succeeded); a step that names one plans it under lock_run
+    only where its statement found the run stopped, when no start can hold the row with
+    events still to write (docs/architecture.md, "Locks")."""
+    if started.step.compensates:
+        return False
+    _, careful = dependents_of(started.workflow, started.step.name)
+    return bool(careful)
+
+
+def _hold_attempt_and_run(started: Started) -> None:
+    """The run at the strength the success may need (FOR UPDATE), before the finish's
+    statement takes it weaker: a start of another step holds it FOR KEY SHARE until it
+    writes its events (FOR NO KEY UPDATE), and a finish that took the counter first
+    would wait for that start while the start's events waited for it. The attempt's
+    row first, at the strength of its fence's UPDATE (docs/architecture.md, "Locks":
+    the attempt, then the run), so that the sweeper, which takes an attempt and then
+    its run, skips this one instead of waiting for the run behind it."""
+    with prepared.cursor() as cursor:
+        cursor.execute(SQL["hold_attempt"], {"attempt": started.attempt.id})
+    lock_run(started.run.id)
 
 
 def _fence_and_succeed(

@@ -17,6 +17,12 @@
         RETURNING id
     )
 
+-- name: hold_attempt
+-- The attempt's row, at the strength its fence's UPDATE takes, before a finish that may
+-- fail its run takes the run FOR UPDATE (finish.py, _hold_attempt_and_run): the attempt
+-- before the run (docs/architecture.md, "Locks"). The fence still decides.
+    SELECT 1 FROM runs_attempt WHERE id = %(attempt)s FOR NO KEY UPDATE
+
 -- name: step_succeeds
 -- The step's own transition, only if this attempt still owns it.
     UPDATE runs_step SET status = %(succeeded)s, result = %(result)s,

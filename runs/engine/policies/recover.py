@@ -149,6 +149,12 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     by the lease check just before the call) did not call it either: the row says so,
     and that check can no longer succeed once the attempt is crashed here."""
     step = Step.objects.select_for_update().get(pk=attempt.step_id)
+    # The run FOR UPDATE (lock_run), the strength the decision below needs, before the
+    # first write that touches its row (the event's seq, the run's status): a start of
+    # another step holds the run FOR KEY SHARE until it writes its own events, and a
+    # crash that first took the row weaker would wait for that start while the start's
+    # events waited for it (docs/architecture.md, "Locks").
+    run = lock_run(step.run_id)
     if step.kind == EffectKind.GUARDED and attempt.effect_entered_at is None:
         effect_started = False
     reason = "lease expired" if effect_started else "lease expired before the effect was called"
@@ -184,9 +190,8 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             probe_after=_probe_after(attempt),
         )
         return
-    # The run as it is now, under its lock (locks.py): a retry or cancel that committed
-    # meanwhile is seen, and none commits between this decision and its writes.
-    run = lock_run(step.run_id)
+    # The run as it is now, under its lock (taken above): a retry or cancel that
+    # committed meanwhile is seen, and none commits between this decision and its writes.
     active = run is not None and run.status in statuses_going_on(step)
     if step.has_attempts_left and active:
         owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
