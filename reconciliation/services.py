@@ -5,10 +5,12 @@ The rule that applies an outcome to a claim, its step and its run is the engine'
 probe ("check again", runs/engine/policies/probe.py). This module adds what operators need
 around them:
 
-- taking a claim ("on it"): take_claim / release_claim, decided by the database;
+- taking a claim ("on it"): take_claim / release_claim, decided by the database; any
+  resolution releases the take in its own transaction (release_on_resolution, on the
+  engine's claim_resolved), whoever resolves: an operator, a probe, a script;
 - resolving from a form or the API: resolve() parses the text a person typed, names
-  the field at fault, releases the take in the same transaction, and answers a double
-  submit with the first resolution (replayed) instead of an error;
+  the field at fault, and answers a double submit with the first resolution (replayed)
+  instead of an error;
 - bulk decisions: bulk_preview / bulk_resolve, each claim in its own transaction;
 - check again: reprobe().
 
@@ -136,6 +138,13 @@ def release_claim(*, claim_id: int, user: User) -> bool:
         return False
 
 
+def release_on_resolution(sender: Any, *, claim_id: int, **kwargs: Any) -> None:
+    """The engine's claim_resolved, inside the resolution's transaction: the claim is
+    decided, nobody is "on it" any more (reconciliation/apps.py connects it). The same
+    lock order as a take: the claim (locked by the resolution), then its take."""
+    ClaimTake.objects.filter(claim_id=claim_id).delete()
+
+
 def _claim(claim_id: int) -> Claim:
     claim = Claim.objects.filter(pk=claim_id).first()
     if claim is None:
@@ -200,7 +209,7 @@ def resolve(
     """Resolve an unresolved claim as an operator, from a form or the API: `outcome`
     succeeded (the effect happened; `result_json` optional) or failed (it did not),
     a required `note`, an optional `reference` (kept as evidence {"reference": …}).
-    Releases the claim's take in the same transaction.
+    The resolution releases the claim's take (release_on_resolution).
 
     A double submit resolves once: if the claim is already resolved by this user with
     this outcome and note, the existing resolution comes back with replayed=True.
@@ -226,7 +235,6 @@ def resolve(
             ):
                 raise
             return _replayed(exc.claim)
-        ClaimTake.objects.filter(claim_id=claim_id).delete()
     return resolution
 
 
@@ -354,12 +362,9 @@ def bulk_resolve(
 # --- check again -----------------------------------------------------------------------
 def reprobe(*, claim_id: int, user: User) -> ProbeOutcome:
     """Run the claim's probe now (runs.engine.probe.reprobe_claim); if its answer
-    resolved the claim, the take is released. Refuses: NoProbe, ProbeNotDue,
-    ProbeInFlight, ClaimAlreadyResolved, ClaimNotUnresolved, ClaimNotFound."""
-    outcome = reprobe_claim(claim_id=claim_id, actor=user)
-    if outcome.resolution is not None:
-        ClaimTake.objects.filter(claim_id=claim_id).delete()
-    return outcome
+    resolved the claim, the resolution released the take. Refuses: NoProbe,
+    ProbeNotDue, ProbeInFlight, ClaimAlreadyResolved, ClaimNotUnresolved, ClaimNotFound."""
+    return reprobe_claim(claim_id=claim_id, actor=user)
 
 
 __all__ = [
@@ -385,6 +390,7 @@ __all__ = [
     "check_claim_ids",
     "parse_result",
     "release_claim",
+    "release_on_resolution",
     "reprobe",
     "resolve",
     "resolve_claim",

@@ -20,7 +20,7 @@ from reconciliation.services import (
     InvalidResolution,
     Take,
 )
-from runs import events
+from runs import engine, events
 from runs.engine.policies.resolve import resolve_claim
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
@@ -497,6 +497,26 @@ def test_reprobe_that_resolves_the_claim_releases_its_take(db):
     assert (outcome.answer, outcome.resolution.claim.status) == ("not_applied", "failed")
     assert not ClaimTake.objects.exists()
     assert Run.objects.get(pk=claim.run_id).status == RunStatus.RUNNING
+
+
+def test_a_workers_probe_that_resolves_the_claim_releases_its_take(db):
+    claim = crashed_merge(workflow="merge-change-probed")  # no merge: not applied
+    Claim.objects.filter(pk=claim.pk).update(probe_after=db_now() - timedelta(seconds=1))
+    services.take_claim(claim_id=claim.id, user=operator("ann"))
+
+    assert engine.probe_claim(claim_id=claim.id) == "not_applied"  # the probe task's body
+
+    assert Claim.objects.get(pk=claim.pk).resolved_by == "probe"
+    assert not ClaimTake.objects.exists()
+
+
+def test_a_resolution_through_the_engine_releases_the_take_in_its_transaction(db):
+    claim = crashed_merge()
+    services.take_claim(claim_id=claim.id, user=operator("ann"))
+
+    with transaction.atomic():
+        resolve_claim(claim.id, "failed", actor="script", note="no merge on the host")
+        assert not ClaimTake.objects.exists()  # before the commit: with the resolution
 
 
 def test_engine_never_imports_reconciliation():

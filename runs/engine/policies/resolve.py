@@ -17,7 +17,10 @@ preview_resolution() says what a decision would do, without writing: it reads th
 same rows this rule reads, which is why it lives beside it (change one, change both).
 
 The operator side (taking claims, bulk decisions, pages) lives in `reconciliation/`
-and calls this; the engine never imports it.
+and calls this; the engine never imports it. What the operator side keeps about an
+unresolved claim and must end with it (its take, "on it") hangs on `claim_resolved`,
+sent inside the resolution's transaction by every way in: an operator, a probe (the
+worker's or "check again"), a script.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef
 from django.db.models.functions import Now
+from django.dispatch import Signal
 
 from runs import events
 from runs.engine.core import keys
@@ -54,6 +58,11 @@ from runs.states import RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
 OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
+
+# Sent by resolve_claim inside its transaction, once the claim is resolved (claim_id,
+# outcome, actor): a receiver's writes commit or roll back with the resolution. The
+# reconciliation app releases the claim's take on it (reconciliation/apps.py).
+claim_resolved = Signal()
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,7 @@ def resolve_claim(
         if n != 1:
             _refuse_resolved(claim_id)
         resolved = Claim.objects.get(pk=claim_id)
+        claim_resolved.send(Claim, claim_id=claim_id, outcome=outcome, actor=who)
         events.append_event(
             resolved.run_id,
             events.CLAIM_RESOLVED,
@@ -556,6 +566,7 @@ __all__ = [
     "RETRIES",
     "Preview",
     "Resolution",
+    "claim_resolved",
     "preview_resolution",
     "preview_resolutions",
     "resolve_claim",
