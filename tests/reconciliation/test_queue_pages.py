@@ -3,6 +3,7 @@ contains, and that bad input changes nothing."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -417,6 +418,32 @@ def test_history_lists_resolutions_with_filters(operator_client):
     assert "ann saw it" not in page and "olivia found nothing" in page
     page = operator_client.get("/reconciliation/history/?since=2000-01-01&until=2000-01-02")
     assert "No resolutions with these filters" in page.content.decode()
+
+
+def test_history_and_the_claim_page_show_a_probe_answer_contradicting_the_resolution(
+    operator_client,
+):
+    claim = factories.probe_contradicting_resolution(change_id=7)
+    merged = Claim.objects.get(pk=claim.pk)  # the merge happened; ann said it did not
+
+    history = operator_client.get("/reconciliation/history/").content.decode()
+    flag = (
+        f'<a class="status status-crashed" href="/reconciliation/claims/{claim.pk}/" '
+        'title="a probe answered the opposite after this resolution: see the claim">'
+        "probe disagrees</a>"
+    )
+    assert flag in history
+    page = operator_client.get(f"/reconciliation/claims/{claim.pk}/").content.decode()
+    notice = re.search(
+        r'<div class="notice danger"><p><strong>The probe found.*?</div>', page, re.S
+    )
+    assert notice is not None
+    text = re.sub(r"<[^>]+>|\s+", " ", notice.group(0))
+    assert "The probe found the effect applied" in text
+    assert "after this claim was resolved as failed by ann" in text
+    assert "The resolution is final and stands" in text
+    assert "&quot;merged_at&quot;" in notice.group(0)  # the probe's evidence, escaped
+    assert merged.status == ClaimStatus.FAILED
 
 
 def test_history_bad_date_is_reported_next_to_its_field(operator_client):
