@@ -361,6 +361,56 @@ def test_bulk_resolve_reports_a_claim_resolved_meanwhile(operator_client):
     }
 
 
+def test_bulk_preview_and_result_list_the_set_aside_claims_apart_with_the_reason(
+    operator_client,
+):
+    returned = factories.late_answer_kept("return")  # a late result: the merge happened
+    plain = factories.crashed_merge(change_id=7)
+    form = {"claims": [returned.pk, plain.pk], "outcome": "failed", "note": "none merged"}
+
+    preview = operator_client.post("/reconciliation/bulk/preview/", form, **HTMX)
+
+    html = preview.content.decode()
+    assert "Preview: resolve 1 claim as failed" in html and "1 is set aside" in html
+    aside = re.search(r'<section class="set-aside".*?</section>', html, re.S)
+    assert aside is not None
+    text = re.sub(r"<[^>]+>|\s+", " ", aside.group(0))
+    assert "Set aside: decide one by one (1)" in text
+    assert "a late result says the effect happened: attempt 1 returned" in text
+    assert f'href="/reconciliation/claims/{returned.pk}/"' in aside.group(0)
+    confirm = re.search(r'<form class="notice".*?</form>', html, re.S).group(0)
+    assert re.findall(r'name="claims" value="(\d+)"', confirm) == [str(plain.pk)]
+
+    result = operator_client.post("/reconciliation/bulk/resolve/", form, **HTMX)
+
+    html = result.content.decode()
+    assert "1 claim(s) resolved as failed, 0 refused, 1 set aside to decide one by one" in html
+    assert "Set aside: decide one by one (1)" in html
+    assert f'id="claim-{plain.pk}" hx-swap-oob="delete"' in html
+    assert f'id="claim-{returned.pk}" hx-swap-oob' not in html  # it stays in the queue
+    assert Claim.objects.get(pk=returned.pk).status == ClaimStatus.UNRESOLVED
+
+
+def test_a_bulk_preview_with_every_claim_set_aside_offers_nothing_to_confirm(operator_client):
+    returned = factories.late_answer_kept("return")
+    form = {"claims": [returned.pk], "outcome": "failed", "note": "none merged"}
+
+    html = operator_client.post("/reconciliation/bulk/preview/", form, **HTMX).content.decode()
+
+    assert "Nothing to resolve in bulk:</strong> every claim selected is set aside." in html
+    assert "Set aside: decide one by one (1)" in html
+    assert "Confirm" not in html
+
+
+def test_a_late_result_and_a_take_show_on_the_phone_card(operator_client):
+    returned = factories.late_answer_kept("return")
+    html = operator_client.get("/reconciliation/").content.decode()
+    row = re.search(rf'<tbody id="claim-{returned.pk}">.*?</tbody>', html, re.S).group(0)
+    cell = re.search(r'<td data-label="evidence"[^>]*>', row).group(0)
+    assert "hide-small" not in cell  # shown at 390 px too, labelled
+    assert '<span class="status status-crashed">late result</span>' in row
+
+
 def test_bulk_refuses_more_than_the_maximum(operator_client, settings):
     settings.RECONCILIATION_BULK_MAX = 2
     claims = factories.crashed("merge-change", count=3)

@@ -136,3 +136,33 @@ def probe_contradicting_resolution(change_id: int = 7, requested_by: str = "") -
     assert outcome.superseded, outcome
     asked.refresh_from_db()
     return asked
+
+
+def late_answer_kept(mode: str = "return") -> Claim:
+    """A hooked-merge claim whose worker was paused past its lease inside the effect and
+    answered late: the sweeper made the claim unresolved, and the late answer is kept on
+    it as evidence (mode "return": late_result, the merge happened; "not_applied":
+    late_error NotApplied; "raise": late_error TimeoutError)."""
+    from tests.support import workflows as test_workflows
+
+    run = engine.submit_run(workflow="hooked-merge", input={"mode": mode})
+
+    def paused_past_its_lease() -> None:
+        expire_leases()
+        engine.sweep()
+
+    test_workflows.HOOKS[str(run.id)] = paused_past_its_lease
+    assert engine.execute_step(step_id=Step.objects.get(run=run).id, worker="w") == "fenced"
+    claim = Claim.objects.get(run=run)
+    assert claim.status == ClaimStatus.UNRESOLVED, claim.status
+    return claim
+
+
+def probe_could_not_tell() -> Claim:
+    """A fan-out claim (its deploy raised) whose probe answered unknown: the answer is
+    kept on the claim as evidence["probe"]."""
+    run = raised("fan-out")
+    claim = Claim.objects.get(run=run)
+    assert engine.probe_claim(claim_id=claim.id) == "unknown"
+    claim.refresh_from_db()
+    return claim

@@ -26,7 +26,7 @@ worker's or "check again"), a script.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -114,7 +114,17 @@ def resolve_claim(
     note: str,
     result: Any = None,
     evidence: Any = None,
+    precondition: Callable[[int, Any], None] | None = None,
 ) -> Resolution:
+    """Resolve an unresolved claim as `outcome` (see the module's docstring for what
+    that does to its step and its run). Refuses, with nothing written: InvalidResolution,
+    ClaimNotFound, ClaimAlreadyResolved, ClaimNotUnresolved, ResolutionError.
+
+    `precondition(claim_id, evidence)`, if given, is called once the claim is locked,
+    with the evidence it holds then (nothing can add to it, or take it, until this
+    transaction ends), before anything is written: whatever it raises refuses the
+    resolution, nothing written. A bulk decision sets aside that way the claims whose
+    evidence contradicts it, or that another operator holds (reconciliation/services.py)."""
     claim_id = claim.pk if isinstance(claim, Claim) else int(claim)
     note = validate_resolution(outcome, note, result)
     who = actor_name(actor)
@@ -134,9 +144,16 @@ def resolve_claim(
             _refuse_resolved(claim_id)
         run = lock_run(found["run_id"])
         step = Step.objects.select_for_update().filter(pk=found["step_id"]).first()
-        current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
+        current = (
+            Claim.objects.select_for_update()
+            .filter(pk=claim_id)
+            .values("evidence", "status")
+            .first()
+        )
         if run is None or step is None or current is None:  # purged meanwhile (retention)
             raise ClaimNotFound(f"no claim with id {claim_id}")
+        if precondition is not None and current["status"] == ClaimStatus.UNRESOLVED:
+            precondition(claim_id, current["evidence"])  # (one resolved meanwhile: refused below)
         merged = dict(current["evidence"] or {})
         if evidence is not None:
             merged["resolution"] = evidence
