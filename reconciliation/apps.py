@@ -3,3 +3,12 @@ from django.apps import AppConfig
 
 class ReconciliationConfig(AppConfig):
     name = "reconciliation"
+
+    def ready(self) -> None:
+        # A resolution releases the claim's take, whoever resolves (an operator, a
+        # probe, a script), in the resolution's own transaction.
+        from runs.engine import claim_resolved
+
+        from .services import release_on_resolution
+
+        claim_resolved.connect(release_on_resolution, dispatch_uid="reconciliation.take")

@@ -3,8 +3,10 @@
 A take says "I am on it": one row per claim, so two operators do not investigate the
 same claim at once. It is advisory (resolving does not require it) and short-lived:
 it expires on its own after settings.RECONCILIATION_TAKE_MINUTES and is removed when
-the claim is resolved through reconciliation.services. Who holds a claim is decided
-by the database (INSERT … ON CONFLICT on the primary key), never by a read in Python.
+the claim is resolved, by whoever (an operator, a probe, a script), in the
+resolution's transaction (the engine's claim_resolved; reconciliation/apps.py). Who
+holds a claim is decided by the database (INSERT … ON CONFLICT on the primary key),
+never by a read in Python.
 """
 
 from __future__ import annotations

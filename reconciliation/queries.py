@@ -324,6 +324,9 @@ class ClaimDetail:
     events: list[EventRow]  # the step's events and the run's own within the claim's span
     events_truncated: bool  # older events than these exist (EVENTS_AROUND_CLAIM)
     late_results: list[EventRow]  # late results that arrived after the resolution
+    # Probe answers that arrived after the resolution and say the opposite (the
+    # resolution stands; their evidence is in the event, the claim cannot be amended).
+    probe_contradictions: list[EventRow]
     probe_due: bool  # "check again" would be accepted now (if the step has a probe)
     previews: dict[str, Preview]  # what resolving as succeeded / failed would do
 
@@ -377,6 +380,11 @@ def _claim_detail(claim_id: int) -> ClaimDetail | None:
         for e in around_events
         if e.type == events.LATE_RESULT_AFTER_RESOLUTION and e.payload.get("key") == claim.key
     ]
+    contradictions = [
+        e
+        for e in around_events
+        if e.type == events.PROBE_CONTRADICTS_RESOLUTION and e.payload.get("key") == claim.key
+    ]
     previews = {
         str(outcome): preview_resolutions(claim_ids=[claim.pk], outcome=outcome)[0]
         for outcome in (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
@@ -389,6 +397,7 @@ def _claim_detail(claim_id: int) -> ClaimDetail | None:
         events=around_events,
         events_truncated=truncated,
         late_results=late,
+        probe_contradictions=contradictions,
         probe_due=bool(claim.probe_due),
         previews=previews,
     )
@@ -414,6 +423,8 @@ class HistoryRow:
     # A fenced-off attempt's result or error arrived after the resolution (it stands;
     # the disagreement deserves a look).
     late_result_after_resolution: bool
+    # A probe answered the opposite after the resolution (it stands; have a look).
+    probe_contradicts_resolution: bool
 
 
 def _history_row(claim: Any) -> HistoryRow:
@@ -433,6 +444,14 @@ def _history_row(claim: Any) -> HistoryRow:
         result=claim.result,
         unresolved_at=claim.unresolved_at,
         late_result_after_resolution=claim.late,
+        probe_contradicts_resolution=claim.probe_contradicts,
+    )
+
+
+def _claims_event(event_type: str) -> QuerySet[Event]:
+    """The outer claim's events of this type (their payload names its key)."""
+    return Event.objects.annotate(claim_key=KT("payload__key")).filter(
+        run_id=OuterRef("run_id"), type=event_type, claim_key=OuterRef("key")
     )
 
 
@@ -447,11 +466,6 @@ def resolution_history(
     """Resolved claims, the latest resolution first (claim_resolved_idx); filters: who
     resolved (a username, or "probe"), the outcome, the workflow (by name), and
     resolved_at in [since, until)."""
-    late = Event.objects.annotate(claim_key=KT("payload__key")).filter(
-        run_id=OuterRef("run_id"),
-        type=events.LATE_RESULT_AFTER_RESOLUTION,
-        claim_key=OuterRef("key"),
-    )
     claims = Claim.objects.filter(resolved_at__isnull=False)
     if operator:
         claims = claims.filter(resolved_by=operator)
@@ -467,7 +481,8 @@ def resolution_history(
         workflow=F("run__workflow"),
         version=F("run__version"),
         step_key=F("step__key"),
-        late=Exists(late),
+        late=Exists(_claims_event(events.LATE_RESULT_AFTER_RESOLUTION)),
+        probe_contradicts=Exists(_claims_event(events.PROBE_CONTRADICTS_RESOLUTION)),
     ).order_by("-resolved_at", "-id")
     return Rows(rows, _history_row, counted=claims)
 

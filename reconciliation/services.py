@@ -5,11 +5,15 @@ The rule that applies an outcome to a claim, its step and its run is the engine'
 probe ("check again", runs/engine/policies/probe.py). This module adds what operators need
 around them:
 
-- taking a claim ("on it"): take_claim / release_claim, decided by the database;
+- taking a claim ("on it"): take_claim / release_claim, decided by the database; any
+  resolution releases the take in its own transaction (release_on_resolution, on the
+  engine's claim_resolved), whoever resolves: an operator, a probe, a script;
 - resolving from a form or the API: resolve() parses the text a person typed, names
-  the field at fault, releases the take in the same transaction, and answers a double
-  submit with the first resolution (replayed) instead of an error;
-- bulk decisions: bulk_preview / bulk_resolve, each claim in its own transaction;
+  the field at fault, and answers a double submit with the first resolution (replayed)
+  instead of an error;
+- bulk decisions: bulk_preview / bulk_resolve, each claim in its own transaction,
+  never repeating an effect: a claim whose evidence contradicts the outcome, or that
+  another operator holds, is set aside and reported apart (contradiction());
 - check again: reprobe().
 
 Every public service here is keyword-only and runs in its own transaction
@@ -19,8 +23,9 @@ transaction (ATOMIC_REQUESTS included).
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +34,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from runs import inputs, sql
 from runs.engine import (
@@ -53,6 +59,7 @@ from runs.engine import (
 )
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus
+from runs.workflows import NotApplied
 
 from .models import ClaimTake
 
@@ -136,6 +143,13 @@ def release_claim(*, claim_id: int, user: User) -> bool:
         return False
 
 
+def release_on_resolution(sender: Any, *, claim_id: int, **kwargs: Any) -> None:
+    """The engine's claim_resolved, inside the resolution's transaction: the claim is
+    decided, nobody is "on it" any more (reconciliation/apps.py connects it). The same
+    lock order as a take: the claim (locked by the resolution), then its take."""
+    ClaimTake.objects.filter(claim_id=claim_id).delete()
+
+
 def _claim(claim_id: int) -> Claim:
     claim = Claim.objects.filter(pk=claim_id).first()
     if claim is None:
@@ -200,7 +214,7 @@ def resolve(
     """Resolve an unresolved claim as an operator, from a form or the API: `outcome`
     succeeded (the effect happened; `result_json` optional) or failed (it did not),
     a required `note`, an optional `reference` (kept as evidence {"reference": …}).
-    Releases the claim's take in the same transaction.
+    The resolution releases the claim's take (release_on_resolution).
 
     A double submit resolves once: if the claim is already resolved by this user with
     this outcome and note, the existing resolution comes back with replayed=True.
@@ -212,11 +226,31 @@ def resolve(
     result = parse_result(result_json)
     note = validate_resolution(outcome, note, result)
     evidence = _evidence(clean_reference(reference))
+    return _decide(claim_id, user, outcome, note, result, evidence)
+
+
+def _decide(
+    claim_id: int,
+    user: User,
+    outcome: str,
+    note: str,
+    result: Any,
+    evidence: dict[str, Any] | None,
+    precondition: Callable[[int, Any], None] | None = None,
+) -> Resolution:
+    """resolve()'s transaction, with the decision already checked; `precondition` is
+    resolve_claim's (called under the claim's lock: a bulk decision's set-aside rule)."""
     who = actor_name(user)
     with transaction.atomic(durable=True):
         try:
             resolution = resolve_claim(
-                claim_id, outcome, actor=user, note=note, result=result, evidence=evidence
+                claim_id,
+                outcome,
+                actor=user,
+                note=note,
+                result=result,
+                evidence=evidence,
+                precondition=precondition,
             )
         except ClaimAlreadyResolved as exc:
             if (exc.claim.resolved_by, exc.claim.status, exc.claim.resolution_note) != (
@@ -226,7 +260,6 @@ def resolve(
             ):
                 raise
             return _replayed(exc.claim)
-        ClaimTake.objects.filter(claim_id=claim_id).delete()
     return resolution
 
 
@@ -261,18 +294,173 @@ class BulkRefusal:
     error: str
 
 
+# Why a bulk decision sets a claim aside (BulkSetAside.reason), for machines; the
+# message says it in words.
+LATE_RESULT = "late_result"  # failed: a fenced-off attempt returned from the effect
+PROBE_COULD_NOT_TELL = "probe_could_not_tell"  # failed: the probe said unknown, or never answered
+LATE_NOT_APPLIED = "late_not_applied"  # succeeded: a fenced-off attempt raised NotApplied
+TAKEN = "taken"  # either: another operator is on it
+
+
+@dataclass(frozen=True)
+class BulkSetAside:
+    """A claim a bulk decision left undecided, to be decided one by one: its evidence
+    contradicts the chosen outcome, or another operator holds it (`reason`, one of
+    LATE_RESULT, PROBE_COULD_NOT_TELL, LATE_NOT_APPLIED, TAKEN; `message` in words)."""
+
+    claim_id: int
+    claim_key: str
+    reason: str
+    message: str
+
+
+class ClaimSetAside(ResolutionError):
+    """A bulk decision's refusal of one claim (bulk_resolve reports it as set aside)."""
+
+    code = "claim_set_aside"
+
+    def __init__(self, set_aside: BulkSetAside) -> None:
+        super().__init__(set_aside.message)
+        self.set_aside = set_aside
+
+
 @dataclass(frozen=True)
 class BulkResult:
     outcome: str
     successes: tuple[BulkSuccess, ...]
     refusals: tuple[BulkRefusal, ...]
+    set_aside: tuple[BulkSetAside, ...] = ()
 
     @property
     def summary(self) -> str:
-        return (
+        said = (
             f"{len(self.successes)} claim(s) resolved as {self.outcome}, "
             f"{len(self.refusals)} refused"
         )
+        if self.set_aside:
+            said += f", {len(self.set_aside)} set aside to decide one by one"
+        return said
+
+
+@dataclass(frozen=True)
+class BulkPreview:
+    """What a bulk decision would do: the previews of the claims it would decide, in
+    order, and the claims it would set aside (decided one by one, never in bulk)."""
+
+    outcome: str
+    previews: tuple[Preview, ...]
+    set_aside: tuple[BulkSetAside, ...]
+
+
+# A late error is its exception's text as the worker described it (execute._describe):
+# the class's qualified name first. NotApplied's own (a subclass shows its own name and
+# is not recognised: such a claim is not set aside, which repeats no effect).
+_NOT_APPLIED = f"{NotApplied.__module__}.{NotApplied.__qualname__}"
+
+
+def contradiction(outcome: str, evidence: Any) -> tuple[str, str] | None:
+    """(reason, words) if the evidence kept on an unresolved claim contradicts deciding
+    it as `outcome` in bulk; None if it agrees or says nothing either way. The rule
+    (docs/operating.md#reconciliation, "Bulk decisions never repeat an effect"):
+
+    - failed ("the effect did not happen": the step is retried, the effect done again)
+      is contradicted by `late_result` (a fenced-off attempt returned from the step's
+      function after its lease ended: the effect happened) and by `probe` (the probe
+      answered unknown, raised, or never answered: nothing confirms it did not happen);
+    - succeeded ("it happened": the run goes on without it) is contradicted by a
+      `late_error` that is NotApplied (a fenced-off attempt said the effect did not
+      happen).
+
+    Not contradicting: a late error of any other exception (the attempt raised inside
+    the effect: as uncertain as the claim itself), `effect_called: false` (an attempt
+    that lost its lease before the effect: it says nothing of the attempt that made the
+    claim unresolved), a reference. A definite probe answer is not kept on an
+    unresolved claim: it resolves the claim itself (or, refused, is only logged)."""
+    if not isinstance(evidence, dict):
+        return None
+    attempt = evidence.get("late_attempt")
+    who = f"attempt {attempt}" if attempt is not None else "a fenced-off attempt"
+    if outcome == ClaimStatus.FAILED:
+        if "late_result" in evidence:
+            return LATE_RESULT, (
+                f"a late result says the effect happened: {who} returned "
+                f"{_short_json(evidence['late_result'])} after its lease ended"
+            )
+        if "probe" in evidence:
+            probe = evidence["probe"]
+            reason = probe.get("reason") if isinstance(probe, dict) else None
+            return PROBE_COULD_NOT_TELL, (
+                "the probe could not tell whether the effect happened"
+                + (f" ({reason})" if reason else "")
+            )
+    if outcome == ClaimStatus.SUCCEEDED:
+        error = evidence.get("late_error")
+        if isinstance(error, str) and (error + ":").startswith(_NOT_APPLIED + ":"):
+            said = error.removeprefix(_NOT_APPLIED).removeprefix(":").strip()
+            return LATE_NOT_APPLIED, (
+                f"a late answer says the effect did not happen: {who} raised NotApplied"
+                + (f" ({said})" if said else "")
+                + " after its lease ended"
+            )
+    return None
+
+
+def _short_json(value: Any, chars: int = 120) -> str:
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _set_aside(
+    claim_id: int, key: str, evidence: Any, outcome: str, take: ClaimTake | None
+) -> BulkSetAside | None:
+    """Why the claim is set aside from a bulk `outcome`, given its evidence and the live
+    take by another operator it has, if any; None if it may be decided in bulk."""
+    found = contradiction(outcome, evidence)
+    if found is not None:
+        reason, words = found
+        undo = "repeat it" if outcome == ClaimStatus.FAILED else "lose it"
+        return BulkSetAside(
+            claim_id, key, reason, f"{words}; deciding it as {outcome} could {undo}"
+        )
+    if take is not None:
+        until = timezone.localtime(take.expires_at).strftime("%H:%M")
+        who = take.taken_by.get_username()
+        return BulkSetAside(
+            claim_id,
+            key,
+            TAKEN,
+            f"{who} is on it (until {until}): theirs to decide, or yours once it ends",
+        )
+    return None
+
+
+def _takes_by_others(claim_ids: list[int], user: User) -> dict[int, ClaimTake]:
+    """The live takes of these claims by anyone but `user`, by claim id (one query)."""
+    takes = (
+        ClaimTake.objects.select_related("taken_by")
+        .filter(claim_id__in=claim_ids, expires_at__gt=Now())
+        .exclude(taken_by_id=user.pk)
+    )
+    return {take.claim_id: take for take in takes}
+
+
+def _bulk_check(outcome: str, user: User) -> Callable[[int, Any], None]:
+    """resolve_claim's precondition for a bulk decision: under the claim's lock, set
+    it aside (ClaimSetAside) if its evidence contradicts `outcome` or another operator
+    has taken it. Under that lock nothing can add evidence or take the claim before the
+    resolution commits (a take reads the claim FOR SHARE first)."""
+
+    def check(claim_id: int, evidence: Any) -> None:
+        key = Claim.objects.values_list("key", flat=True).get(pk=claim_id)
+        take = _takes_by_others([claim_id], user).get(claim_id)
+        aside = _set_aside(claim_id, key, evidence, outcome, take)
+        if aside is not None:
+            raise ClaimSetAside(aside)
+
+    return check
 
 
 def check_claim_ids(claim_ids: Iterable[Any]) -> list[int]:
@@ -298,12 +486,34 @@ def check_claim_ids(claim_ids: Iterable[Any]) -> list[int]:
     return ids
 
 
-def bulk_preview(*, claim_ids: Iterable[Any], outcome: str) -> list[Preview]:
-    """What resolving each claim with `outcome` would do, in order (each as the ones
-    before it would leave its run), without writing."""
+def bulk_preview(*, claim_ids: Iterable[Any], outcome: str, user: User) -> BulkPreview:
+    """What resolving each claim with `outcome` by `user` would do, without writing: the
+    claims bulk_resolve would set aside (evidence that contradicts the outcome, another
+    operator's take), and what deciding each of the others would do, in order (each as
+    the ones before it would leave its run)."""
     ids = check_claim_ids(claim_ids)
     validate_outcome(outcome)
-    return preview_resolutions(claim_ids=ids, outcome=outcome)
+    claims = {
+        claim_id: (key, evidence)
+        for claim_id, key, evidence in Claim.objects.filter(
+            pk__in=ids, status=ClaimStatus.UNRESOLVED
+        ).values_list("id", "key", "evidence")
+    }
+    takes = _takes_by_others(list(claims), user)
+    set_aside = [
+        aside
+        for claim_id in ids
+        if claim_id in claims
+        and (aside := _set_aside(claim_id, *claims[claim_id], outcome, takes.get(claim_id)))
+        is not None
+    ]
+    aside_ids = {a.claim_id for a in set_aside}
+    previews = (
+        preview_resolutions(claim_ids=[i for i in ids if i not in aside_ids], outcome=outcome)
+        if len(aside_ids) < len(ids)
+        else []
+    )
+    return BulkPreview(outcome, tuple(previews), tuple(set_aside))
 
 
 def bulk_resolve(
@@ -318,18 +528,27 @@ def bulk_resolve(
     a refusal (resolved meanwhile by someone else, not unresolved, gone) is reported
     and never undoes or stops the others. The whole request is refused up front, with
     nothing written, if the ids or the decision are invalid. A succeeded decision
-    carries no result."""
+    carries no result.
+
+    A bulk decision never repeats an effect, nor skips one against the evidence: a
+    claim whose evidence contradicts `outcome` (contradiction()), or that another
+    operator has taken, is set aside, decided under the claim's lock (resolve_claim's
+    precondition), and reported apart (BulkResult.set_aside, with the reason): decide
+    it one by one."""
     ids = check_claim_ids(claim_ids)
     note = validate_resolution(outcome, note, None)
-    reference = clean_reference(reference)
+    evidence = _evidence(clean_reference(reference))
     actor_name(user)
+    check = _bulk_check(outcome, user)
     successes: list[BulkSuccess] = []
     refusals: list[BulkRefusal] = []
+    set_aside: list[BulkSetAside] = []
     for claim_id in ids:
         try:
-            resolution = resolve(
-                claim_id=claim_id, user=user, outcome=outcome, note=note, reference=reference
-            )
+            resolution = _decide(claim_id, user, outcome, note, None, evidence, check)
+        except ClaimSetAside as exc:
+            set_aside.append(exc.set_aside)
+            continue
         except ResolutionError as exc:
             refusals.append(BulkRefusal(claim_id, str(exc), type(exc).__name__))
             continue
@@ -348,27 +567,31 @@ def bulk_resolve(
                 resolution.replayed,
             )
         )
-    return BulkResult(outcome, tuple(successes), tuple(refusals))
+    return BulkResult(outcome, tuple(successes), tuple(refusals), tuple(set_aside))
 
 
 # --- check again -----------------------------------------------------------------------
 def reprobe(*, claim_id: int, user: User) -> ProbeOutcome:
     """Run the claim's probe now (runs.engine.probe.reprobe_claim); if its answer
-    resolved the claim, the take is released. Refuses: NoProbe, ProbeNotDue,
-    ProbeInFlight, ClaimAlreadyResolved, ClaimNotUnresolved, ClaimNotFound."""
-    outcome = reprobe_claim(claim_id=claim_id, actor=user)
-    if outcome.resolution is not None:
-        ClaimTake.objects.filter(claim_id=claim_id).delete()
-    return outcome
+    resolved the claim, the resolution released the take. Refuses: NoProbe,
+    ProbeNotDue, ProbeInFlight, ClaimAlreadyResolved, ClaimNotUnresolved, ClaimNotFound."""
+    return reprobe_claim(claim_id=claim_id, actor=user)
 
 
 __all__ = [
+    "LATE_NOT_APPLIED",
+    "LATE_RESULT",
+    "PROBE_COULD_NOT_TELL",
+    "TAKEN",
+    "BulkPreview",
     "BulkRefusal",
     "BulkResult",
+    "BulkSetAside",
     "BulkSuccess",
     "ClaimAlreadyResolved",
     "ClaimNotFound",
     "ClaimNotUnresolved",
+    "ClaimSetAside",
     "ClaimTakenByOther",
     "InvalidResolution",
     "NoProbe",
@@ -383,8 +606,10 @@ __all__ = [
     "bulk_preview",
     "bulk_resolve",
     "check_claim_ids",
+    "contradiction",
     "parse_result",
     "release_claim",
+    "release_on_resolution",
     "reprobe",
     "resolve",
     "resolve_claim",

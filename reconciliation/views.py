@@ -371,7 +371,9 @@ def bulk_preview(request: SignedInRequest) -> HttpResponse:
     form = _bulk_form(request)
     try:
         services.validate_resolution(form["outcome"], form["note"], None)
-        previews = services.bulk_preview(claim_ids=form["claims"], outcome=form["outcome"])
+        bulk = services.bulk_preview(
+            claim_ids=form["claims"], outcome=form["outcome"], user=request.user
+        )
     except services.InvalidResolution as exc:
         return render(
             request,
@@ -379,7 +381,9 @@ def bulk_preview(request: SignedInRequest) -> HttpResponse:
             {"form": form, "errors": {exc.field or "general": str(exc)}},
             status=422,
         )
-    # Claims decided meanwhile are listed, said in words, and left out of the decision.
+    # Claims decided meanwhile are listed, said in words, and left out of the decision;
+    # so are those set aside (listed apart, with the reason: decide them one by one).
+    previews = bulk.previews
     decided = {p.claim_id for p in previews if p.action in (NOT_UNRESOLVED, REFUSED)}
     claims = queries.claims_by_id(sorted(decided))
     lines = []
@@ -404,6 +408,7 @@ def bulk_preview(request: SignedInRequest) -> HttpResponse:
         "resolvable": resolvable,
         "left_out": decided,
         "left_queue": left_queue,
+        "set_aside": _set_aside_lines(bulk.set_aside),
     }
     response = render(request, "reconciliation/queue.html#bulk-result", context)
     return _oob(request, response) if left_queue else response
@@ -443,9 +448,24 @@ def bulk_resolve(request: SignedInRequest) -> HttpResponse:
             )
         else:
             refusals.append(wording.refusal(Exception(refusal.message), claim))
-    context = {"form": form, "result": result, "refusals": refusals, "left_queue": left_queue}
+    context = {
+        "form": form,
+        "result": result,
+        "refusals": refusals,
+        "left_queue": left_queue,
+        "set_aside": _set_aside_lines(result.set_aside),
+    }
     response = render(request, "reconciliation/queue.html#bulk-result", context)
     return _oob(request, response)
+
+
+def _set_aside_lines(set_aside: tuple[services.BulkSetAside, ...]) -> list[dict[str, Any]]:
+    """The claims a bulk decision sets aside, as the page lists them apart: each with
+    its key, the reason in words, and its own page (where it is decided alone)."""
+    return [
+        {"claim_id": a.claim_id, "key": wording.short_key(a.claim_key), "message": a.message}
+        for a in set_aside
+    ]
 
 
 # --- helpers -------------------------------------------------------------------------

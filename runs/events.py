@@ -53,6 +53,9 @@ CLAIM_EVIDENCE = "claim_evidence"  # e.g. the late result of a fenced-off guarde
 # A fenced-off attempt's result or error for a claim that was already resolved: the
 # resolution stands (it is final), the reconciliation pages flag the disagreement.
 LATE_RESULT_AFTER_RESOLUTION = "late_result_after_resolution"
+# A probe's definite answer (applied, not applied) for a claim already resolved the
+# other way: the resolution stands (it is final), the reconciliation pages flag it.
+PROBE_CONTRADICTS_RESOLUTION = "probe_contradicts_resolution"
 PROBE_REQUESTED = "probe_requested"
 PROBE_INCONCLUSIVE = "probe_inconclusive"
 # The probe used up its tries without an answer (each time its worker died or stalled

@@ -16,6 +16,7 @@ from typing import Any
 from django.http import QueryDict
 
 PREFIX = "input."  # form names of input fields, apart from the form's own (workflow)
+READABLE_BOUND = 1e15
 
 
 @dataclass
@@ -61,7 +62,9 @@ class InputField:
         parts = [self.description] if self.description else []
         if self.widget == "json":
             parts.append("JSON")
-        if self.minimum is not None:
+        # A bound beyond any number a person types (a search field's -(10**199 - 1)) says
+        # nothing as a figure: the description says it in words.
+        if self.minimum is not None and abs(self.minimum) < READABLE_BOUND:
             parts.append(
                 f"{'more than' if self.exclusive_minimum else 'at least'} {self.minimum:g}"
             )

@@ -26,7 +26,7 @@ from runs.states import EffectKind
 from .errors import WorkflowDefinitionError
 from .inputs import DeclaredInput, Field, InputType
 from .schedules import check_schedule_fields
-from .search import check_search_fields, search_keys
+from .search import bound_search_ints, check_search_fields, search_keys
 
 PURE = EffectKind.PURE
 TRANSACTIONAL = EffectKind.TRANSACTIONAL
@@ -236,6 +236,7 @@ class Workflow:
         self.search = check_search_fields(
             self.search, self.declared_input, f"workflow {self.name!r} v{self.version}"
         )
+        bound_search_ints(self.search, self.declared_input)
 
     # The declared input (inputs.py): its fields, their parsed types and defaults, or
     # the pydantic model that stands instead of them.

@@ -26,7 +26,7 @@ import copy
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,6 +247,40 @@ class Field:
         return self.default is _MISSING
 
 
+@dataclass(frozen=True)
+class IntBound:
+    """A range an int field must lie in beyond what its declaration says, added by the
+    workflow (a search field's, search.py: its text must fit the index). Checked with
+    the declared types, whatever declared them (a mapping or a pydantic model), and
+    published in the JSON Schema (`minimum`, `maximum`, and `note` as the field's
+    description when it has none). `problem(name, value)` says why a value is refused."""
+
+    low: int
+    high: int
+    problem: Callable[[str, int], str]
+    note: str
+
+    def refuses(self, value: Any) -> bool:
+        return (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and not (self.low <= value <= self.high)
+        )
+
+    def tighten(self, fragment: dict[str, Any]) -> dict[str, Any]:
+        """The JSON Schema fragment of the field with this range added, its own bounds
+        kept where they are tighter (a `minimum` above low, an `exclusiveMinimum`)."""
+        out = dict(fragment)
+        own_low = [out[k] for k in ("minimum", "exclusiveMinimum") if k in out]
+        if not any(isinstance(b, int | float) and b >= self.low for b in own_low):
+            out["minimum"] = self.low
+        own_high = [out[k] for k in ("maximum", "exclusiveMaximum") if k in out]
+        if not any(isinstance(b, int | float) and b <= self.high for b in own_high):
+            out["maximum"] = self.high
+        out.setdefault("description", self.note)
+        return out
+
+
 class DeclaredInput:
     """A workflow's `input=`: field name -> a type or a Field, or a pydantic model.
     `where` names the workflow in the WorkflowDefinitionError of a wrong declaration."""
@@ -266,6 +300,8 @@ class DeclaredInput:
         self.defaults: dict[str, Any] = {}
         for key, spec in self.fields.items():
             self._check_field(key, spec)
+        # Ranges the workflow adds to int fields (IntBound), by field name.
+        self.int_bounds: dict[str, IntBound] = {}
 
     def _check_field(self, key: str, spec: Field) -> None:
         where = f"{self.where}, input field {key!r}"
@@ -300,6 +336,8 @@ class DeclaredInput:
         if not isinstance(data, dict):
             raise InvalidInput(["input must be a JSON object"])
         clean = self._validate_model(data) if self.model is not None else self._validate(data)
+        if self.model is not None:
+            self._check_bounds(clean)
         unusable = json_problem(clean)
         if unusable:  # whatever the way in (a form, a script): PostgreSQL could not store it
             raise InvalidInput([f"input is not usable: {unusable}"])
@@ -323,10 +361,13 @@ class DeclaredInput:
             else:
                 value = tp.check(data[key], f"field {key!r}", problems)
                 if len(problems) == before:
+                    bound = self.int_bounds.get(key)
                     if spec.min is not None and value is not None and value < spec.min:
                         problems.append(
                             f"field {key!r} must be at least {spec.min:g}, got {data[key]!r}"
                         )
+                    elif bound is not None and bound.refuses(value):
+                        problems.append(bound.problem(key, value))
                     else:
                         clean[key] = value
             if len(problems) > before:
@@ -334,6 +375,16 @@ class DeclaredInput:
         if problems:
             raise InvalidInput(_capped(problems), by_field)
         return clean
+
+    def _check_bounds(self, clean: dict[str, Any]) -> None:
+        """The int bounds of a model's input, which the model does not know of."""
+        by_field = {
+            key: [bound.problem(key, clean[key])]
+            for key, bound in self.int_bounds.items()
+            if bound.refuses(clean.get(key))
+        }
+        if by_field:
+            raise InvalidInput([p for problems in by_field.values() for p in problems], by_field)
 
     def _validate_model(self, data: dict[str, Any]) -> dict[str, Any]:
         """Validate with the declared pydantic model; each problem names its field path
@@ -365,6 +416,12 @@ class DeclaredInput:
         for clients, the API's documentation and the submit form."""
         if self.model is not None:
             schema = dict(self.model.model_json_schema())
+            if self.int_bounds:
+                bounded = dict(schema.get("properties", {}))
+                for key, bound in self.int_bounds.items():
+                    if key in bounded:
+                        bounded[key] = bound.tighten(bounded[key])
+                schema["properties"] = bounded
             schema.setdefault("title", title)
             if description:
                 schema.setdefault("description", description)
@@ -376,6 +433,8 @@ class DeclaredInput:
                 fragment["default"] = self.defaults[key]
             if spec.min is not None:
                 fragment["minimum"] = spec.min
+            if key in self.int_bounds:
+                fragment = self.int_bounds[key].tighten(fragment)
             properties[key] = fragment
         return {
             "$schema": "https://json-schema.org/draft/2020-12/schema",

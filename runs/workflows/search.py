@@ -8,16 +8,26 @@ text is ambiguous: 1.0 or 1) or a bool is refused then, as is a name the input d
 not declare. An optional field that holds None, and a string longer than
 SEARCH_VALUE_MAX characters, give no search key (nobody types it into a box; the
 index stays small and its entries within PostgreSQL's btree limit).
+
+An int search field is an identifier, and its text must fit the key
+(RunSearchKey.value, SEARCH_VALUE_MAX characters): a value beyond SEARCH_INT (from
+-(10**199 - 1) to 10**200 - 1) is refused with the input's other problems when the
+run is submitted, naming the field and the bound, and the input's JSON Schema says
+the range. Not dropped like an overlong string: a string search field may hold long
+text that is not looked up, but an int of 201 digits is no identifier anyone holds,
+only a mistake, and a run accepted with it could never be found by the id it was
+submitted for.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import WorkflowDefinitionError
-from .inputs import DeclaredInput
+from .inputs import DeclaredInput, IntBound
 
 SEARCH_VALUE_MAX = 200
 # Field names as they appear in a query string and in the filter's <select>.
@@ -26,6 +36,41 @@ FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 SEARCHABLE_TYPES = ("int", "str", "int | None", "str | None")
 # The same, as a pydantic model's JSON Schema says them.
 SEARCHABLE_JSON = ("integer", "string")
+
+
+def _too_long(name: str, value: int) -> str:
+    return (
+        f"field {name!r} is a search field, so its text must be at most {SEARCH_VALUE_MAX} "
+        f"characters (from -(10**{SEARCH_VALUE_MAX - 1} - 1) to 10**{SEARCH_VALUE_MAX} - 1); "
+        f"got {_text_length(value)}"
+    )
+
+
+def _text_length(value: int) -> str:
+    """How long an int's decimal text is, without making the text of one so long that
+    Python refuses to (sys.get_int_max_str_digits)."""
+    try:
+        return str(len(str(value)))
+    except ValueError:
+        return f"more than {sys.get_int_max_str_digits()}"
+
+
+# The range of an int search field: its decimal text fits RunSearchKey.value.
+SEARCH_INT = IntBound(
+    low=-(10 ** (SEARCH_VALUE_MAX - 1) - 1),
+    high=10**SEARCH_VALUE_MAX - 1,
+    problem=_too_long,
+    note=f"a search field: at most {SEARCH_VALUE_MAX} digits ({SEARCH_VALUE_MAX - 1} when "
+    "negative)",
+)
+
+
+def bound_search_ints(fields: Iterable[str], declared: DeclaredInput) -> None:
+    """Give each int search field its range (SEARCH_INT), checked with the input."""
+    types = _field_types(declared)
+    for name in fields:
+        if types.get(name) in ("int", "int | None", "integer"):
+            declared.int_bounds[name] = SEARCH_INT
 
 
 def check_search_fields(
@@ -73,7 +118,8 @@ def search_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return str(value)
+        # Beyond SEARCH_INT the input was refused (bound_search_ints): never stored.
+        return None if SEARCH_INT.refuses(value) else str(value)
     if isinstance(value, str) and 0 < len(value) <= SEARCH_VALUE_MAX:
         return value
     return None

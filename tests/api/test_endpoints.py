@@ -188,6 +188,27 @@ def test_submit_invalid_input_lists_every_problem_by_field(api):
     )
 
 
+def test_submit_an_int_search_field_over_200_digits_answers_400_naming_it_and_writes_nothing(api):
+    before = written()
+
+    error = error_of(
+        submit(api, {"workflow": "merge-change", "input": {"change_id": 10**200}}),
+        400,
+        "invalid_input",
+    )
+
+    problem = (
+        "field 'change_id' is a search field, so its text must be at most 200 characters "
+        "(from -(10**199 - 1) to 10**200 - 1); got 201"
+    )
+    assert error == {
+        "code": "invalid_input",
+        "message": f"invalid input: {problem}",
+        "fields": {"input": [problem]},
+    }
+    assert written() == before
+
+
 def test_unknown_version_message_lists_known_versions(api):
     error = error_of(
         submit(api, {"workflow": "merge-change", "version": 3, "input": {"change_id": 1}}),
@@ -506,7 +527,15 @@ def test_workflows_list_versions_steps_and_input_schema(api):
                     "title": "merge-change v1 input",
                     "description": "Merge a change on a code host that has no idempotency.",
                     "type": "object",
-                    "properties": {"change_id": {"type": "integer", "minimum": 1}},
+                    "properties": {
+                        "change_id": {
+                            "type": "integer",
+                            "minimum": 1,
+                            # a search field: its text fits the search key
+                            "maximum": 10**200 - 1,
+                            "description": "a search field: at most 200 digits (199 when negative)",
+                        }
+                    },
                     "required": ["change_id"],
                     "additionalProperties": False,
                 },

@@ -380,7 +380,14 @@ def test_the_submission_body_is_one_of_the_registered_workflows(openapi, api):
                 "input": {
                     "title": "merge-change v1 input",
                     "type": "object",
-                    "properties": {"change_id": {"type": "integer", "minimum": 1}},
+                    "properties": {
+                        "change_id": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 10**200 - 1,  # a search field: its text fits its key
+                            "description": "a search field: at most 200 digits (199 when negative)",
+                        }
+                    },
                     "required": ["change_id"],
                     "additionalProperties": False,
                     "description": "The run's input (GET /api/workflows/ gives it as JSON "

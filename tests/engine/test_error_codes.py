@@ -16,7 +16,7 @@ def _refusals() -> list[type[engine.EngineError]]:
         for _, cls in inspect.getmembers(errors, inspect.isclass)
         if issubclass(cls, errors.EngineError)
     ]
-    return [*found, services.ClaimTakenByOther]
+    return [*found, services.ClaimTakenByOther, services.ClaimSetAside]
 
 
 def test_every_refusal_has_a_code_of_its_own():
@@ -30,7 +30,7 @@ def test_every_refusal_has_a_code_of_its_own():
 
 def test_the_door_hands_on_every_refusal_of_the_engine():
     for cls in _refusals():
-        if cls is not services.ClaimTakenByOther:
+        if cls not in (services.ClaimTakenByOther, services.ClaimSetAside):
             assert getattr(engine, cls.__name__) is cls
 
 

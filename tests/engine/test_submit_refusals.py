@@ -171,6 +171,11 @@ def test_submit_run_fills_defaults_and_writes_plan(db):
         (["merge-change", "--version", "2", "--input", '{"change_id": 1}'], "has no version 2"),
         (["merge-change", "--input", "{not json"], "--input is not valid JSON"),
         (["charge-payment", "--input", '{"amount": "ten"}'], "must be int, got str"),
+        (
+            ["merge-change", "--input", '{"change_id": 1%s}' % ("0" * 200)],
+            r"invalid input: field 'change_id' is a search field, so its text must be at "
+            r"most 200 characters \(from -\(10\*\*199 - 1\) to 10\*\*200 - 1\); got 201$",
+        ),
     ],
 )
 def test_submit_run_command_errors(db, args, message):

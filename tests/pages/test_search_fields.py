@@ -10,6 +10,7 @@ import re
 import pytest
 
 from runs import engine
+from runs.models import Run
 
 
 @pytest.fixture
@@ -89,3 +90,21 @@ def test_a_run_found_by_its_key_says_so_first(operator_client, db):
     html = operator_client.get("/runs/?q=77").content.decode()
     assert listed(html) == [str(run.id)]
     assert "matched its submission key" in html
+
+
+def test_the_new_run_form_refuses_an_int_search_field_over_200_digits_beside_it(operator_client):
+    response = operator_client.post(
+        "/runs/new/",
+        {"workflow": "merge-change", "version": "1", "input.change_id": "9" * 201},
+    )
+
+    assert response.status_code == 200  # the form again, with its problem beside the field
+    page = response.content.decode()
+    beside = re.search(r'<div id="in-change-id-error"><p class="error">(.*?)</p>', page)
+    assert beside is not None
+    assert beside.group(1) == (
+        "field &#x27;change_id&#x27; is a search field, so its text must be at most 200 "
+        "characters (from -(10**199 - 1) to 10**200 - 1); got 201"
+    )
+    assert 'aria-invalid="true"' in page and 'value="' + "9" * 201 + '"' in page
+    assert Run.objects.count() == 0

@@ -474,6 +474,34 @@ def test_a_probe_that_gave_up_is_marked_with_its_tries():
     )
 
 
+def test_a_probe_answer_contradicting_the_resolution_is_marked_after_it():
+    s = Story(workflow="merge-change-probed", finished=400)
+    merge = s.step("merge", kind="guarded")
+    s.attempt(merge, 1, AttemptStatus.CRASHED, 1, 65, lease=61)
+    s.event(events.CLAIM_RESOLVED, 100, on=merge, outcome="failed", actor="ann", note="n")
+    s.event(
+        events.PROBE_CONTRADICTS_RESOLUTION,
+        250,
+        on=merge,
+        key="run/merge@1",
+        answer="applied",
+        result={"merge_id": 4},
+        evidence={"merge_id": 4},
+        resolved_as="failed",
+        resolved_by="ann",
+    )
+    tl = s.build()
+    (mark,) = [m for m in tl.lane("merge").markers if m.kind == "probe-disagrees"]
+    assert mark.x == tl.axis.x(at(250))
+    assert mark.title.splitlines() == [
+        "merge: probe found the effect applied at 2025-03-04 12:04:10.000 UTC (+4 min 10 s)",
+        "after the claim was resolved as failed by ann: the resolution stands",
+        'evidence: {"merge_id": 4}',
+    ]
+    assert mark.label.text == "probe disagrees"
+    assert "probe-disagrees" in set(tl.used)
+
+
 def test_late_results_and_run_marks():
     s = Story(status=RunStatus.CANCELLED, finished=50)
     merge = s.step("merge", kind="guarded", status=StepStatus.UNRESOLVED)

@@ -3,6 +3,7 @@ contains, and that bad input changes nothing."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -360,6 +361,56 @@ def test_bulk_resolve_reports_a_claim_resolved_meanwhile(operator_client):
     }
 
 
+def test_bulk_preview_and_result_list_the_set_aside_claims_apart_with_the_reason(
+    operator_client,
+):
+    returned = factories.late_answer_kept("return")  # a late result: the merge happened
+    plain = factories.crashed_merge(change_id=7)
+    form = {"claims": [returned.pk, plain.pk], "outcome": "failed", "note": "none merged"}
+
+    preview = operator_client.post("/reconciliation/bulk/preview/", form, **HTMX)
+
+    html = preview.content.decode()
+    assert "Preview: resolve 1 claim as failed" in html and "1 is set aside" in html
+    aside = re.search(r'<section class="set-aside".*?</section>', html, re.S)
+    assert aside is not None
+    text = re.sub(r"<[^>]+>|\s+", " ", aside.group(0))
+    assert "Set aside: decide one by one (1)" in text
+    assert "a late result says the effect happened: attempt 1 returned" in text
+    assert f'href="/reconciliation/claims/{returned.pk}/"' in aside.group(0)
+    confirm = re.search(r'<form class="notice".*?</form>', html, re.S).group(0)
+    assert re.findall(r'name="claims" value="(\d+)"', confirm) == [str(plain.pk)]
+
+    result = operator_client.post("/reconciliation/bulk/resolve/", form, **HTMX)
+
+    html = result.content.decode()
+    assert "1 claim(s) resolved as failed, 0 refused, 1 set aside to decide one by one" in html
+    assert "Set aside: decide one by one (1)" in html
+    assert f'id="claim-{plain.pk}" hx-swap-oob="delete"' in html
+    assert f'id="claim-{returned.pk}" hx-swap-oob' not in html  # it stays in the queue
+    assert Claim.objects.get(pk=returned.pk).status == ClaimStatus.UNRESOLVED
+
+
+def test_a_bulk_preview_with_every_claim_set_aside_offers_nothing_to_confirm(operator_client):
+    returned = factories.late_answer_kept("return")
+    form = {"claims": [returned.pk], "outcome": "failed", "note": "none merged"}
+
+    html = operator_client.post("/reconciliation/bulk/preview/", form, **HTMX).content.decode()
+
+    assert "Nothing to resolve in bulk:</strong> every claim selected is set aside." in html
+    assert "Set aside: decide one by one (1)" in html
+    assert "Confirm" not in html
+
+
+def test_a_late_result_and_a_take_show_on_the_phone_card(operator_client):
+    returned = factories.late_answer_kept("return")
+    html = operator_client.get("/reconciliation/").content.decode()
+    row = re.search(rf'<tbody id="claim-{returned.pk}">.*?</tbody>', html, re.S).group(0)
+    cell = re.search(r'<td data-label="evidence"[^>]*>', row).group(0)
+    assert "hide-small" not in cell  # shown at 390 px too, labelled
+    assert '<span class="status status-crashed">late result</span>' in row
+
+
 def test_bulk_refuses_more_than_the_maximum(operator_client, settings):
     settings.RECONCILIATION_BULK_MAX = 2
     claims = factories.crashed("merge-change", count=3)
@@ -417,6 +468,32 @@ def test_history_lists_resolutions_with_filters(operator_client):
     assert "ann saw it" not in page and "olivia found nothing" in page
     page = operator_client.get("/reconciliation/history/?since=2000-01-01&until=2000-01-02")
     assert "No resolutions with these filters" in page.content.decode()
+
+
+def test_history_and_the_claim_page_show_a_probe_answer_contradicting_the_resolution(
+    operator_client,
+):
+    claim = factories.probe_contradicting_resolution(change_id=7)
+    merged = Claim.objects.get(pk=claim.pk)  # the merge happened; ann said it did not
+
+    history = operator_client.get("/reconciliation/history/").content.decode()
+    flag = (
+        f'<a class="status status-crashed" href="/reconciliation/claims/{claim.pk}/" '
+        'title="a probe answered the opposite after this resolution: see the claim">'
+        "probe disagrees</a>"
+    )
+    assert flag in history
+    page = operator_client.get(f"/reconciliation/claims/{claim.pk}/").content.decode()
+    notice = re.search(
+        r'<div class="notice danger"><p><strong>The probe found.*?</div>', page, re.S
+    )
+    assert notice is not None
+    text = re.sub(r"<[^>]+>|\s+", " ", notice.group(0))
+    assert "The probe found the effect applied" in text
+    assert "after this claim was resolved as failed by ann" in text
+    assert "The resolution is final and stands" in text
+    assert "&quot;merged_at&quot;" in notice.group(0)  # the probe's evidence, escaped
+    assert merged.status == ClaimStatus.FAILED
 
 
 def test_history_bad_date_is_reported_next_to_its_field(operator_client):

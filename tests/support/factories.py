@@ -112,3 +112,57 @@ def late_result_after_resolution() -> Run:
     test_workflows.HOOKS[str(run.id)] = operator_decided_meanwhile
     assert engine.execute_step(step_id=Step.objects.get(run=run).id, worker="w") == "fenced"
     return run
+
+
+def probe_contradicting_resolution(change_id: int = 7, requested_by: str = "") -> Claim:
+    """A merge-change-probed claim whose merge did happen, resolved by ann as failed
+    ("no merge seen") while its probe was asking: the probe's answer, applied, comes
+    after the resolution. Returns the claim (resolved, final)."""
+    from examples.fakes import CodeHost
+    from runs.engine.policies import probe
+
+    claim = crashed_merge(change_id=change_id, workflow="merge-change-probed")
+    CodeHost().merge(change_id=change_id, run_id=str(claim.run_id))  # it did happen
+    Claim.objects.filter(pk=claim.pk).update(probe_after=None)  # due now
+    taken = probe._take(claim.id)  # the worker's probe takes the claim, and asks...
+    assert taken is not None
+    engine.resolve_claim(
+        claim.id, "failed", actor=operator("ann"), note="no merge seen"
+    )  # meanwhile
+    asked = Claim.objects.select_related("run", "step").get(pk=claim.pk)
+    stepdef = engine.probe_of(asked.run, asked.step)
+    assert stepdef is not None
+    outcome = probe.ask_probe(asked, stepdef, requested_by=requested_by, taken=taken)
+    assert outcome.superseded, outcome
+    asked.refresh_from_db()
+    return asked
+
+
+def late_answer_kept(mode: str = "return") -> Claim:
+    """A hooked-merge claim whose worker was paused past its lease inside the effect and
+    answered late: the sweeper made the claim unresolved, and the late answer is kept on
+    it as evidence (mode "return": late_result, the merge happened; "not_applied":
+    late_error NotApplied; "raise": late_error TimeoutError)."""
+    from tests.support import workflows as test_workflows
+
+    run = engine.submit_run(workflow="hooked-merge", input={"mode": mode})
+
+    def paused_past_its_lease() -> None:
+        expire_leases()
+        engine.sweep()
+
+    test_workflows.HOOKS[str(run.id)] = paused_past_its_lease
+    assert engine.execute_step(step_id=Step.objects.get(run=run).id, worker="w") == "fenced"
+    claim = Claim.objects.get(run=run)
+    assert claim.status == ClaimStatus.UNRESOLVED, claim.status
+    return claim
+
+
+def probe_could_not_tell() -> Claim:
+    """A fan-out claim (its deploy raised) whose probe answered unknown: the answer is
+    kept on the claim as evidence["probe"]."""
+    run = raised("fan-out")
+    claim = Claim.objects.get(run=run)
+    assert engine.probe_claim(claim_id=claim.id) == "unknown"
+    claim.refresh_from_db()
+    return claim

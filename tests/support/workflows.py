@@ -218,6 +218,9 @@ hooked = workflow("hooked-merge", version=1, input={"mode": str})
 
 @hooked.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0.1, jitter=False))
 def hooked_merge(ctx: Context) -> dict[str, Any]:
+    if ctx.input["mode"] == "not_applied":  # the host refused: no merge
+        HOOKS.pop(ctx.run_id, lambda: None)()
+        raise NotApplied("the code host refused the merge: change is closed")
     result = CodeHost().merge(change_id=1, run_id=ctx.run_id)
     HOOKS.pop(ctx.run_id, lambda: None)()
     if ctx.input["mode"] == "raise":

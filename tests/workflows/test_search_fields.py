@@ -8,6 +8,9 @@ from typing import Optional
 import pytest
 from pydantic import BaseModel
 
+from runs import engine
+from runs.errors import InvalidInput
+from runs.models import Event, Run, RunSearchKey
 from runs.workflows import Field, Workflow, WorkflowDefinitionError, registry
 from runs.workflows.search import SEARCH_VALUE_MAX
 
@@ -96,3 +99,51 @@ def test_the_registry_lists_each_field_with_the_workflows_that_declare_it():
     assert fields["ticket"] == ["agent-refund"]
     assert fields["order"] == ["search-order"]
     assert "count" not in fields  # migrate-records declares none
+
+
+def test_an_int_search_value_longer_than_200_characters_is_refused_naming_the_field_and_bound(db):
+    wf = Workflow("s", 1, input={"n": int, "o": Field(int | None, default=None)}, search=("n", "o"))
+    biggest, smallest = 10**SEARCH_VALUE_MAX - 1, -(10 ** (SEARCH_VALUE_MAX - 1) - 1)
+    assert wf.search_keys(wf.validate_input({"n": biggest, "o": smallest})) == [
+        ("n", "9" * 200),
+        ("o", "-" + "9" * 199),
+    ]
+
+    with pytest.raises(InvalidInput) as refused:
+        wf.validate_input({"n": biggest + 1, "o": smallest - 1})
+
+    assert refused.value.problems == [
+        "field 'n' is a search field, so its text must be at most 200 characters "
+        "(from -(10**199 - 1) to 10**200 - 1); got 201",
+        "field 'o' is a search field, so its text must be at most 200 characters "
+        "(from -(10**199 - 1) to 10**200 - 1); got 201",
+    ]
+    assert set(refused.value.by_field) == {"n", "o"}
+
+
+def test_a_pydantic_models_overlong_int_search_value_is_refused_too():
+    class Order(BaseModel):
+        amount: int
+        note: str = ""
+
+    wf = Workflow("s", 1, input=Order, search=("amount",))
+    with pytest.raises(InvalidInput) as refused:
+        wf.validate_input({"amount": 10**200, "note": "x"})
+    assert refused.value.by_field == {"amount": [refused.value.problems[0]]}
+    assert refused.value.problems[0].startswith("field 'amount' is a search field")
+    amount = wf.input_schema()["properties"]["amount"]
+    assert (amount["minimum"], amount["maximum"]) == (-(10**199 - 1), 10**200 - 1)
+
+
+def test_an_overlong_int_search_value_is_refused_at_submission_and_writes_nothing(db):
+    with pytest.raises(InvalidInput, match="field 'change_id' is a search field"):
+        engine.submit_run(workflow="merge-change", input={"change_id": 10**200})
+    assert (Run.objects.count(), RunSearchKey.objects.count(), Event.objects.count()) == (0, 0, 0)
+
+
+def test_the_input_schema_says_the_bound_of_an_int_search_field():
+    merge = registry.get("merge-change", 1).input_schema()["properties"]["change_id"]
+    assert (merge["minimum"], merge["maximum"]) == (1, 10**200 - 1)  # its own min stays
+    order = registry.get("search-order", 1).input_schema()["properties"]["customer"]
+    assert (order["minimum"], order["maximum"]) == (-(10**199 - 1), 10**200 - 1)
+    assert "search field" in order["description"]

@@ -19,6 +19,12 @@ applied, clears the lease. A probe whose worker died (or stalled past its lease)
 again by the sweeper, up to RUNS_PROBE_MAX_TRIES tries; then the claim is left to the
 operator, with evidence (and a probe_gave_up event) saying its probe never answered.
 
+A definite answer that comes after someone resolved the claim the other way (an
+operator decided while the probe was asking) changes nothing: the resolution is final.
+It is recorded as a `probe_contradicts_resolution` event, with the probe's evidence,
+which the reconciliation pages show beside the resolution (the claim's own evidence
+cannot be amended once resolved). An answer that agrees is only logged.
+
 An operator can ask again ("check again": reprobe_claim), synchronously, for a claim
 whose probe is due and that no other probe holds; the probe's answer is applied exactly
 as the worker's would be, by the same function (ask_probe), with the operator named in
@@ -79,8 +85,10 @@ class ProbeOutcome:
     evidence: dict[str, Any] = field(default_factory=dict)
     # A definite answer resolved the claim (actor `probe`)...
     resolution: Resolution | None = None
-    # ...or was not applied, because a resolution came first (theirs stands): why.
+    # ...or was not applied, because a resolution came first (theirs stands): why;
+    # and whether that resolution said the opposite (recorded as an event).
     superseded: str = ""
+    contradicts: bool = False
 
     @property
     def word(self) -> str:
@@ -89,7 +97,10 @@ class ProbeOutcome:
     @property
     def summary(self) -> str:
         if self.superseded:
-            return f"the probe found the effect {_said(self.answer)}, but {self.superseded}"
+            said = f"the probe found the effect {_said(self.answer)}, but {self.superseded}"
+            if self.contradicts:
+                said += " (the disagreement is recorded in the run's history)"
+            return said
         if self.resolution is not None:
             return (
                 f"the probe found the effect {_said(self.answer)}: the claim is resolved as "
@@ -261,8 +272,16 @@ def ask_probe(
                 evidence=found.evidence,
             )
         except ResolutionError as exc:  # someone was faster: theirs stands
-            log.info("probe of claim %s not applied: %s", claim.id, exc)
-            return ProbeOutcome(claim.id, found.outcome, dict(found.evidence), superseded=str(exc))
+            contradicts = _contradiction(claim, found, requested_by)
+            if not contradicts:
+                log.info("probe of claim %s not applied: %s", claim.id, exc)
+            return ProbeOutcome(
+                claim.id,
+                found.outcome,
+                dict(found.evidence),
+                superseded=str(exc),
+                contradicts=contradicts,
+            )
         return ProbeOutcome(claim.id, found.outcome, dict(found.evidence), resolution)
     evidence = _json_or_repr(found.evidence)
     payload: dict[str, Any] = {"key": claim.key, "evidence": evidence}
@@ -284,6 +303,44 @@ def ask_probe(
             _release(claim.id, taken)
         events.append_event(run.id, events.PROBE_INCONCLUSIVE, step_id=step.id, **payload)
     return ProbeOutcome(claim.id, "unknown", evidence)
+
+
+def _contradiction(claim: Claim, found: ProbeResult, requested_by: str) -> bool:
+    """A definite answer for a claim that was resolved meanwhile: if the resolution says
+    the opposite, record the disagreement (a probe_contradicts_resolution event with the
+    answer, its result and evidence, and the resolution it contradicts) in one
+    transaction, the run's row first (locks.py). True if recorded. The resolution is
+    final and stays; a resolved claim's row cannot be written, so the event is where
+    the answer is kept."""
+    said = ClaimStatus.SUCCEEDED if found.outcome == "applied" else ClaimStatus.FAILED
+    with transaction.atomic():
+        _lock_run(claim.run_id)
+        row = (
+            Claim.objects.filter(pk=claim.id)
+            .values("key", "status", "resolved_by", "resolved_at")
+            .first()
+        )
+        if row is None or row["resolved_at"] is None or row["status"] == said:
+            return False
+        payload: dict[str, Any] = {"key": row["key"], "answer": found.outcome}
+        if found.outcome == "applied":
+            payload["result"] = _value_or_repr(found.result)
+        payload["evidence"] = _json_or_repr(found.evidence)
+        payload |= {"resolved_as": row["status"], "resolved_by": row["resolved_by"]}
+        if requested_by:
+            payload["requested_by"] = requested_by
+        events.append_event(
+            claim.run_id, events.PROBE_CONTRADICTS_RESOLUTION, step_id=claim.step_id, **payload
+        )
+    log.warning(
+        "probe of claim %s found the effect %s after it was resolved as %s by %s: "
+        "the resolution stands; the disagreement is recorded",
+        row["key"],
+        _said(found.outcome),
+        row["status"],
+        row["resolved_by"],
+    )
+    return True
 
 
 def give_up_probe(claim_id: int) -> bool:
@@ -326,6 +383,13 @@ def give_up_probe(claim_id: int) -> bool:
     log.warning("probe of claim %s gave up after %s tries without an answer", key, tries)
     metrics.PROBES.labels("gave_up").inc()
     return True
+
+
+def _value_or_repr(value: Any) -> Any:
+    try:
+        return ensure_json(value, "probe result")
+    except TypeError:
+        return repr(value)
 
 
 def _json_or_repr(evidence: dict[str, Any]) -> dict[str, Any]:

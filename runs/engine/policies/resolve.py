@@ -17,13 +17,16 @@ preview_resolution() says what a decision would do, without writing: it reads th
 same rows this rule reads, which is why it lives beside it (change one, change both).
 
 The operator side (taking claims, bulk decisions, pages) lives in `reconciliation/`
-and calls this; the engine never imports it.
+and calls this; the engine never imports it. What the operator side keeps about an
+unresolved claim and must end with it (its take, "on it") hangs on `claim_resolved`,
+sent inside the resolution's transaction by every way in: an operator, a probe (the
+worker's or "check again"), a script.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -31,6 +34,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef
 from django.db.models.functions import Now
+from django.dispatch import Signal
 
 from runs import events
 from runs.engine.core import keys
@@ -54,6 +58,11 @@ from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
 OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
+
+# Sent by resolve_claim inside its transaction, once the claim is resolved (claim_id,
+# outcome, actor): a receiver's writes commit or roll back with the resolution. The
+# reconciliation app releases the claim's take on it (reconciliation/apps.py).
+claim_resolved = Signal()
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,17 @@ def resolve_claim(
     note: str,
     result: Any = None,
     evidence: Any = None,
+    precondition: Callable[[int, Any], None] | None = None,
 ) -> Resolution:
+    """Resolve an unresolved claim as `outcome` (see the module's docstring for what
+    that does to its step and its run). Refuses, with nothing written: InvalidResolution,
+    ClaimNotFound, ClaimAlreadyResolved, ClaimNotUnresolved, ResolutionError.
+
+    `precondition(claim_id, evidence)`, if given, is called once the claim is locked,
+    with the evidence it holds then (nothing can add to it, or take it, until this
+    transaction ends), before anything is written: whatever it raises refuses the
+    resolution, nothing written. A bulk decision sets aside that way the claims whose
+    evidence contradicts it, or that another operator holds (reconciliation/services.py)."""
     claim_id = claim.pk if isinstance(claim, Claim) else int(claim)
     note = validate_resolution(outcome, note, result)
     who = actor_name(actor)
@@ -125,9 +144,16 @@ def resolve_claim(
             _refuse_resolved(claim_id)
         run = lock_run(found["run_id"])
         step = Step.objects.select_for_update().filter(pk=found["step_id"]).first()
-        current = Claim.objects.select_for_update().filter(pk=claim_id).values("evidence").first()
+        current = (
+            Claim.objects.select_for_update()
+            .filter(pk=claim_id)
+            .values("evidence", "status")
+            .first()
+        )
         if run is None or step is None or current is None:  # purged meanwhile (retention)
             raise ClaimNotFound(f"no claim with id {claim_id}")
+        if precondition is not None and current["status"] == ClaimStatus.UNRESOLVED:
+            precondition(claim_id, current["evidence"])  # (one resolved meanwhile: refused below)
         merged = dict(current["evidence"] or {})
         if evidence is not None:
             merged["resolution"] = evidence
@@ -146,6 +172,7 @@ def resolve_claim(
         if n != 1:
             _refuse_resolved(claim_id)
         resolved = Claim.objects.get(pk=claim_id)
+        claim_resolved.send(Claim, claim_id=claim_id, outcome=outcome, actor=who)
         events.append_event(
             resolved.run_id,
             events.CLAIM_RESOLVED,
@@ -564,6 +591,7 @@ __all__ = [
     "RETRIES",
     "Preview",
     "Resolution",
+    "claim_resolved",
     "preview_resolution",
     "preview_resolutions",
     "resolve_claim",

@@ -1,5 +1,6 @@
 """A step's marks, from its events: a claim taken, a claim resolved (and by whom), a
-probe that could not tell, a late result, a refusal."""
+probe that could not tell, a probe that disagreed with the resolution, a late result,
+a refusal."""
 
 from __future__ import annotations
 
@@ -88,6 +89,29 @@ def step_mark(
             )
         )
         space.take(x - 6, x + 6)
+    elif event.type == ev.PROBE_CONTRADICTS_RESOLUTION:
+        answer = "applied" if payload.get("answer") == "applied" else "not applied"
+        lane.markers.append(
+            Marker(
+                x,
+                cy,
+                "probe-disagrees",
+                "mk-probe mk-probe-disagrees",
+                f"{step.key}: probe found the effect {answer} at {when}"
+                + (f" (asked by {payload['requested_by']})" if payload.get("requested_by") else "")
+                + f"\nafter the claim was resolved as {payload.get('resolved_as')} by "
+                f"{payload.get('resolved_by')}: the resolution stands"
+                f"\nevidence: {json_short(payload.get('evidence'))}",
+                [
+                    Shape("mk-ring", circle(x, cy, 5.5)),
+                    Shape("mk-bang", f"M{num(x)} {num(cy - 3)}v3.6M{num(x)} {num(cy + 2)}v.8"),
+                ],
+            )
+        )
+        space.take(x - 6, x + 6)
+        lane.markers[-1].label = space.beside(
+            x, cy + 3.5, ["probe disagrees", "disagrees"], gap=8, css="tl-label tl-late"
+        )
     elif event.type in (ev.CLAIM_EVIDENCE, ev.LATE_RESULT_AFTER_RESOLUTION):
         after = event.type == ev.LATE_RESULT_AFTER_RESOLUTION
         note = (
