@@ -77,6 +77,29 @@ class Stack:
     groups: dict[str, ChildProcess] = field(default_factory=dict)
     others: list[ChildProcess] = field(default_factory=list)
     starts: int = 0
+    # Worker processes that exited by themselves (not a kill of the soak's), each
+    # restarted as production's supervisors do (docker compose's `restart:`, make up).
+    self_exits: list[str] = field(default_factory=list)
+
+    def supervise(self) -> None:
+        """Restart a worker group that exited by itself. Celery's main process can die
+        on a broker restart (kombu's Redis transport, restoring an unacknowledged
+        message while the server is gone: "Unrecoverable error: AttributeError"), as
+        it would in production, where a supervisor starts it again; so does the soak,
+        and it reports how often."""
+        for name, proc in list(self.groups.items()):
+            if proc.popen.poll() is not None:
+                code = proc.popen.returncode
+                say(f"worker group {name} exited by itself (code {code}); restarting")
+                self.self_exits.append(name)
+                self.start_group(name)
+        skewed = next((p for p in self.others if p.name.startswith("clock+1h")), None)
+        if skewed is not None and skewed.popen.poll() is not None:
+            code = skewed.popen.returncode
+            say(f"the clock-skewed worker exited by itself (code {code}); restarting")
+            self.self_exits.append("clock+1h")
+            self.others.remove(skewed)
+            self.start_clock_skewed()
 
     def _worker_args(self, name: str, concurrency: int) -> list[str]:
         return [
@@ -112,8 +135,12 @@ class Stack:
             "FAKETIME": "+1h",
             "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         }
+        self.starts += 1
         proc = ChildProcess(
-            "clock+1h", self._worker_args("skewed", 1), env, self.base / "skewed.log"
+            f"clock+1h#{self.starts}",
+            self._worker_args("skewed", 1),
+            env,
+            self.base / f"skewed-{self.starts}.log",
         )
         self.others.append(proc)
         return proc
@@ -181,11 +208,13 @@ def wait_progress(
     before = None
     while before is None and time.monotonic() - since < limit:
         keep_busy()
+        stack.supervise()
         before = progress(stack)
         if before is None:
             time.sleep(0.1)
     while time.monotonic() - since < limit:
         keep_busy()
+        stack.supervise()
         now = progress(stack)
         if now is not None and before is not None and now > before:
             return time.monotonic() - since
@@ -356,6 +385,7 @@ def settle(stack: Stack, timeout: float) -> bool:
     settled only once its probe could have answered)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        stack.supervise()
         row = stack.pg.query(
             "SELECT count(*) FROM runs_run WHERE status IN ('pending', 'running')"
             " OR (status = 'needs_reconciliation' AND EXISTS (SELECT 1 FROM runs_claim c"
@@ -503,6 +533,7 @@ def soak(stack: Stack, rng: random.Random, args: argparse.Namespace) -> int:
             say(f"  {kind}: " + (f"progress {took:.1f} s after repair" if took else "NO progress"))
             recoveries.append((kind, took))
             continue
+        stack.supervise()
         time.sleep(rng.uniform(0.3, 1.2))
     say(f"faults over; letting everything finish (at most {args.settle:.0f} s)")
     settled = settle(stack, args.settle)
@@ -518,6 +549,7 @@ def soak(stack: Stack, rng: random.Random, args: argparse.Namespace) -> int:
         recovery_median_s=round(statistics.median(times), 2) if times else None,
         recovery_max_s=round(max(times), 2) if times else None,
         never_recovered=sum(1 for _, t in recoveries if t is None),
+        worker_self_exits=len(stack.self_exits),
     )
     report(result, recoveries)
     ok = (
@@ -544,6 +576,7 @@ def report(r: dict[str, Any], recoveries: list[tuple[str, float | None]]) -> Non
         f"(resolved by probe {r['resolved_by_probe']}, still unresolved {r['left_unresolved']})"
     )
     print(f"{'verify_history':<38}{r['verify_history']}")
+    print(f"{'worker groups that exited by themselves':<38}{r['worker_self_exits']} (restarted)")
     for kind in FAULTS:
         took = [t for k, t in recoveries if k == kind]
         shown = ", ".join("never" if t is None else f"{t:.1f}" for t in took) or "-"
