@@ -576,7 +576,7 @@ def report(r: dict[str, Any], recoveries: list[tuple[str, float | None]]) -> Non
         f"(resolved by probe {r['resolved_by_probe']}, still unresolved {r['left_unresolved']})"
     )
     print(f"{'verify_history':<38}{r['verify_history']}")
-    print(f"{'worker groups that exited by themselves':<38}{r['worker_self_exits']} (restarted)")
+    print(f"{'workers that exited by themselves':<38}{r['worker_self_exits']} (restarted)")
     for kind in FAULTS:
         took = [t for k, t in recoveries if k == kind]
         shown = ", ".join("never" if t is None else f"{t:.1f}" for t in took) or "-"
