@@ -506,22 +506,29 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # checks, a connection left broken by an error), as a web request would.
 CELERY_DB_REUSE_MAX = int(env_float("CELERY_DB_REUSE_MAX", 100_000))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# Recovery (sweeps, probes) has a queue of its own, so it never waits behind a backlog
-# of step messages; workers consume both. A sweep that could not run within one
-# interval expires: the next one does its work.
+# Operator and recovery work (bulk operations, sweeps, probes, schedule ticks, the webhook
+# outbox) goes on the control queue, `<RUNS_QUEUE>-recovery` (the name predates the
+# batches on it; renaming it would strand the messages of running deployments); steps go
+# on RUNS_QUEUE. Every worker consumes both, and the Redis transport alternates between
+# them, so a control message waits for a free process and at most one step message per
+# worker, not for the step queue's backlog (docs/operating.md#what-runs-where-and-why).
+# A sweep that could not run within one interval expires: the next one does its work.
 RUNS_SWEEP_INTERVAL = env_float("RUNS_SWEEP_INTERVAL", 15.0)
 CELERY_RECOVERY_QUEUE = f"{CELERY_TASK_DEFAULT_QUEUE}-recovery"
 CELERY_TASK_QUEUES = [
     Queue(name, routing_key=name) for name in (CELERY_TASK_DEFAULT_QUEUE, CELERY_RECOVERY_QUEUE)
 ]
+CONTROL_TASKS = (
+    "runs.process_batch",
+    "runs.resume_batches",
+    "runs.sweep",
+    "runs.probe_claim",
+    "runs.fire_schedules",
+    "reconciliation.webhooks",
+)
 CELERY_TASK_ROUTES = {
-    "runs.sweep": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
-    "runs.probe_claim": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
-    "runs.fire_schedules": {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE},
-    "reconciliation.webhooks": {
-        "queue": CELERY_RECOVERY_QUEUE,
-        "routing_key": CELERY_RECOVERY_QUEUE,
-    },
+    name: {"queue": CELERY_RECOVERY_QUEUE, "routing_key": CELERY_RECOVERY_QUEUE}
+    for name in CONTROL_TASKS
 }
 # How often the beat looks for due schedule ticks (runs/engine/policies/schedules.py): the most a
 # tick can be late. Ticks are exactly-once whatever the interval or number of beats.
@@ -678,10 +685,6 @@ CELERY_BEAT_SCHEDULE["resume-batches"] = {
     "task": "runs.resume_batches",
     "schedule": RUNS_BATCH_RESUME_INTERVAL,
     "options": {"expires": RUNS_BATCH_RESUME_INTERVAL},
-}
-CELERY_TASK_ROUTES["runs.resume_batches"] = {
-    "queue": CELERY_RECOVERY_QUEUE,
-    "routing_key": CELERY_RECOVERY_QUEUE,
 }
 
 # --- Retention (runs/engine/policies/retention.py) ------------------------------------

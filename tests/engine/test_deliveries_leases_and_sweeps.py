@@ -384,6 +384,30 @@ def test_recovery_has_its_own_queue_and_sweeps_expire(settings, published):
     assert beat["options"]["expires"] == settings.RUNS_SWEEP_INTERVAL
 
 
+def test_operator_work_goes_on_the_control_queue_and_steps_on_the_step_queue(settings):
+    """docs/operating.md#what-runs-where-and-why: a batch's messages (its first, its next
+    chunk, beat's resume) never wait behind steps' (tests/integration/test_control_queue.py
+    shows it with a real worker)."""
+    from config.celery import app
+
+    def queue(task: str) -> str:
+        return app.amqp.router.route({}, task)["queue"].name
+
+    control = {
+        "runs.process_batch",
+        "runs.resume_batches",
+        "runs.sweep",
+        "runs.probe_claim",
+        "runs.fire_schedules",
+        "reconciliation.webhooks",
+    }
+    assert {task: queue(task) for task in control} == dict.fromkeys(
+        control, settings.CELERY_RECOVERY_QUEUE
+    )
+    for task in ("runs.execute_step", "runs.apply_retention"):
+        assert queue(task) == settings.CELERY_TASK_DEFAULT_QUEUE
+
+
 def _routes(published, settings):
     from config.celery import app
 
