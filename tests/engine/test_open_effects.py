@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 from celery.signals import before_task_publish
-from django.db import connection
 
 from examples.fakes import PaymentAPI
 from examples.models import PaymentCharge
@@ -16,35 +15,13 @@ from runs import engine, events
 from runs.engine.attempts.finish import fail_attempt, finish_attempt
 from runs.engine.entry.execute import start_attempt
 from runs.models import Claim, Event, Run, Step
-from runs.states import RUN_ACTIVE, ClaimStatus, RunStatus, StepStatus
+from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support import workflows
-from tests.support.factories import expire_leases
+from tests.support.factories import drain, due_now, expire_leases
 
 
 def step_of(run: Run, key: str) -> Step:
     return Step.objects.get(run=run, key=key)
-
-
-def due_now() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_step SET next_attempt_at = now() - interval '1 second' "
-            "WHERE status = 'retrying'"
-        )
-
-
-def drain(run: Run) -> Run:
-    """Run every queued or due step in-process until nothing is left to do."""
-    while True:
-        due_now()
-        run.refresh_from_db()
-        ready = Step.objects.filter(run=run, status__in=[StepStatus.QUEUED, StepStatus.RETRYING])
-        if run.status == RunStatus.COMPENSATING:  # only compensations start
-            ready = ready.exclude(compensates="")
-        step = ready.order_by("id").first()
-        if step is None or run.status not in (*RUN_ACTIVE, RunStatus.COMPENSATING):
-            return run
-        engine.execute_step(step_id=step.id, worker="t")
 
 
 def claims(run: Run, step: str) -> list[tuple[str, str]]:

@@ -4,39 +4,17 @@ idempotency-key rules, the run reopened, completed effects never repeated."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from examples.models import Merge, PaymentCharge, PaymentRequest, TargetRecord
 from runs import engine, events
 from runs.engine.entry.execute import start_attempt
 from runs.models import Claim, Event, Run, Step
-from runs.states import RUN_ACTIVE, ClaimStatus, RunStatus, StepStatus
-from tests.support.factories import expire_leases, run_queued
+from runs.states import ClaimStatus, RunStatus, StepStatus
+from tests.support.factories import drain, expire_leases, run_queued
 
 
 def step_of(run: Run, key: str) -> Step:
     return Step.objects.get(run=run, key=key)
-
-
-def due_now() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_step SET next_attempt_at = now() - interval '1 second' "
-            "WHERE status = 'retrying'"
-        )
-
-
-def drain(run: Run) -> Run:
-    """Run every queued or due step in-process until nothing is left to do."""
-    while True:
-        due_now()
-        run.refresh_from_db()
-        step = Step.objects.filter(
-            run=run, status__in=[StepStatus.QUEUED, StepStatus.RETRYING]
-        ).first()
-        if step is None or run.status not in RUN_ACTIVE:
-            return run
-        engine.execute_step(step_id=step.id, worker="t")
 
 
 def test_retry_abandoned_idempotent_step_uses_the_same_key_and_charges_once(db):

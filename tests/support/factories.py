@@ -13,7 +13,7 @@ from runs.engine.attempts.lease import renew_lease
 from runs.engine.attempts.start import Started
 from runs.engine.entry.execute import start_attempt
 from runs.models import Claim, Run, Step
-from runs.states import RUN_ACTIVE, ClaimStatus, StepStatus
+from runs.states import RUN_ACTIVE, ClaimStatus, RunStatus, StepStatus
 
 
 def expire_leases() -> None:
@@ -23,6 +23,33 @@ def expire_leases() -> None:
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "
             "WHERE status = 'running'"
         )
+
+
+def due_now() -> None:
+    """Every step waiting for its retry is due (on the database's clock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET next_attempt_at = now() - interval '1 second' "
+            "WHERE status = 'retrying'"
+        )
+
+
+def drain(run: Run) -> Run:
+    """Run every queued or due step in-process, one at a time in id order, until
+    nothing is left that may start: a step of the plan while the run is active, a
+    compensation while it compensates."""
+    while True:
+        due_now()
+        run.refresh_from_db()
+        ready = Step.objects.filter(run=run, status__in=[StepStatus.QUEUED, StepStatus.RETRYING])
+        if run.status == RunStatus.COMPENSATING:
+            ready = ready.exclude(compensates="")
+        elif run.status not in RUN_ACTIVE:
+            return run
+        step = ready.order_by("id").first()
+        if step is None:
+            return run
+        engine.execute_step(step_id=step.id, worker="t")
 
 
 def enter_effect(started: Started) -> None:
