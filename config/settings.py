@@ -572,10 +572,16 @@ RUNS_WORKER_HEARTBEAT_SECONDS = env_positive(
     "RUNS_WORKER_HEARTBEAT_SECONDS", max(0.2, min(RUNS_LEASE_SECONDS / 4, 15.0))
 )
 RUNS_WORKER_FORGET_SECONDS = env_positive("RUNS_WORKER_FORGET_SECONDS", 86400.0)
-# A queued step whose message has not started an attempt within this bound of when it
-# was due (a resume spreads its messages with countdowns: Step.message_due_at) is
-# republished by the sweeper (the broker may have lost it).
+# A queued step whose newest message has not started an attempt within this bound of
+# when it was due (queued_at; a retry's next_attempt_at; Step.message_due_at, set by a
+# resume's countdowns and by the sweeper's own republish) is republished by the sweeper
+# (the broker may have lost it): at most one message per step per bound.
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
+# The sweeper republishes nothing while the broker's steps queue holds at least as many
+# messages as there are steps waiting for one (their messages are there, merely slow).
+# Off: it goes by the rows alone (the unit tests' session queue keeps every test's
+# messages; tests/support/session_env.py).
+RUNS_REPUBLISH_BACKOFF = env_bool("RUNS_REPUBLISH_BACKOFF", True)
 # A message's countdown (a retry's delay, a probe's wait) is at most this long; a longer
 # wait takes several messages (runs/engine/core/publish.py). Keep it below the broker's
 # bound on a message held unacknowledged: Redis's visibility timeout (an hour by

@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from runs import sql
-from runs.states import ClaimStatus, RunStatus, StepStatus
+from runs.states import RUN_ACTIVE, ClaimStatus, RunStatus, StepStatus
 
 SQL = sql.load(__file__)
 
@@ -93,9 +93,10 @@ def on_commit(apply: Any) -> None:
 class DatabaseCollector(Collector):
     """Gauges read from PostgreSQL at scrape time (docs/operating.md#alerts says which
     alert reads which): the reconciliation queue (count and age of its oldest claim),
-    runs by status, the steps queued for a worker (count and age of the oldest: workers
-    that stopped taking work), each retention policy's time since its last purge, the
-    webhook outbox's undelivered events, and pauses with the steps waiting behind them."""
+    runs by status, the steps queued for a worker (count and age of the oldest, of runs
+    where they can start: workers that stopped taking work), each retention policy's
+    time since its last purge, the webhook outbox's undelivered events, and pauses with
+    the steps waiting behind them."""
 
     def collect(self) -> Iterator[Metric]:
         with connection.cursor() as cursor:
@@ -105,14 +106,19 @@ class DatabaseCollector(Collector):
             by_status = dict(cursor.fetchall())
             cursor.execute(SQL["pauses"])
             (pauses,) = cursor.fetchone()
+            # Steps count only where they can start: of an active run (a compensation,
+            # of a compensating one).
+            waiting: dict[str, Any] = {
+                "queued": StepStatus.QUEUED.value,
+                "retrying": StepStatus.RETRYING.value,
+                "active": [str(status) for status in RUN_ACTIVE],
+                "compensating": [RunStatus.COMPENSATING.value],
+            }
             paused_steps = 0
             if pauses:
-                cursor.execute(
-                    SQL["paused_steps"],
-                    {"queued": StepStatus.QUEUED, "retrying": StepStatus.RETRYING},
-                )
+                cursor.execute(SQL["paused_steps"], waiting)
                 (paused_steps,) = cursor.fetchone()
-            cursor.execute(SQL["queued_steps"], {"queued": StepStatus.QUEUED})
+            cursor.execute(SQL["queued_steps"], waiting)
             queued, oldest_queued = cursor.fetchone()
             cursor.execute(SQL["retention_last_purge"])
             purges = cursor.fetchall()
@@ -135,17 +141,19 @@ class DatabaseCollector(Collector):
         )
         yield GaugeMetricFamily(
             f"{PREFIX}_paused_steps",
-            "Steps queued (or retrying) behind a pause.",
+            "Steps queued (or retrying) behind a pause, of runs still going on.",
             value=paused_steps,
         )
         yield GaugeMetricFamily(
             f"{PREFIX}_queued_steps",
-            "Steps queued for a worker (ready, no attempt started yet).",
+            "Steps queued for a worker (ready, no attempt started yet) of runs where they "
+            "can start (active; a compensation: compensating).",
             value=queued,
         )
         yield GaugeMetricFamily(
             f"{PREFIX}_oldest_queued_step_age_seconds",
-            "Time the longest-queued step has waited for a worker (0 when none).",
+            "Time the longest-queued of those steps has waited since it became ready "
+            "(0 when none).",
             value=float(oldest_queued),
         )
         retention = GaugeMetricFamily(

@@ -233,11 +233,13 @@ class Step(models.Model):
     # its sleep), on the database's clock; NULL for a wait without a timeout.
     wake_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
-    # When the step's newest message is due, on the database's clock, if later than it
-    # was sent: a resume spreads its messages over minutes with countdowns
-    # (policies/pauses.py). The sweeper counts RUNS_REPUBLISH_AFTER_SECONDS from the
+    # When the step's newest message is due, on the database's clock, if it went out
+    # after the first: a resume spreads its messages over minutes with countdowns
+    # (policies/pauses.py), and the sweeper sets it to now for each step it republishes
+    # (policies/recover.py). The sweeper counts RUNS_REPUBLISH_AFTER_SECONDS from the
     # latest of this and queued_at (a retry: next_attempt_at), so it does not send again
-    # a message still on its way; queued_at keeps saying since when the step waits.
+    # a message still on its way (one per step per bound); queued_at keeps saying since
+    # when the step waits, and is never moved by a republish.
     message_due_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")

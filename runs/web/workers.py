@@ -1,6 +1,7 @@
 """The read side of the workers page (docs/operating.md#workers-and-queues): workers as
 they report themselves (runs/workers.py), the attempts running now, the steps waiting
-for a free worker, and the depth of each Celery queue as the broker counts it.
+for a free worker (of runs where they can start), and the depth of each Celery queue as
+the broker counts it.
 
 Three queries whatever the number of workers and attempts (tests/pages/
 test_query_budgets.py), each on an index: the waiting steps' count and oldest wait with
@@ -22,7 +23,7 @@ from kombu.entity import Queue
 
 from runs import sql
 from runs.models import Attempt, WorkerProcess
-from runs.states import AttemptStatus, StepStatus
+from runs.states import RUN_ACTIVE, AttemptStatus, RunStatus, StepStatus
 
 SQL = sql.load(__file__)
 
@@ -108,7 +109,12 @@ def _waiting() -> tuple[datetime, int, datetime | None]:
     with connection.cursor() as cursor:
         cursor.execute(
             SQL["waiting"],
-            {"queued": StepStatus.QUEUED.value, "retrying": StepStatus.RETRYING.value},
+            {
+                "queued": StepStatus.QUEUED.value,
+                "retrying": StepStatus.RETRYING.value,
+                "active": [str(status) for status in RUN_ACTIVE],
+                "compensating": [RunStatus.COMPENSATING.value],
+            },
         )
         now, count, oldest = cursor.fetchone()
     return now, int(count), oldest

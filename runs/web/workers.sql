@@ -1,9 +1,15 @@
 -- The workers page's read that the ORM does not say in one statement (runs/web/workers.py).
 
 -- name: waiting
--- Queued steps: by the engine's rules none has a running attempt (only a running step
--- owns one, step_owned_only_while_running). The status list repeats step_waiting_idx's
--- condition so that the partial index serves the count and the minimum.
-SELECT statement_timestamp(), count(*), min(queued_at)
-FROM runs_step
-WHERE status IN (%(queued)s, %(retrying)s) AND status = %(queued)s
+-- Queued steps that can start: of a run where they may (a compensation's run
+-- compensating, any other step's active), so a cancelled or failed run's leftovers are
+-- not waiting for a worker. By the engine's rules none has a running attempt (only a
+-- running step owns one, step_owned_only_while_running). The status list repeats
+-- step_waiting_idx's condition so that the partial index serves the count and the
+-- minimum, each run then by primary key. queued_at is when the step became ready (the
+-- sweeper's republish leaves it), so the minimum is the real oldest wait.
+SELECT statement_timestamp(), count(*), min(s.queued_at)
+FROM runs_step s JOIN runs_run r ON r.id = s.run_id
+WHERE s.status IN (%(queued)s, %(retrying)s) AND s.status = %(queued)s
+  AND r.status = ANY(CASE WHEN s.compensates = '' THEN %(active)s::text[]
+                          ELSE %(compensating)s::text[] END)

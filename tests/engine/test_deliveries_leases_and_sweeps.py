@@ -415,6 +415,108 @@ def _routes(published, settings):
         yield task, app.amqp.router.route({}, task)["queue"].name
 
 
+# --- a republish is idempotent: one message out per step per bound (issue 34) -------
+def earlier(step_ids: list[int], seconds: float) -> None:
+    """Time passes for these steps, on the database's clock: their timestamps move back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %(s)s),"
+            " next_attempt_at = next_attempt_at - make_interval(secs => %(s)s),"
+            " message_due_at = message_due_at - make_interval(secs => %(s)s)"
+            " WHERE id = ANY(%(ids)s)",
+            {"s": seconds, "ids": step_ids},
+        )
+
+
+def lose_messages() -> None:
+    """The broker loses what its queues hold (this session's queues)."""
+    from config.celery import app
+
+    app.control.purge()
+
+
+@pytest.fixture
+def backoff(settings):
+    """The sweeper reads the session's real steps queue, emptied first of what earlier
+    tests left in it."""
+    settings.RUNS_REPUBLISH_BACKOFF = True
+    settings.RUNS_REPUBLISH_AFTER_SECONDS = 60
+    lose_messages()
+    yield
+    lose_messages()
+
+
+def sent_steps(published) -> list[int]:
+    return [args[0] for task, args, _ in published if task == "runs.execute_step"]
+
+
+@pytest.mark.broker
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_step_whose_message_waits_in_the_broker_is_not_sent_again(backoff, published):
+    """A deep queue, not a lost message: the step waited ten minutes (far past the
+    bound) with its message still in the broker's queue. Two sweeps send nothing."""
+    from runs.engine.core.publish import step_queue_depth
+
+    run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
+    merge = step_of(run, "merge")
+    assert step_queue_depth() == 1  # its message, waiting for a worker
+    earlier([merge.id], 600)
+    published.clear()
+
+    assert engine.sweep().republished == []
+    assert engine.sweep().republished == []
+
+    assert sent_steps(published) == []
+    assert step_queue_depth() == 1
+    assert Step.objects.get(pk=merge.id).message_due_at is None
+
+
+@pytest.mark.broker
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_message_is_sent_again_once_per_bound_and_queued_at_stays(backoff, published):
+    """The broker lost the step's message: the first sweep past the bound sends one,
+    the next sweeps none while it is on its way; lost again, a bound later one more.
+    queued_at stays since when the step waits; message_due_at says when the newest
+    message went out."""
+    from runs.engine.core.publish import step_queue_depth
+
+    run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
+    merge = step_of(run, "merge")
+    lose_messages()
+    earlier([merge.id], 61)
+    queued_at = Step.objects.get(pk=merge.id).queued_at
+    published.clear()
+
+    assert engine.sweep().republished == [merge.id]
+    assert engine.sweep().republished == []
+    assert sent_steps(published) == [merge.id]
+    assert step_queue_depth() == 1
+    step = Step.objects.get(pk=merge.id)
+    assert step.queued_at == queued_at
+    assert step.message_due_at is not None and step.message_due_at > queued_at
+
+    earlier([merge.id], 30)  # half a bound: the message is still on its way
+    lose_messages()  # (even if the broker lost it meanwhile)
+    assert engine.sweep().republished == []
+    earlier([merge.id], 31)  # a bound since it went out: lost
+    assert engine.sweep().republished == [merge.id]
+    assert engine.sweep().republished == []
+    assert sent_steps(published) == [merge.id, merge.id]
+    assert Step.objects.get(pk=merge.id).queued_at == queued_at - timedelta(seconds=61)
+    assert engine.execute_step(step_id=merge.id, worker="t") == "succeeded"
+
+
+def test_a_broker_whose_queue_cannot_be_read_does_not_stop_the_republish(db, settings):
+    settings.RUNS_REPUBLISH_BACKOFF = True
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
+    merge = step_of(run, "merge")
+    earlier([merge.id], settings.RUNS_REPUBLISH_AFTER_SECONDS + 1)
+
+    assert engine.sweep().republished == [merge.id]
+    assert engine.sweep().republished == []
+
+
 # --- a retry woken early waits for its time, not for the sweeper --------------------
 def test_retry_message_arriving_early_is_sent_again_for_the_remaining_delay(db, published):
     run = engine.submit_run(workflow="charge-payment", input={"amount": 5})

@@ -246,6 +246,23 @@ def test_the_gauges_the_alerts_read_say_what_the_database_holds(client):
     assert gauge(text, "durable_runs_queued_steps") == 1
     assert 120 <= gauge(text, "durable_runs_oldest_queued_step_age_seconds") < 180
 
+    # Issue 34: a cancelled run's queued step waits for nothing: neither counted nor
+    # its age, however old.
+    engine.cancel_run(run_id=run.id, actor="ann", reason="r")
+    assert queued.count() == 1
+    text = client.get("/metrics").content.decode()
+    assert gauge(text, "durable_runs_queued_steps") == 0
+    assert gauge(text, "durable_runs_oldest_queued_step_age_seconds") == 0
+    live = engine.submit_run(workflow="charge-payment", input={"amount": 4})
+    with connection.cursor() as cursor:  # the live run's step, ready 30 s ago
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = now() - interval '30 seconds' WHERE run_id = %s",
+            [live.id],
+        )
+    text = client.get("/metrics").content.decode()
+    assert gauge(text, "durable_runs_queued_steps") == 1
+    assert 30 <= gauge(text, "durable_runs_oldest_queued_step_age_seconds") < 90
+
     # Retention: per enabled policy, since its last completed purge (a preview is none).
     RetentionPolicy.objects.all().delete()
     kept = RetentionPolicy.objects.create(name="kept", workflow="")

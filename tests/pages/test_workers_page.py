@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from runs import engine
 from runs.models import Attempt, Step, WorkerProcess
-from runs.states import StepStatus
+from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from tests.pages.test_query_budgets import LAYOUT
 
 # The waiting steps with the database's clock, the worker rows, the running attempts.
@@ -131,6 +131,32 @@ def test_waiting_steps_and_the_oldest_wait_are_exact_on_the_database_clock(opera
     assert timedelta(seconds=90) <= page.oldest_wait < timedelta(seconds=120)
 
 
+def test_a_cancelled_runs_queued_steps_are_not_waiting_and_the_oldest_wait_is_real(
+    operator_client,
+):
+    """Issue 34: a cancelled run's queued steps (its map batches, say) wait for nothing,
+    and the oldest wait is since the oldest step that can start became ready."""
+    cancelled, live = queued_runs(2)
+    engine.cancel_run(run_id=cancelled.run_id, actor="ann", reason="wrong input")
+    cancelled.refresh_from_db()
+    assert cancelled.status == StepStatus.QUEUED  # left as it was: nothing starts it
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = now() - interval '35 minutes' WHERE id = %s",
+            [cancelled.id],
+        )
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = now() - interval '90 seconds' WHERE id = %s "
+            "RETURNING queued_at",
+            [live.id],
+        )
+        (oldest,) = cursor.fetchone()
+    page = operator_client.get("/workers/").context["page"]
+    assert page.waiting == 1
+    assert page.oldest_queued_at == oldest
+    assert page.oldest_wait == page.now - oldest
+
+
 def test_the_waiting_count_is_read_from_the_waiting_steps_index(db):
     from runs.web.workers import SQL
 
@@ -138,7 +164,12 @@ def test_the_waiting_count_is_read_from_the_waiting_steps_index(db):
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
             "EXPLAIN " + SQL["waiting"],
-            {"queued": StepStatus.QUEUED.value, "retrying": StepStatus.RETRYING.value},
+            {
+                "queued": StepStatus.QUEUED.value,
+                "retrying": StepStatus.RETRYING.value,
+                "active": list(RUN_ACTIVE),
+                "compensating": [RunStatus.COMPENSATING.value],
+            },
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "step_waiting_idx" in plan, plan

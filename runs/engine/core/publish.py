@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from kombu.connection import Connection
+from kombu.entity import Queue
 
 from . import faults
 
@@ -78,3 +80,31 @@ def publish_probes(claim_ids: list[int], delays: dict[int, float] | None = None)
             send(PROBE_CLAIM, claim_id, delay)
         except Exception:
             log.exception("could not publish probe of claim %s; the sweeper will retry", claim_id)
+
+
+def step_queue_depth() -> int | None:
+    """Messages waiting in the steps' queue (settings.CELERY_TASK_DEFAULT_QUEUE) as the
+    broker counts them, from a passive declare over one fresh connection (LLEN of the
+    list on Redis, message_count on RabbitMQ; a queue the broker does not know holds 0),
+    with the readiness check's timeout. None if the broker cannot be read: the caller
+    then goes by the rows alone. Messages a worker holds (prefetched, or with a
+    countdown) are not counted."""
+    timeout = settings.RUNS_HEALTH_TIMEOUT_SECONDS
+    try:
+        with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
+            channel = conn.channel()
+            try:
+                queue = Queue(settings.CELERY_TASK_DEFAULT_QUEUE, channel=channel)
+                _, messages, _ = queue.queue_declare(passive=True)
+            except conn.channel_errors:
+                messages = 0
+            finally:
+                try:
+                    channel.close()
+                except Exception:  # already closed by the broker
+                    pass
+    except Exception as exc:
+        log.warning("could not read the steps' queue depth: %s: %s", type(exc).__name__, exc)
+        return None
+    return int(messages)

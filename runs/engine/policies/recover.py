@@ -1,7 +1,8 @@
 """Recovery (docs/architecture.md#recovery): attempts whose lease expired are declared crashed
 and their
 steps handled by effect kind; queued steps whose message never started an attempt are
-republished, and so are probes whose message was lost or whose probe lease passed
+republished (once per bound, not while the broker's queue holds their messages), and
+so are probes whose message was lost or whose probe lease passed
 without an answer.
 
 Each expired attempt is crashed in its own short transaction, taken with
@@ -30,7 +31,7 @@ from runs import events, metrics
 from runs.engine.attempts.start import Started
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
-from runs.engine.core.publish import publish_on_commit, publish_probes
+from runs.engine.core.publish import publish_on_commit, publish_probes, step_queue_depth
 from runs.engine.state.run import active_run, compensating_run, statuses_going_on, step_gave_up
 from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import WorkflowVersionUnknown
@@ -280,37 +281,67 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
 
 
 def republish_stale(*, limit: int = 200) -> list[int]:
-    """Republish steps that are ready but have not started within the bound, counted
-    from when their newest message was due (queued_at; a retry's next_attempt_at; a
-    resume's countdown, message_due_at, if later): their message was lost (broker
-    restart, a worker killed between commit and publish).
-    A duplicate of a message that was merely slow is harmless. Paused steps are left
-    alone: their start would be refused, and sending them every sweep is a loop (a
-    wait is never paused: its delivery reaches the wait)."""
+    """Republish steps that are ready but have not started within the bound
+    (RUNS_REPUBLISH_AFTER_SECONDS), counted from when their newest message was due: the
+    latest of queued_at (the step became ready and its first message went out), a
+    retry's next_attempt_at, and message_due_at (a resume's countdown, or this
+    sweeper's own last republish). Their message was lost (broker restart, a worker
+    killed between commit and publish). Idempotent: each republish sets message_due_at
+    to now, so a step has at most one message out per bound, and queued_at keeps since
+    when the step waits (the figures' oldest wait).
+
+    While the broker's steps queue holds at least as many messages as steps wait for
+    one, nothing is sent (their messages are there, merely slow: a deep queue, not a
+    lost one); a broker that cannot be read does not stop the republish. Paused steps
+    are left alone: their start would be refused, and sending them every sweep is a
+    loop (a wait is never paused: its delivery reaches the wait)."""
     cut = Now() - timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
+    startable = Step.objects.filter(
+        Q(active_run()) | (Q(compensating_run()) & ~Q(compensates=""))
+    ).exclude(
+        # A paused step waits for its resume, which republishes it (pauses.py); a wait
+        # is never held (paused_step).
+        paused_step()
+    )
+    # Due for a message that has not come: the status and time on step_waiting_idx.
+    due = startable.filter(
+        Q(status=StepStatus.QUEUED, queued_at__lt=cut)
+        | Q(status=StepStatus.RETRYING, next_attempt_at__lt=cut)
+    ).filter(Q(message_due_at__isnull=True) | Q(message_due_at__lt=cut))
+    if not due.exists():
+        return []
+    if settings.RUNS_REPUBLISH_BACKOFF and _messages_there(startable):
+        return []
     with transaction.atomic():
         stale = list(
-            Step.objects.select_for_update(skip_locked=True)
-            .filter(Q(active_run()) | (Q(compensating_run()) & ~Q(compensates="")))
-            .filter(
-                Q(status=StepStatus.QUEUED, queued_at__lt=cut)
-                | Q(status=StepStatus.RETRYING, next_attempt_at__lt=cut)
-            )
-            # Nor before a message sent with a countdown (a resume's spread) is due.
-            .filter(Q(message_due_at__isnull=True) | Q(message_due_at__lt=cut))
-            # A paused step waits for its resume, which republishes it (pauses.py); a
-            # wait is never held (paused_step).
-            .exclude(paused_step())
+            due.select_for_update(skip_locked=True)
             .order_by("queued_at")
             .values_list("id", flat=True)[:limit]
         )
         if stale:
-            Step.objects.filter(pk__in=stale, status=StepStatus.QUEUED).update(queued_at=Now())
-            Step.objects.filter(pk__in=stale, status=StepStatus.RETRYING).update(
-                next_attempt_at=Now()
-            )
+            # queued_at and next_attempt_at stay: only when this message is due changes.
+            Step.objects.filter(pk__in=stale).update(message_due_at=Now())
             publish_on_commit(stale)
     return stale
+
+
+def _messages_there(startable: Any) -> bool:
+    """The broker's steps queue holds at least a message per step waiting for one
+    (queued, or retrying and due): back off. False if the depth cannot be read."""
+    depth = step_queue_depth()
+    if depth is None:
+        return False
+    waiting = startable.filter(
+        Q(status=StepStatus.QUEUED) | Q(status=StepStatus.RETRYING, next_attempt_at__lte=Now())
+    ).count()
+    if depth >= waiting:
+        log.info(
+            "republish deferred: the steps queue holds %s message(s) for %s waiting step(s)",
+            depth,
+            waiting,
+        )
+        return True
+    return False
 
 
 def paused_step() -> Q:
