@@ -7,6 +7,7 @@
     engine.send_signal(run_id=..., name=..., payload=..., actor=...)
     engine.resolve_claim(claim_id=..., outcome=..., actor=..., note=...)
     engine.fire_due_schedules()                       # the beat: a run per schedule tick
+    engine.queue_depths([name, ...])                  # -> ({name: messages} | None, error)
     engine.pause(workflow=..., step=..., actor=..., reason=...)   # -> Pause
     engine.resume(pause_id=..., actor=..., reason=...)            # -> Resumed
 
@@ -72,6 +73,7 @@ from .core import faults, publish
 from .core.clock import db_now_plus, lease_for
 from .core.faults import SimulatedCrash
 from .core.principals import Principal, actor_name, shown, user_principal
+from .core.publish import queue_depths
 from .entry.execute import execute_step, start_attempt
 from .policies import retention
 from .policies.operate import (
@@ -188,6 +190,7 @@ __all__ = [
     "probe_claim",
     "probe_of",
     "publish",
+    "queue_depths",
     "recover_attempt",
     "renew_lease",
     "reprobe_claim",

@@ -18,10 +18,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from kombu.connection import Connection
-from kombu.entity import Queue
 
-from runs import sql
+from runs import engine, sql
 from runs.models import Attempt, WorkerProcess
 from runs.states import RUN_ACTIVE, AttemptStatus, RunStatus, StepStatus
 
@@ -122,34 +120,17 @@ def _waiting() -> tuple[datetime, int, datetime | None]:
 
 def queue_depths() -> tuple[list[QueueDepth], str]:
     """Messages waiting in each of the engine's queues (settings.RUNS_QUEUE and its
-    recovery twin), from a passive declare: LLEN of the lists on Redis, message_count
-    on RabbitMQ. A queue the broker does not know (Redis drops an empty list) holds 0."""
+    control twin) as the broker counts them (engine.queue_depths), with the broker's
+    error instead if it cannot be read."""
     names = [
         (settings.CELERY_TASK_DEFAULT_QUEUE, "steps"),
-        (settings.CELERY_RECOVERY_QUEUE, "recovery: sweeps, probes, schedules"),
+        # What goes there: config/settings.py CONTROL_TASKS.
+        (settings.CELERY_RECOVERY_QUEUE, "control: batches, sweeps, probes, schedules, webhook"),
     ]
-    timeout = settings.RUNS_HEALTH_TIMEOUT_SECONDS
-    depths = []
-    try:
-        with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
-            conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
-            for name, role in names:
-                # A channel per queue: on RabbitMQ a passive declare of a missing queue
-                # closes its channel.
-                channel = conn.channel()
-                try:
-                    _, messages, _ = Queue(name, channel=channel).queue_declare(passive=True)
-                except conn.channel_errors:
-                    messages = 0
-                finally:
-                    try:
-                        channel.close()
-                    except Exception:  # already closed by the broker
-                        pass
-                depths.append(QueueDepth(name=name, role=role, messages=int(messages)))
-    except Exception as exc:
-        return [], f"{type(exc).__name__}: {str(exc).strip()[:200]}"
-    return depths, ""
+    depths, error = engine.queue_depths([name for name, _ in names])
+    if depths is None:
+        return [], error
+    return [QueueDepth(name=name, role=role, messages=depths[name]) for name, role in names], ""
 
 
 def workers_page() -> WorkersPage:
@@ -206,3 +187,4 @@ def workers_page() -> WorkersPage:
         queues=queues,
         broker_error=broker_error,
     )
+

@@ -181,6 +181,22 @@ def test_nothing_waiting_and_no_worker_says_so(viewer_client):
     assert "No worker reports itself" in html
 
 
+@pytest.mark.broker
+def test_each_queue_says_what_it_carries(viewer_client, settings):
+    """The control queue carries batches and the webhook too (config/settings.py
+    CONTROL_TASKS), not only the recovery's work its name recalls."""
+    response = viewer_client.get("/workers/")
+    assert response.context["page"].broker_error == ""
+    roles = {q.name: q.role for q in response.context["page"].queues}
+    assert roles == {
+        settings.CELERY_TASK_DEFAULT_QUEUE: "steps",
+        settings.CELERY_RECOVERY_QUEUE: "control: batches, sweeps, probes, schedules, webhook",
+    }
+    assert "<td>control: batches, sweeps, probes, schedules, webhook</td>" in (
+        response.content.decode()
+    )
+
+
 def test_a_broker_that_cannot_be_read_is_said_on_the_page(operator_client):
     with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0"):
         response = operator_client.get("/workers/")

@@ -82,29 +82,44 @@ def publish_probes(claim_ids: list[int], delays: dict[int, float] | None = None)
             log.exception("could not publish probe of claim %s; the sweeper will retry", claim_id)
 
 
-def step_queue_depth() -> int | None:
-    """Messages waiting in the steps' queue (settings.CELERY_TASK_DEFAULT_QUEUE) as the
-    broker counts them, from a passive declare over one fresh connection (LLEN of the
-    list on Redis, message_count on RabbitMQ; a queue the broker does not know holds 0),
-    with the readiness check's timeout. None if the broker cannot be read: the caller
-    then goes by the rows alone. Messages a worker holds (prefetched, or with a
-    countdown) are not counted."""
+def queue_depths(names: Iterable[str]) -> tuple[dict[str, int] | None, str]:
+    """Messages waiting in each named queue as the broker counts them, from a passive
+    declare over one fresh connection with the readiness check's timeout: LLEN of the
+    list on Redis, message_count on RabbitMQ; a queue the broker does not know (Redis
+    drops an empty list) holds 0. Messages a worker holds (prefetched, or with a
+    countdown) are not counted. The one reader of depths: the sweeper's back-off, the
+    workers page and the batch page.
+
+    Returns (depths, "") or, when the broker cannot be read, (None, the error's text)."""
     timeout = settings.RUNS_HEALTH_TIMEOUT_SECONDS
+    depths: dict[str, int] = {}
     try:
         with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
             conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
-            channel = conn.channel()
-            try:
-                queue = Queue(settings.CELERY_TASK_DEFAULT_QUEUE, channel=channel)
-                _, messages, _ = queue.queue_declare(passive=True)
-            except conn.channel_errors:
-                messages = 0
-            finally:
+            for name in names:
+                # A channel per queue: on RabbitMQ a passive declare of a missing queue
+                # closes its channel.
+                channel = conn.channel()
                 try:
-                    channel.close()
-                except Exception:  # already closed by the broker
-                    pass
+                    _, messages, _ = Queue(name, channel=channel).queue_declare(passive=True)
+                except conn.channel_errors:
+                    messages = 0
+                finally:
+                    try:
+                        channel.close()
+                    except Exception:  # already closed by the broker
+                        pass
+                depths[name] = int(messages)
     except Exception as exc:
-        log.warning("could not read the steps' queue depth: %s: %s", type(exc).__name__, exc)
-        return None
-    return int(messages)
+        error = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
+        log.warning("could not read the broker's queue depths: %s", error)
+        return None, error
+    return depths, ""
+
+
+def step_queue_depth() -> int | None:
+    """Messages waiting in the steps' queue (settings.CELERY_TASK_DEFAULT_QUEUE), or None
+    if the broker cannot be read: the sweeper then goes by the rows alone."""
+    name = settings.CELERY_TASK_DEFAULT_QUEUE
+    depths, _ = queue_depths([name])
+    return None if depths is None else depths[name]
