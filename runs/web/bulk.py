@@ -13,10 +13,11 @@ from django.views.decorators.http import require_http_methods
 from runs import engine
 from runs.batches import selection, service
 from runs.models import Batch, BatchItem
-from runs.states import BATCH_ACTIVE, BatchItemStatus
+from runs.states import BATCH_ACTIVE, BatchItemStatus, BatchStatus
 
 from .access import operator_required
 from .http import SignedInRequest
+from .workers import batch_wait
 
 ITEMS_PER_PAGE = 50
 
@@ -63,7 +64,8 @@ def preview(request: SignedInRequest) -> HttpResponse:
 @operator_required
 def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
     """A batch's page. While the batch runs, its progress polls itself every second
-    (htmx target `batch-live`); the copy rendered once it is done carries no trigger."""
+    (htmx target `batch-live`); the copy rendered once it is done carries no trigger.
+    While no worker has taken it up (pending), it says why it waits."""
     batch = Batch.objects.filter(pk=batch_id).first()
     if batch is None:
         raise Http404(f"no batch {batch_id}")
@@ -87,6 +89,7 @@ def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
         {
             "batch": batch,
             "running": running,
+            "wait": batch_wait() if batch.status == BatchStatus.PENDING else None,
             "page": page,
             "items": page.object_list,
             "shown": shown,

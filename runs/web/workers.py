@@ -188,3 +188,29 @@ def workers_page() -> WorkersPage:
         broker_error=broker_error,
     )
 
+
+@dataclass
+class BatchWait:
+    """Why a pending batch has not started (the batch page, docs/operating.md#bulk-
+    operations): no worker reports itself within a lease, or the control queue's depth
+    as the broker counts it (None with the broker's error if it cannot be read)."""
+
+    worker_running: bool
+    control_messages: int | None
+    broker_error: str = ""
+
+
+def batch_wait() -> BatchWait:
+    """One query (a worker row whose heartbeat is within a lease, on the database's
+    clock, as the workers page judges stale) and, if there is one, the broker."""
+    lease = float(settings.RUNS_LEASE_SECONDS)
+    running = WorkerProcess.objects.filter(heartbeat_at__gte=engine.db_now_plus(-lease)).exists()
+    if not running:
+        return BatchWait(worker_running=False, control_messages=None)
+    queue = settings.CELERY_RECOVERY_QUEUE
+    depths, error = engine.queue_depths([queue])
+    return BatchWait(
+        worker_running=True,
+        control_messages=None if depths is None else depths[queue],
+        broker_error=error,
+    )
