@@ -23,7 +23,6 @@ transaction (ATOMIC_REQUESTS included).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -59,6 +58,7 @@ from runs.engine import (
 )
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus
+from runs.words import json_short
 from runs.workflows import NotApplied
 
 from .models import ClaimTake
@@ -384,7 +384,7 @@ def contradiction(outcome: str, evidence: Any) -> tuple[str, str] | None:
         if "late_result" in evidence:
             return LATE_RESULT, (
                 f"a late result says the effect happened: {who} returned "
-                f"{_short_json(evidence['late_result'])} after its lease ended"
+                f"{json_short(evidence['late_result'], 120)} after its lease ended"
             )
         if "probe" in evidence:
             probe = evidence["probe"]
@@ -403,14 +403,6 @@ def contradiction(outcome: str, evidence: Any) -> tuple[str, str] | None:
                 + " after its lease ended"
             )
     return None
-
-
-def _short_json(value: Any, chars: int = 120) -> str:
-    try:
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def _set_aside(

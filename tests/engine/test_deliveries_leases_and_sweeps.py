@@ -21,6 +21,7 @@ from reconciliation.services import resolve_claim
 from runs import engine, events, history
 from runs.engine.attempts.finish import fail_attempt, finish_attempt
 from runs.engine.core import keys
+from runs.engine.core.publish import step_queue_depth
 from runs.engine.entry import execute as execute_module
 from runs.engine.entry.execute import start_attempt
 from runs.engine.policies import recover as recover_module
@@ -29,7 +30,7 @@ from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import FencingToken
 from tests.support import factories
 from tests.support import workflows as test_workflows
-from tests.support.factories import enter_effect, expire_leases, run_queued
+from tests.support.factories import earlier, enter_effect, expire_leases, run_queued
 from tests.support.races import Background
 
 
@@ -415,17 +416,7 @@ def _routes(published, settings):
         yield task, app.amqp.router.route({}, task)["queue"].name
 
 
-# --- a republish is idempotent: one message out per step per bound (issue 34) -------
-def earlier(step_ids: list[int], seconds: float) -> None:
-    """Time passes for these steps, on the database's clock: their timestamps move back."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %(s)s),"
-            " next_attempt_at = next_attempt_at - make_interval(secs => %(s)s),"
-            " message_due_at = message_due_at - make_interval(secs => %(s)s)"
-            " WHERE id = ANY(%(ids)s)",
-            {"s": seconds, "ids": step_ids},
-        )
+# --- a republish is idempotent: one message out per step per bound --------------------
 
 
 def lose_messages() -> None:
@@ -455,8 +446,6 @@ def sent_steps(published) -> list[int]:
 def test_a_queued_step_whose_message_waits_in_the_broker_is_not_sent_again(backoff, published):
     """A deep queue, not a lost message: the step waited ten minutes (far past the
     bound) with its message still in the broker's queue. Two sweeps send nothing."""
-    from runs.engine.core.publish import step_queue_depth
-
     run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
     merge = step_of(run, "merge")
     assert step_queue_depth() == 1  # its message, waiting for a worker
@@ -478,8 +467,6 @@ def test_a_lost_message_is_sent_again_once_per_bound_and_queued_at_stays(backoff
     the next sweeps none while it is on its way; lost again, a bound later one more.
     queued_at stays since when the step waits; message_due_at says when the newest
     message went out."""
-    from runs.engine.core.publish import step_queue_depth
-
     run = engine.submit_run(workflow="merge-change", input={"change_id": 3})
     merge = step_of(run, "merge")
     lose_messages()

@@ -7,13 +7,13 @@ through a real worker is tests/integration/test_pauses_live.py."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from examples.models import Merge, TargetRecord
 from runs import engine, metrics
 from runs.engine.entry.execute import run_attempt, start_attempt
 from runs.models import Attempt, Pause, PauseChange, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
+from tests.support.factories import earlier
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,18 +24,6 @@ def step_of(run: Run, key: str) -> Step:
 
 def paused_count(workflow: str) -> float:
     return metrics.PAUSED_STARTS.labels(workflow)._value.get()
-
-
-def earlier(step_ids: list[int], seconds: float) -> None:
-    """Time passes for these steps, on the database's clock: their timestamps move back."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %(s)s),"
-            " next_attempt_at = next_attempt_at - make_interval(secs => %(s)s),"
-            " message_due_at = message_due_at - make_interval(secs => %(s)s)"
-            " WHERE id = ANY(%(ids)s)",
-            {"s": seconds, "ids": step_ids},
-        )
 
 
 def test_a_paused_step_is_not_started_by_1000_deliveries_and_a_sweep_then_resume_starts_it_once(

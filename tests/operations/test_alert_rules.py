@@ -246,7 +246,7 @@ def test_the_gauges_the_alerts_read_say_what_the_database_holds(client):
     assert gauge(text, "durable_runs_queued_steps") == 1
     assert 120 <= gauge(text, "durable_runs_oldest_queued_step_age_seconds") < 180
 
-    # Issue 34: a cancelled run's queued step waits for nothing: neither counted nor
+    # A cancelled run's queued step waits for nothing: neither counted nor
     # its age, however old.
     engine.cancel_run(run_id=run.id, actor="ann", reason="r")
     assert queued.count() == 1

@@ -134,7 +134,7 @@ def test_waiting_steps_and_the_oldest_wait_are_exact_on_the_database_clock(opera
 def test_a_cancelled_runs_queued_steps_are_not_waiting_and_the_oldest_wait_is_real(
     operator_client,
 ):
-    """Issue 34: a cancelled run's queued steps (its map batches, say) wait for nothing,
+    """A cancelled run's queued steps (its map batches, say) wait for nothing,
     and the oldest wait is since the oldest step that can start became ready."""
     cancelled, live = queued_runs(2)
     engine.cancel_run(run_id=cancelled.run_id, actor="ann", reason="wrong input")

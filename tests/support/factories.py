@@ -34,6 +34,18 @@ def due_now() -> None:
         )
 
 
+def earlier(step_ids: list[int], seconds: float) -> None:
+    """Time passes for these steps, on the database's clock: their timestamps move back."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_step SET queued_at = queued_at - make_interval(secs => %(s)s),"
+            " next_attempt_at = next_attempt_at - make_interval(secs => %(s)s),"
+            " message_due_at = message_due_at - make_interval(secs => %(s)s)"
+            " WHERE id = ANY(%(ids)s)",
+            {"s": seconds, "ids": step_ids},
+        )
+
+
 def drain(run: Run) -> Run:
     """Run every queued or due step in-process, one at a time in id order, until
     nothing is left that may start: a step of the plan while the run is active, a

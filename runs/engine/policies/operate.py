@@ -51,8 +51,6 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
         # Steps that name a compensation succeeded: undo them first (compensate.py);
         # the run ends cancelled when they are done.
         if begin_compensation(run, ends_as=RunStatus.CANCELLED, error=error, actor=who):
-            run.refresh_from_db()
-            settle_open_effects(run, why=f"the run was cancelled by {who}")
             return Run.objects.get(pk=run.id)
         n = Run.objects.filter(pk=run.id, status__in=RUN_ACTIVE).update(
             status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
@@ -66,8 +64,8 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
         events.append_event(
             run.id, events.RUN_CANCELLED, actor=who, reason=reason, still_running=running
         )
-        # Steps waiting for a retry, or queued holding a claim, never start now.
-        run.refresh_from_db()
+        # Steps waiting for a retry, or queued holding a claim, never start now (as
+        # begin_compensation settles them when the run compensates instead).
         settle_open_effects(run, why=f"the run was cancelled by {who}")
     run.refresh_from_db()
     return run

@@ -23,13 +23,14 @@ from django.db.models.functions import Now
 from runs import events, sql
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
-from runs.engine.core.versions import workflow_of
+from runs.errors import WorkflowVersionUnknown
 from runs.models import Run, Step
 from runs.states import RUN_ACTIVE, STEP_DONE, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
 from .revision import bump_revision
+from .stopped import settle_open_effects
 
 SQL = sql.load(__file__)
 
@@ -48,19 +49,20 @@ def begin_compensation(run: Run, *, ends_as: str, error: str, actor: str | None 
     `run` must be locked by the caller (locks.lock_run) and active: the succeeded steps
     are read after that lock, so a step whose finish held the run row until its commit
     is seen succeeded here, and one that finishes later finds the run compensating (or
-    ended) and is compensated then (compensate_late_step).
+    ended) and is compensated then (compensate_late_step). The run then stops for good:
+    what its plan left open is settled in the same transaction (state/stopped.py).
 
     A process without the run's workflow version cannot tell which succeeded steps name
     a compensation: unless none succeeded, it refuses (WorkflowVersionUnknown), never
     reading "unknown" as "nothing to undo"."""
     run_id = run.id
-    if registry.get(run.workflow, run.version) is None and not (
-        Step.objects.filter(
+    workflow = registry.get(run.workflow, run.version)
+    if workflow is None:
+        if not Step.objects.filter(
             run_id=run_id, parent__isnull=True, compensates="", status=StepStatus.SUCCEEDED
-        ).exists()
-    ):
-        return False  # nothing succeeded: whatever the definition says, nothing to undo
-    workflow = workflow_of(run, doing="tell which of its succeeded steps to undo")
+        ).exists():
+            return False  # nothing succeeded: whatever the definition says, nothing to undo
+        raise WorkflowVersionUnknown(run, "tell which of its succeeded steps to undo")
     if not workflow.compensations:
         return False
     compensable = _compensable(workflow)
@@ -103,6 +105,12 @@ def begin_compensation(run: Run, *, ends_as: str, error: str, actor: str | None 
             first.append(step.id)
         previous = step.name
     publish_on_commit(first)
+    why = (
+        f"the run was cancelled by {actor or 'engine'}"
+        if ends_as == RunStatus.CANCELLED
+        else "the run failed and compensates"
+    )
+    settle_open_effects(run, why=why)
     return True
 
 

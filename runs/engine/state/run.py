@@ -91,9 +91,7 @@ def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> No
             settle_open_effects(run, why=f"the run had {run.status}")
         return
     if begin_compensation(run, ends_as=RunStatus.FAILED, error=error):
-        run.refresh_from_db(fields=["status", "ends_as"])
-        settle_open_effects(run, why="the run failed and compensates")
-        return
+        return  # it settled what the plan left open (state/stopped.py)
     Run.objects.filter(pk=run_id).update(
         status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
     )

@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from runs.words import json_short, short
 
-
-def short(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[: chars - 1] + "…"
-
-
-def json_short(value: Any, chars: int = 240) -> str:
-    try:
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return short(text, chars)
+__all__ = ["json_short", "plural", "short", "word"]
 
 
 def plural(n: int, word: str, plural: str | None = None) -> str:
