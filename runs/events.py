@@ -70,6 +70,9 @@ STEP_SKIPPED = "step_skipped"  # its condition was false; dependents proceed
 SIGNAL_RECEIVED = "signal_received"  # with its actor, kept until a wait consumes it
 SIGNAL_CONSUMED = "signal_consumed"
 RUN_COMPENSATING = "run_compensating"
+# A run stopped for good: its plan's steps still queued went back to pending, never to
+# start (state/stopped.py); `steps` names them.
+STEPS_WITHDRAWN = "steps_withdrawn"
 COMPENSATION_PLANNED = "compensation_planned"  # a compensation step entered the plan
 
 

@@ -93,6 +93,9 @@ def fold(p: Projection, type: str, data: dict[str, Any]) -> None:
         p.steps[data["step"]] = data["status"]
     elif type in STEP_STATUS_BY_EVENT:
         p.steps[data["step"]] = STEP_STATUS_BY_EVENT[type]
+    elif type == ev.STEPS_WITHDRAWN:
+        for key in data["steps"]:
+            p.steps[key] = StepStatus.PENDING
     elif type == ev.PLAN_EXPANDED:
         parent = data["step"]
         p.steps[parent] = StepStatus.RUNNING

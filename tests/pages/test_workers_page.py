@@ -13,7 +13,7 @@ from django.db import connection
 from django.test import override_settings
 
 from runs import engine
-from runs.models import Attempt, Step, WorkerProcess
+from runs.models import Attempt, Run, Step, WorkerProcess
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from tests.pages.test_query_budgets import LAYOUT
 
@@ -134,16 +134,22 @@ def test_waiting_steps_and_the_oldest_wait_are_exact_on_the_database_clock(opera
 def test_a_cancelled_runs_queued_steps_are_not_waiting_and_the_oldest_wait_is_real(
     operator_client,
 ):
-    """A cancelled run's queued steps (its map batches, say) wait for nothing,
-    and the oldest wait is since the oldest step that can start became ready."""
+    """A cancelled run's queued steps (its map batches, say) wait for nothing: they go
+    back to pending as it stops. A failed run's leftover queued step (a branch beside
+    the one that failed) is not counted either, however old, and the oldest wait is
+    since the oldest step that can start became ready."""
     cancelled, live = queued_runs(2)
     engine.cancel_run(run_id=cancelled.run_id, actor="ann", reason="wrong input")
     cancelled.refresh_from_db()
-    assert cancelled.status == StepStatus.QUEUED  # left as it was: nothing starts it
+    assert cancelled.status == StepStatus.PENDING
+    failed = engine.submit_run(workflow="fork-join", input={})
+    engine.execute_step(step_id=Step.objects.get(run=failed, name="failing_branch").id, worker="t")
+    leftover = Step.objects.get(run=failed, name="late_branch")
+    assert (Run.objects.get(pk=failed.id).status, leftover.status) == ("failed", "queued")
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE runs_step SET queued_at = now() - interval '35 minutes' WHERE id = %s",
-            [cancelled.id],
+            [leftover.id],
         )
         cursor.execute(
             "UPDATE runs_step SET queued_at = now() - interval '90 seconds' WHERE id = %s "

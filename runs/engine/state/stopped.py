@@ -13,7 +13,11 @@ converged, compensated or decided by a person, never "failed" with its outcome u
 - an idempotent step that names a compensation and whose effect may have happened
   (its claim in flight or abandoned) goes to a person instead: its claim becomes
   unresolved, its probe (if it declares one) is asked first. Resolved as succeeded, its
-  compensation runs (compensate_late_step); as failed, nothing is to be undone.
+  compensation runs (compensate_late_step); as failed, nothing is to be undone;
+- every other step of its plan still queued (a batch of a map, a branch whose
+  dependencies had succeeded) never starts: it goes back to `pending`, with one
+  `steps_withdrawn` event naming them, so the run holds no queued step that waits for
+  nothing and no figure counts it as waiting for a worker.
 
 A failed run that did not compensate is not stopped for good: an operator may retry it,
 which repeats an abandoned effect under its key and resends the steps waiting for a
@@ -27,16 +31,18 @@ from __future__ import annotations
 
 import uuid
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
-from runs import events
+from runs import events, sql
 from runs.engine.core.versions import workflow_of
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
 
 from .unresolved import close_claims_on_give_up, mark_unresolved
 
+SQL = sql.load(__file__)
 OPEN = (ClaimStatus.IN_FLIGHT, ClaimStatus.ABANDONED)
 
 
@@ -69,8 +75,12 @@ def settle_open_effects(run: Run, *, why: str) -> None:
         )
         .order_by("id")
     )
-    if not steps:
-        return
+    if steps:
+        _close_open(run, steps, why)
+    _withdraw_unstarted(run.id, why)
+
+
+def _close_open(run: Run, steps: list[Step], why: str) -> None:
     compensable: set[str] = set()
     if any(s.kind == EffectKind.IDEMPOTENT for s in steps):
         workflow = workflow_of(run, doing="tell which of its open effects to undo")
@@ -80,6 +90,17 @@ def settle_open_effects(run: Run, *, why: str) -> None:
             _to_a_person(run.id, step, why)
         elif step.status != StepStatus.FAILED:
             _give_up(run.id, step, why)
+
+
+def _withdraw_unstarted(run_id: uuid.UUID, why: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL["withdraw_unstarted"],
+            {"run": run_id, "pending": StepStatus.PENDING, "queued": StepStatus.QUEUED},
+        )
+        keys = sorted(key for (key,) in cursor.fetchall())
+    if keys:
+        events.append_event(run_id, events.STEPS_WITHDRAWN, steps=keys, why=why)
 
 
 def _to_a_person(run_id: uuid.UUID, step: Step, why: str) -> None:
