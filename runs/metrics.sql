@@ -32,8 +32,13 @@ WHERE s.status IN (%(queued)s, %(retrying)s)
 -- compensating, any other step's active); a cancelled or failed run's leftovers wait
 -- for nothing. The status list repeats step_waiting_idx's condition so that the partial
 -- index serves it, each run then by primary key. queued_at is when the step became
--- ready (the sweeper's republish leaves it): the age is the real wait.
-SELECT count(*), coalesce(extract(epoch FROM now() - min(s.queued_at)), 0)
+-- ready (the sweeper's republish leaves it): the age is the real wait. The count
+-- includes steps held by a pause (the alert subtracts durable_runs_paused_steps); the
+-- age does not: a step a person holds back is not waiting for a worker, and a pause
+-- of an hour would otherwise read as workers that stopped taking work.
+SELECT count(*), coalesce(extract(epoch FROM now() - min(s.queued_at) FILTER (
+           WHERE NOT EXISTS (SELECT 1 FROM runs_pause p
+                             WHERE p.workflow = r.workflow AND p.step IN ('', s.name)))), 0)
 FROM runs_step s JOIN runs_run r ON r.id = s.run_id
 WHERE s.status IN (%(queued)s, %(retrying)s) AND s.status = %(queued)s
   AND r.status = ANY(CASE WHEN s.compensates = '' THEN %(active)s::text[]

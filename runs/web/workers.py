@@ -91,6 +91,8 @@ class WorkersPage:
     attempts_capped: bool
     waiting: int
     oldest_queued_at: datetime | None
+    # Queued steps of runs going on, held back by a pause (not waiting for a worker).
+    paused: int
     queues: list[QueueDepth]
     broker_error: str
 
@@ -103,7 +105,7 @@ class WorkersPage:
         return sum(1 for w in self.workers if w.silent)
 
 
-def _waiting() -> tuple[datetime, int, datetime | None]:
+def _waiting() -> tuple[datetime, int, datetime | None, int]:
     with connection.cursor() as cursor:
         cursor.execute(
             SQL["waiting"],
@@ -114,8 +116,8 @@ def _waiting() -> tuple[datetime, int, datetime | None]:
                 "compensating": [RunStatus.COMPENSATING.value],
             },
         )
-        now, count, oldest = cursor.fetchone()
-    return now, int(count), oldest
+        now, count, oldest, paused = cursor.fetchone()
+    return now, int(count), oldest, int(paused)
 
 
 def queue_depths() -> tuple[list[QueueDepth], str]:
@@ -134,7 +136,7 @@ def queue_depths() -> tuple[list[QueueDepth], str]:
 
 
 def workers_page() -> WorkersPage:
-    now, waiting, oldest = _waiting()
+    now, waiting, oldest, paused = _waiting()
     lease = float(settings.RUNS_LEASE_SECONDS)
     stale_before = now - timedelta(seconds=lease)
     workers = [
@@ -184,6 +186,7 @@ def workers_page() -> WorkersPage:
         attempts_capped=capped,
         waiting=waiting,
         oldest_queued_at=oldest,
+        paused=paused,
         queues=queues,
         broker_error=broker_error,
     )

@@ -67,3 +67,32 @@ def test_the_workers_page_from_the_navigation_to_a_run_and_back(browser, transac
     wait_for_address(page, lambda url: url.endswith("/workers/"), "/workers/ again")
     expect(heading).to_be_visible()
     expect(page.get_by_role("region", name="Live workers").get_by_role("row")).to_have_count(3)
+
+
+def test_steps_held_by_a_pause_are_counted_apart_with_a_link_to_the_pauses(
+    browser, transactional_db
+):
+    """Two merges held by a pause, a pure-chain step free: one step waits for a worker,
+    the two held ones are said apart and link to the Pauses page; Back returns."""
+    make_user("vera", "viewers")
+    engine.pause(workflow="merge-change", step="merge", actor="ann", reason="the host is down")
+    for n in (1, 2):
+        engine.submit_run(workflow="merge-change", input={"change_id": n})
+    engine.submit_run(workflow="pure-chain", input={})
+
+    browser.login("vera", PASSWORD)
+    page = browser.goto("/workers/")
+    waiting = page.get_by_role("region", name="Waiting for a free worker")
+    expect(page.get_by_test_id("waiting")).to_have_text("1")
+    held = page.get_by_test_id("paused-waiting")
+    expect(held).to_contain_text("2 more queued steps held by a pause")
+    browser.screenshot("workers-paused")
+
+    waiting.get_by_role("link", name="Pauses").click()
+    wait_for_address(page, lambda url: url.endswith("/pauses/"), "/pauses/")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Pause")
+    page.go_back()
+    wait_for_address(page, lambda url: url.endswith("/workers/"), "/workers/ again")
+    expect(page.get_by_test_id("paused-waiting")).to_contain_text("2 more")
+    page.go_forward()
+    wait_for_address(page, lambda url: url.endswith("/pauses/"), "/pauses/ again")

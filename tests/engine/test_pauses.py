@@ -340,6 +340,32 @@ def test_the_gauges_show_the_paused_work():
     assert "durable_runs_paused_steps 2.0" in text  # pure-chain's queued step is not paused
 
 
+def test_a_step_held_by_a_pause_is_not_the_oldest_wait_for_a_worker():
+    """Two merges held by a pause for an hour, a pure-chain step queued a minute ago: the
+    oldest wait for a worker is the minute. Before, the gauge and the Workers page said
+    an hour, which DurableRunsWorkersNotStarting reads as workers that stopped."""
+    from runs.web.workers import workers_page
+
+    engine.pause(workflow="merge-change", step="merge", actor="ann", reason="r")
+    held = [engine.submit_run(workflow="merge-change", input={"change_id": n}) for n in (1, 2)]
+    free = engine.submit_run(workflow="pure-chain", input={})
+    earlier([s.id for r in held for s in Step.objects.filter(run=r, name="merge")], 3600)
+    earlier([Step.objects.get(run=free, name="first").id], 60)
+
+    text = metrics.exposition(with_database=True).decode()
+    [age] = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("durable_runs_oldest_queued_step_age_seconds ")
+    ]
+    assert 60 <= age < 600
+    assert "durable_runs_queued_steps 3.0" in text  # the alert subtracts the paused ones
+
+    page = workers_page()
+    assert (page.waiting, page.paused) == (1, 2)
+    assert page.oldest_wait is not None and 60 <= page.oldest_wait.total_seconds() < 600
+
+
 @pytest.fixture
 def published():
     """Every execute message this process publishes: (task name, args, eta)."""
