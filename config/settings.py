@@ -577,8 +577,8 @@ RUNS_WORKER_FORGET_SECONDS = env_positive("RUNS_WORKER_FORGET_SECONDS", 86400.0)
 # resume's countdowns and by the sweeper's own republish) is republished by the sweeper
 # (the broker may have lost it): at most one message per step per bound.
 RUNS_REPUBLISH_AFTER_SECONDS = env_float("RUNS_REPUBLISH_AFTER_SECONDS", 60.0)
-# The sweeper republishes nothing while the broker's steps queue holds at least as many
-# messages as there are steps waiting for one (their messages are there, merely slow).
+# A sweep republishes no more steps than the broker's steps queue lacks for the steps
+# waiting for a message (a queue holding one per step: none; they are merely slow).
 # Off: it goes by the rows alone (the unit tests' session queue keeps every test's
 # messages; tests/support/session_env.py).
 RUNS_REPUBLISH_BACKOFF = env_bool("RUNS_REPUBLISH_BACKOFF", True)

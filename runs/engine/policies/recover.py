@@ -290,9 +290,13 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     to now, so a step has at most one message out per bound, and queued_at keeps since
     when the step waits (the figures' oldest wait).
 
-    While the broker's steps queue holds at least as many messages as steps wait for
-    one, nothing is sent (their messages are there, merely slow: a deep queue, not a
-    lost one); a broker that cannot be read does not stop the republish. Paused steps
+    At most as many are sent as the broker's steps queue lacks: the steps waiting for a
+    message, less the messages it holds. A deep queue that holds one per step sends
+    nothing (their messages are there, merely slow); a partly lost one gets back what
+    it lost, not a sweep's `limit` (which, with a worker's few prefetched messages
+    missing from the count, would add `limit` duplicates that sat at the queue's end
+    until the backlog drained). A broker that cannot be read does not stop the
+    republish. Paused steps
     are left alone: their start would be refused, and sending them every sweep is a
     loop (a wait is never paused: its delivery reaches the wait)."""
     cut = Now() - timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
@@ -310,8 +314,10 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     ).filter(Q(message_due_at__isnull=True) | Q(message_due_at__lt=cut))
     if not due.exists():
         return []
-    if settings.RUNS_REPUBLISH_BACKOFF and _messages_there(startable):
-        return []
+    if settings.RUNS_REPUBLISH_BACKOFF:
+        limit = min(limit, _messages_missing(startable, limit))
+        if limit == 0:
+            return []
     with transaction.atomic():
         stale = list(
             due.select_for_update(skip_locked=True)
@@ -325,12 +331,14 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     return stale
 
 
-def _messages_there(startable: Any) -> bool:
-    """The broker's steps queue holds at least a message per step waiting for one
-    (queued, or retrying and due): back off. False if the depth cannot be read."""
+def _messages_missing(startable: Any, limit: int) -> int:
+    """How many messages the broker's steps queue lacks for the steps waiting for one
+    (queued, or retrying and due); `limit` if the depth cannot be read. A worker's
+    prefetched messages are not in the depth: the shortfall they make is at most its
+    concurrency, so a sweep adds no more duplicates than that."""
     depth = step_queue_depth()
     if depth is None:
-        return False
+        return limit
     waiting = startable.filter(
         Q(status=StepStatus.QUEUED) | Q(status=StepStatus.RETRYING, next_attempt_at__lte=Now())
     ).count()
@@ -340,8 +348,7 @@ def _messages_there(startable: Any) -> bool:
             depth,
             waiting,
         )
-        return True
-    return False
+    return max(0, waiting - depth)
 
 
 def paused_step() -> Q:
