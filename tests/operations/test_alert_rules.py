@@ -246,10 +246,11 @@ def test_the_gauges_the_alerts_read_say_what_the_database_holds(client):
     assert gauge(text, "durable_runs_queued_steps") == 1
     assert 120 <= gauge(text, "durable_runs_oldest_queued_step_age_seconds") < 180
 
-    # A cancelled run's queued step waits for nothing: neither counted nor
-    # its age, however old.
+    # A cancelled run's queued step waits for nothing: it goes back to pending, and
+    # is neither counted nor its age.
+    step = queued.get()
     engine.cancel_run(run_id=run.id, actor="ann", reason="r")
-    assert queued.count() == 1
+    assert Step.objects.get(pk=step.pk).status == StepStatus.PENDING
     text = client.get("/metrics").content.decode()
     assert gauge(text, "durable_runs_queued_steps") == 0
     assert gauge(text, "durable_runs_oldest_queued_step_age_seconds") == 0
