@@ -22,6 +22,7 @@ import json
 import os
 import random
 import re
+import time
 import uuid
 from collections import defaultdict
 from typing import Any
@@ -31,8 +32,9 @@ from locust import HttpUser, between, events, task
 FIXTURE: dict[str, Any] = json.loads(open(os.environ["LOAD_FIXTURE"]).read())
 REPEAT_SHARE = float(os.environ.get("LOAD_REPEAT_SHARE", "0.1"))
 
-# name -> [(status, ms, failed)]; written at quit.
-RECORDS: dict[str, list[tuple[int, float, bool]]] = defaultdict(list)
+# name -> [(status, ms, failed, when it ended: epoch s)]; written at quit.
+RECORDS: dict[str, list[tuple[int, float, bool, float]]] = defaultdict(list)
+SPAWNED: list[float] = []  # when every user had been started
 # name -> failure message -> count; written at quit.
 ERRORS: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 RUN_LINK = re.compile(r'href="/runs/([0-9a-f-]{36})/"')
@@ -48,15 +50,22 @@ def _record(
     **_: Any,
 ) -> None:
     status = getattr(response, "status_code", 0) or 0
-    RECORDS[f"{request_type} {name}"].append((int(status), float(response_time), bool(exception)))
+    RECORDS[f"{request_type} {name}"].append(
+        (int(status), float(response_time), bool(exception), time.time())
+    )
     if exception:
         ERRORS[f"{request_type} {name}"][str(exception)[:200]] += 1
+
+
+@events.spawning_complete.add_listener
+def _spawned(**_: Any) -> None:
+    SPAWNED.append(time.time())
 
 
 @events.quitting.add_listener
 def _write(**_: Any) -> None:
     with open(os.environ["LOAD_RESULTS"], "w") as f:
-        json.dump({"records": RECORDS, "errors": ERRORS}, f)
+        json.dump({"records": RECORDS, "errors": ERRORS, "spawned": SPAWNED[:1]}, f)
 
 
 def _next_token() -> str:
