@@ -51,13 +51,26 @@ def search_keys_matching(
 def run_summary(run: Run) -> dict[str, Any]:
     """The run as one JSON object: the contract of `show_run --json`
     (docs/operating.md#commands)."""
-    steps = list(Step.objects.filter(run=run, parent__isnull=True).order_by("id"))
-    batches = Step.objects.filter(run=run, parent__isnull=False).order_by("batch_index")
+    return _summary(run)[0]
+
+
+def _summary(run: Run) -> tuple[dict[str, Any], list[Claim]]:
+    """run_summary()'s object, and the claims of the run's steps it lists (id order),
+    which run_detail() shows again with their ids: read once for both. The run's steps,
+    top-level and batches, are one query (each answers 201 to a submission, so
+    `POST /api/runs/` pays for every query here: docs/performance.md)."""
+    steps: list[Step] = []
     by_parent: dict[int, list[Step]] = {}
-    for batch in batches:
-        assert batch.parent_id is not None
-        by_parent.setdefault(batch.parent_id, []).append(batch)
-    step_claims = Claim.objects.filter(run=run, item_key__isnull=True).select_related("step")
+    for step in Step.objects.filter(run=run).order_by("id"):
+        if step.parent_id is None:
+            steps.append(step)
+        else:
+            by_parent.setdefault(step.parent_id, []).append(step)
+    for batches in by_parent.values():
+        batches.sort(key=lambda batch: batch.batch_index or 0)
+    step_claims = list(
+        Claim.objects.filter(run=run, item_key__isnull=True).select_related("step").order_by("id")
+    )
     item_claims = (
         Claim.objects.filter(run=run, item_key__isnull=False)
         .values("step__name", "status")
@@ -82,7 +95,7 @@ def run_summary(run: Run) -> dict[str, Any]:
             data["items"] = items.get(step.name, {})
         return data
 
-    return {
+    summary = {
         "id": str(run.id),
         "workflow": run.workflow,
         "version": run.version,
@@ -101,17 +114,16 @@ def run_summary(run: Run) -> dict[str, Any]:
             for c in step_claims
         ],
     }
+    return summary, step_claims
 
 
 def run_detail(run: Run) -> dict[str, Any]:
     """The run as the REST API shows it: run_summary(), its claims with their ids (to
     resolve them), when it last changed, and what retention compacted of it."""
-    data = run_summary(run)
+    data, step_claims = _summary(run)
     data["claims"] = [
         {"id": c.id, "key": c.key, "status": c.status, "step": c.step.name, "kind": c.kind}
-        for c in Claim.objects.filter(run=run, item_key__isnull=True)
-        .select_related("step")
-        .order_by("id")
+        for c in step_claims
     ]
     data["updated_at"] = run.updated_at.isoformat() if run.updated_at else None
     marks = (run.payloads_compacted_at, run.compacted_at, run.claims_purged_at)
