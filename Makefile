@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install lock up demo test test-integration lint bench bench-ui bench-retention chaos stop clean
+.PHONY: help install lock up demo test test-integration lint bench bench-ui bench-retention bench-backlog bench-load chaos stop clean
 .DEFAULT_GOAL := help
 
 ## help: this list (each target's `##` lines).
@@ -112,6 +112,22 @@ bench-ui: install
 BENCH_RETENTION_ARGS ?=
 bench-retention: install
 	$(PY) scripts/stack.py run $(PY) bench/retention.py $(BENCH_RETENTION_ARGS)
+
+## bench-backlog: operator work during a backlog of thousands of map batches on two worker
+##     processes (bench/backlog.py): a bulk cancel, a bulk retry, a pause and resume, claim
+##     decisions and a worker group killed; each action's wait, the broker's depth against
+##     the queued steps, the figures against the truth. Exits 1 on a missed target.
+BENCH_BACKLOG_ARGS ?=
+bench-backlog: install
+	$(PY) -m pip install --quiet -r requirements/bench.txt
+	$(PY) scripts/stack.py run $(PY) bench/backlog.py $(BENCH_BACKLOG_ARGS)
+
+## bench-load: the web tier under locust (50 submitters, 5 operators, 120 s) while 4,000 map
+##     batches drain (bench/load.py); BENCH_LOAD_ARGS="--duration 30 --gunicorn-threads 4".
+BENCH_LOAD_ARGS ?=
+bench-load: install
+	$(PY) -m pip install --quiet -r requirements/bench.txt
+	$(PY) scripts/stack.py run $(PY) bench/load.py $(BENCH_LOAD_ARGS)
 
 ## chaos: the chaos soak (bench/chaos.py): real workers, beat, PostgreSQL and Redis of its
 ##     own, faults from a fixed seed, then duplicate/lost effects, probes, verify_history
