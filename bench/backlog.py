@@ -553,7 +553,10 @@ def soak(args: argparse.Namespace, stack: Stack, broker: Any) -> int:
                 key__startswith="migrate[",
                 status=StepStatus.QUEUED,
             ).count()
-            size += f", {steps_cancelled} queued steps left behind"
+            size += (
+                f", {steps_cancelled} of their steps left queued; requested with "
+                f"{acts['bulk cancel'].figures['queued_at_request']} steps queued"
+            )
             chunks = -(-batch.total // batches.CHUNK)
             cancel_ok = (
                 start is not None
@@ -649,6 +652,10 @@ def soak(args: argparse.Namespace, stack: Stack, broker: Any) -> int:
         if s.step_messages is not None
         and s.step_messages > 1.1 * (s.queued + s.finished_queued) + s.unacked
     ]
+    resumed_at = (
+        acts["resume"].requested - t0 if acts["resume"].requested is not None else float("inf")
+    )
+    before_resume = [s for s in broker_bad if s.t < resumed_at]
     republished = 0
     for log in stack.base.glob("*.log"):
         for line in log.read_text(errors="replace").splitlines():
@@ -773,7 +780,7 @@ def soak(args: argparse.Namespace, stack: Stack, broker: Any) -> int:
     print(f"samples: {len(samples)} (about 1 s apart)")
     print(
         f"step queue / (queued + in flight): max {max(ratios, default=0):.2f}; samples above "
-        f"1.1 x queued + in flight: {len(broker_bad)}"
+        f"1.1 x queued + in flight: {len(broker_bad)} ({len(before_resume)} before the resume)"
     )
     print(
         f"samples above 1.1 x (queued + finished runs' queued steps) + in flight: "

@@ -175,7 +175,7 @@ def test_a_bulk_cancel_and_the_figures_during_a_backlog(cluster):
     assert left_behind > 0
 
     # The figures, sample by sample.
-    assert len(samples) >= 10
+    assert len(samples) >= 3  # sampled while it drained
     for s in samples:
         assert s.messages is not None
         assert s.messages <= 1.1 * (s.queued + s.leftovers) + WORKERS, s
@@ -187,7 +187,7 @@ def test_a_bulk_cancel_and_the_figures_during_a_backlog(cluster):
     # After the cancel, its queued steps are no longer counted by the page or the gauge.
     after = [s for s in samples if s.leftovers]
     assert after and all(s.page_waiting == s.queued for s in after)
-    assert after[0].leftovers == left_behind or after[0].leftovers >= left_behind
+    assert after[0].leftovers == left_behind  # a succeeded run leaves no queued step
 
     # Nothing migrated twice; nothing lost of what succeeded.
     assert not (
