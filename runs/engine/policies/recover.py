@@ -320,7 +320,7 @@ def republish_stale(*, limit: int = 200) -> list[int]:
         )
         if stale:
             # queued_at and next_attempt_at stay: only when this message is due changes.
-            Step.objects.filter(pk__in=stale).update(message_due_at=Now())
+            Step.objects.filter(pk__in=stale).update(message_due_at=Now(), held_at=None)
             publish_on_commit(stale)
     return stale
 
