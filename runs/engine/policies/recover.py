@@ -340,7 +340,7 @@ def _missing_messages(startable: Any) -> int | None:
     depth = step_queue_depth()
     if depth is None:
         return None
-    waiting = startable.filter(
+    waiting: int = startable.filter(
         Q(status=StepStatus.QUEUED) | Q(status=StepStatus.RETRYING, next_attempt_at__lte=Now())
     ).count()
     if depth >= waiting:
