@@ -220,8 +220,6 @@ def failed_runs(count: int) -> list[str]:
 def unresolved_claims(count: int) -> list[int]:
     """`count` merge-change runs whose attempt died inside its guarded effect: the
     sweeper makes each claim unresolved (merge-change has no probe)."""
-    from runs.engine.attempts.lease import renew_lease
-
     runs = [
         engine.submit_run(workflow="merge-change", input={"change_id": 100_000 + n})
         for n in range(count)
@@ -230,7 +228,7 @@ def unresolved_claims(count: int) -> list[int]:
         step = Step.objects.get(run=run, status=StepStatus.QUEUED)
         started = engine.start_attempt(step_id=step.id, worker=f"bench-setup:{n}")
         assert started is not None
-        renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
+        engine.renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
     with connection.cursor() as cursor:  # the worker died a lease ago
         cursor.execute(
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second'"
