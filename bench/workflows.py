@@ -48,3 +48,21 @@ for _i in range(FAN_WIDTH):
 @fan.step(kind=PURE, after=[f"part{i}" for i in range(FAN_WIDTH)])
 def join(ctx: Context) -> int:
     return sum(int(v) for v in ctx.results.values())
+
+
+# --- a step that fails while its process's environment says so (bench/backlog.py) ---
+# The bench process sets BENCH_FAIL to make failed runs in-process; the workers, started
+# without it, succeed when a bulk retry sends the step again.
+BENCH_FAIL = "BENCH_FAIL"
+flaky = workflow(
+    "bench-flaky", version=1, input={"n": int}, description="bench: fails while flagged"
+)
+
+
+@flaky.step(kind=IDEMPOTENT, retry=Retry(max_attempts=1))
+def call_service(ctx: Context) -> dict[str, Any]:
+    import os
+
+    if os.environ.get(BENCH_FAIL) == "1":
+        raise ConnectionError("the service did not answer")
+    return {"key": ctx.idempotency_key}

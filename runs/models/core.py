@@ -241,6 +241,11 @@ class Step(models.Model):
     # a message still on its way (one per step per bound); queued_at keeps saying since
     # when the step waits, and is never moved by a republish.
     message_due_at = models.DateTimeField(null=True, blank=True)
+    # When a pause turned this step's delivery away (entry/execute.py): its message was
+    # taken off the broker and none is out any more, so the resume sends it again
+    # (policies/pauses.py); NULL while its message, if any, is still out. Cleared by the
+    # resume's and the sweeper's republish.
+    held_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())

@@ -39,6 +39,9 @@ def test_pause_list_and_resume(api):
     listed = api.get("/api/pauses/").json()
     assert [p["id"] for p in listed["results"]] == [pause.id]
 
+    # The merge's delivery came while paused and was turned away: the resume sends it.
+    assert engine.execute_step(step_id=Step.objects.get(run=run).id, worker="t") == "skipped"
+
     resumed = api.post(f"/api/pauses/{pause.id}/resume/", {"reason": "back"}, format="json")
 
     assert resumed.status_code == 200, resumed.content

@@ -493,6 +493,26 @@ def test_a_lost_message_is_sent_again_once_per_bound_and_queued_at_stays(backoff
     assert engine.execute_step(step_id=merge.id, worker="t") == "succeeded"
 
 
+@pytest.mark.broker
+@pytest.mark.django_db(transaction=True)
+def test_a_sweep_sends_no_more_messages_than_the_queue_lacks(backoff, published):
+    """Three steps waited past the bound; the broker holds the messages of two of them
+    (the third's was lost). Which one is lost the sweep cannot know, but that one is:
+    it sends one message, the oldest step's, not one per step (bench/backlog.py: 200
+    sent into a backlog whose queue lacked 3 or 4)."""
+    runs = [engine.submit_run(workflow="merge-change", input={"change_id": n}) for n in (1, 2, 3)]
+    merges = [step_of(run, "merge").id for run in runs]
+    lose_messages()
+    engine.publish.publish_now(merges[1:])  # two still have theirs
+    earlier(merges, 61)
+    published.clear()
+
+    assert engine.sweep().republished == [merges[0]]
+    assert sent_steps(published) == [merges[0]]
+    assert step_queue_depth() == 3
+    assert engine.sweep().republished == []  # none lacks a message now
+
+
 def test_a_broker_whose_queue_cannot_be_read_does_not_stop_the_republish(db, settings):
     settings.RUNS_REPUBLISH_BACKOFF = True
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there

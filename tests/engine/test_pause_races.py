@@ -110,6 +110,8 @@ def test_two_resumes_at_once_of_a_workflow_pause_and_its_step_pause_republish_wh
     left_only = engine.pause(workflow="parallel-pure", step="left", actor="ann", reason="left")
     run = engine.submit_run(workflow="parallel-pure", input={})
     left, right = step_of(run, "left"), step_of(run, "right")
+    for step in (left, right):  # delivered while paused: turned away
+        assert engine.execute_step(step_id=step.id, worker="t") == "skipped"
     mine, theirs = (whole, left_only) if first == "the workflow's" else (left_only, whole)
 
     with transaction.atomic():

@@ -26,7 +26,7 @@ from runs.engine.attempts.start import (
 )
 from runs.engine.core import faults
 from runs.engine.core.keys import step_claim_key
-from runs.engine.policies.pauses import holding
+from runs.engine.policies.pauses import holding, mark_held
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.engine.policies.waits import reach_wait
 from runs.engine.state.results import RunResults, collected, dependency_results
@@ -319,6 +319,7 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
         if paused is not None:
             # Left queued (or retrying), not failed and not sent again: the resume
             # republishes it (policies/pauses.py), and the sweeper skips it meanwhile.
+            mark_held(step_id)
             metrics.PAUSED_STARTS.labels(run.workflow).inc()
             log.info(
                 "step %s of run %s is paused (pause %s by %s: %s); left %s",

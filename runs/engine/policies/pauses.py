@@ -10,8 +10,12 @@ already runs finishes and is recorded; probes and waits take no attempt and go o
 Pausing and resuming each write the pause row and an audit row (PauseChange) in one
 transaction. They touch no run's rows (docs/architecture.md#locks): a pause inserts its
 row; a resume locks its workflow's pause rows (in id order), deletes its own, then
-reads the waiting steps without locks and publishes them after its commit, spread out
-at RUNS_RESUME_RATE messages a second. The lock makes two resumes of one workflow take
+reads the waiting steps a pause turned away without locks and publishes them after its
+commit, spread out at RUNS_RESUME_RATE messages a second. Only those: a delivery the
+pause refused marks its step (held_at, mark_held), since its message is gone; a step
+whose message is still queued gets it after the resume, and a second message for each
+would double a backlog (bench/backlog.py measured 1,345 extra messages on a queue of
+about 2,400 after a 10 s pause). The lock makes two resumes of one workflow take
 turns: each reads the steps in a snapshot of its own, and two at once (the workflow's
 pause and a step's) would each see the other's pause standing and leave the steps both
 held with no message; the second to come now reads after the first's commit.
@@ -199,6 +203,16 @@ def _publish_spread(step_ids: list[int], delays: list[float]) -> None:
     steps does not hand the workers (and the code host they call) all of them at once."""
     for delay, group in groupby(zip(step_ids, delays, strict=True), key=lambda pair: pair[1]):
         publish_now([step_id for step_id, _ in group], countdown=delay or None)
+
+
+def mark_held(step_id: int) -> None:
+    """A pause turned the step's delivery away: its message is gone from the broker, so
+    the resume must send it again (and only such steps: one whose message is still
+    queued gets it after the resume). A resume that read the steps between this
+    delivery's refusal and this write leaves the step to the sweeper, which republishes
+    it as a lost message."""
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["mark_held"], {"step_id": step_id, "waiting": WAITING})
 
 
 def holding(step_id: int) -> Holding | None:

@@ -25,11 +25,14 @@
 -- name: waiting_behind
 -- The steps a resume republishes: queued, or retrying, of a run where they may start
 -- (a compensation's run compensating, any other step's active), of the resumed
--- workflow (and step name), and not held by a pause still standing. The partial index
--- on waiting steps (step_waiting_idx) then each run by primary key. Oldest first.
+-- workflow (and step name), whose delivery a pause turned away (held_at: a step whose
+-- message is still queued gets it after the resume, and a second one would double the
+-- backlog), and not held by a pause still standing. The partial index on waiting steps
+-- (step_waiting_idx) then each run by primary key. Oldest first.
     SELECT s.id
     FROM runs_step s JOIN runs_run r ON r.id = s.run_id
     WHERE s.status = ANY(%(waiting)s::text[])
+      AND s.held_at IS NOT NULL
       AND r.workflow = %(workflow)s
       AND (%(step)s = '' OR s.name = %(step)s)
       AND r.status = ANY(CASE WHEN s.compensates = '' THEN %(active)s::text[]
@@ -48,6 +51,13 @@
     ORDER BY p.step
     LIMIT 1
 
+-- name: mark_held
+-- A pause turned this step's delivery away: its message is off the broker, the resume
+-- sends another (waiting_behind). The step's row alone, by primary key; nothing else is
+-- locked in its transaction.
+    UPDATE runs_step SET held_at = statement_timestamp()
+    WHERE id = %(step_id)s AND status = ANY(%(waiting)s::text[]) AND held_at IS NULL
+
 -- name: mark_due
 -- When each republished step's message is due: its countdown from now, on the
 -- database's clock. The sweeper counts its bound from then (recover.republish_stale), so
@@ -55,7 +65,8 @@
 -- when the step waits). The steps are locked in id order (docs/architecture.md#locks)
 -- by the subquery, before any is written; one a start took meanwhile is left out.
     UPDATE runs_step s
-    SET message_due_at = statement_timestamp() + make_interval(secs => d.delay)
+    SET message_due_at = statement_timestamp() + make_interval(secs => d.delay),
+        held_at = NULL
     FROM (SELECT id FROM runs_step
           WHERE id = ANY(%(ids)s::bigint[]) AND status = ANY(%(waiting)s::text[])
           ORDER BY id
