@@ -131,6 +131,9 @@ WITH w AS (
          CASE WHEN s.status = 'queued' THEN s.queued_at ELSE s.next_attempt_at END AS ready_at
   FROM runs_step s JOIN runs_run r ON r.id = s.run_id
   WHERE s.status IN ('queued', 'retrying')
+     -- a stopped run's map batches withdrawn to pending (state/stopped.py): created
+     -- queued, their messages may still be in the broker
+     OR (s.status = 'pending' AND s.parent_id IS NOT NULL)
 )
 SELECT clock_timestamp(),
        count(*) FILTER (WHERE startable AND status = 'queued'),
@@ -138,7 +141,7 @@ SELECT clock_timestamp(),
                               AND ready_at <= clock_timestamp()),
        min(ready_at) FILTER (WHERE startable
                                AND (status = 'queued' OR ready_at <= clock_timestamp())),
-       count(*) FILTER (WHERE NOT startable AND status = 'queued'),
+       count(*) FILTER (WHERE NOT startable AND status IN ('queued', 'pending')),
        (SELECT count(*) FROM runs_attempt WHERE status = 'running')
 FROM w
 """
@@ -255,7 +258,7 @@ class Sample:
     running: int
     queued: int  # truth
     retrying_due: int  # truth
-    finished_queued: int  # queued steps of finished runs (truth)
+    finished_queued: int  # finished runs' steps queued, or withdrawn with a message out
     oldest_truth: float | None
     page_waiting: int
     page_oldest: float | None
