@@ -35,7 +35,10 @@ Targets (exit 1 if one is missed):
 - the bulk cancel, requested while at least 2,000 steps are queued (full size), starts
   within 5 s of its request and finishes within 5 s per message of 100 runs it needs (its
   own size, not the backlog's);
-- the step queue never holds more than 1.1 x the queued steps + the in-flight messages;
+- the step queue never holds more than 1.1 x the messages that may be there: the queued
+  steps and a stopped run's withdrawn ones (their messages stay until a worker reaches
+  each, a no-op), plus the in-flight messages; above that is a duplicate (the count
+  against the queued steps alone is printed too);
 - the workers page's oldest wait is within 10 % of the truth (samples whose true wait is
   at least 1 s) and the page and /metrics count exactly the truth's queued steps;
 - no step of a finished run is counted as queued by the page or /metrics;
@@ -128,7 +131,11 @@ WITH w AS (
   SELECT s.status,
          CASE WHEN s.compensates = '' THEN r.status = ANY(%(active)s)
               ELSE r.status = 'compensating' END AS startable,
-         CASE WHEN s.status = 'queued' THEN s.queued_at ELSE s.next_attempt_at END AS ready_at
+         CASE WHEN s.status = 'queued' THEN s.queued_at ELSE s.next_attempt_at END AS ready_at,
+         -- held by a pause: waiting for a person, not a worker (the page counts it
+         -- apart and neither oldest wait includes it; the gauge's count does)
+         EXISTS (SELECT 1 FROM runs_pause p
+                 WHERE p.workflow = r.workflow AND p.step IN ('', s.name)) AS held
   FROM runs_step s JOIN runs_run r ON r.id = s.run_id
   WHERE s.status IN ('queued', 'retrying')
      -- a stopped run's map batches withdrawn to pending (state/stopped.py): created
@@ -139,10 +146,11 @@ SELECT clock_timestamp(),
        count(*) FILTER (WHERE startable AND status = 'queued'),
        count(*) FILTER (WHERE startable AND status = 'retrying'
                               AND ready_at <= clock_timestamp()),
-       min(ready_at) FILTER (WHERE startable
+       min(ready_at) FILTER (WHERE startable AND NOT held
                                AND (status = 'queued' OR ready_at <= clock_timestamp())),
        count(*) FILTER (WHERE NOT startable AND status IN ('queued', 'pending')),
-       (SELECT count(*) FROM runs_attempt WHERE status = 'running')
+       (SELECT count(*) FROM runs_attempt WHERE status = 'running'),
+       count(*) FILTER (WHERE startable AND held AND status = 'queued')
 FROM w
 """
 
@@ -258,6 +266,7 @@ class Sample:
     running: int
     queued: int  # truth
     retrying_due: int  # truth
+    held: int  # truth: queued steps held by a pause
     finished_queued: int  # finished runs' steps queued, or withdrawn with a message out
     oldest_truth: float | None
     page_waiting: int
@@ -277,7 +286,7 @@ def sample(t0: float, broker: Any) -> Sample:
                 if m.name.endswith(("queued_steps", "queued_step_age_seconds"))
             }
             cursor.execute(TRUTH, {"active": ACTIVE})
-            now, queued, due, ready_at, finished_queued, running = cursor.fetchone()
+            now, queued, due, ready_at, finished_queued, running, held = cursor.fetchone()
     unacked = int(broker.hlen("unacked"))
     depths = {q.name: q.messages for q in page.queues}
     oldest = page.oldest_wait
@@ -289,6 +298,7 @@ def sample(t0: float, broker: Any) -> Sample:
         running=int(running),
         queued=int(queued),
         retrying_due=int(due),
+        held=int(held),
         finished_queued=int(finished_queued),
         oldest_truth=(now - ready_at).total_seconds() if ready_at else None,
         page_waiting=page.waiting,
@@ -668,7 +678,7 @@ def soak(args: argparse.Namespace, stack: Stack, broker: Any) -> int:
     count_off = [
         s
         for s in samples
-        if s.page_waiting != s.queued + s.retrying_due
+        if s.page_waiting != s.queued + s.retrying_due - s.held
         or s.metric_queued != s.queued + s.retrying_due
     ]
     finished_counted = [
@@ -676,16 +686,20 @@ def soak(args: argparse.Namespace, stack: Stack, broker: Any) -> int:
     ]
     due_seen = max((s.retrying_due for s in samples), default=0)
     if broker_bad:
+        # Reported, not a failure: after a cancel its runs' withdrawn steps keep their
+        # messages until a worker reaches each (a FIFO broker deletes none from the
+        # middle); the target counts them (docs/performance.md#a-backlog).
         worst = max(broker_bad, key=lambda s: (s.step_messages or 0) - 1.1 * s.queued - s.unacked)
-        failures.append(
-            f"broker: {len(broker_bad)} of {len(samples)} samples above 1.1 x queued + in-flight;"
-            f" worst at t={worst.t:.0f}s: {worst.step_messages} messages, {worst.queued} queued,"
-            f" {worst.unacked} in flight, {worst.finished_queued} queued steps of finished runs"
+        print(
+            f"note: {len(broker_bad)} of {len(samples)} samples above 1.1 x queued + in-flight"
+            f" alone; worst at t={worst.t:.0f}s: {worst.step_messages} messages, {worst.queued}"
+            f" queued, {worst.unacked} in flight, {worst.finished_queued} withdrawn or queued"
+            " steps of finished runs, their messages still there"
         )
     if beyond_leftovers:
         failures.append(
             f"broker: {len(beyond_leftovers)} samples above 1.1 x (queued + finished runs' "
-            "queued steps) + in-flight: duplicates"
+            "withdrawn or queued steps) + in-flight: duplicates"
         )
     if page_err and max(page_err) > 0.10:
         failures.append(f"workers page oldest wait off by up to {max(page_err):.1%}")
