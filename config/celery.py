@@ -11,7 +11,12 @@ import tempfile
 from typing import Any
 
 from celery import Celery, bootsteps
-from celery.signals import worker_process_init, worker_process_shutdown, worker_ready
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -158,9 +163,6 @@ class WorkerHeartbeat(bootsteps.StartStopStep):  # type: ignore[misc]
         heartbeat, self.heartbeat = self.heartbeat, None
         if heartbeat is not None:
             heartbeat.stop()
-        registry = _children_registry(os.getpid())
-        if registry:
-            shutil.rmtree(registry, ignore_errors=True)
         if _OWN_METRICS_DIR is None:
             _mark_process_dead(os.getpid())  # a directory that outlives this worker
 
@@ -190,6 +192,23 @@ def forget_pool_child(pid: int | None = None, **_: object) -> None:
     """Runs in a prefork child as it exits (recycled by --max-tasks-per-child, or at
     shutdown): its live gauges go with it."""
     _mark_process_dead(pid or os.getpid())
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+def forget_every_child(**_: object) -> None:
+    """Runs in the worker's main process after its pool has stopped (this step stops
+    before the pool does, so it cannot do this itself): a child the pool ended at
+    shutdown before its own worker_process_shutdown ran (one forked a moment earlier,
+    say) would otherwise leave its live gauges in a directory that outlives the worker.
+    Every child noted in the registry is gone by now, or reaped by nobody (a zombie
+    answers kill(pid, 0)), so none is asked whether it is alive."""
+    registry = _children_registry(os.getpid())
+    if not registry or not os.path.isdir(registry):
+        return
+    for name in os.listdir(registry):
+        if name.isdigit():
+            _mark_process_dead(int(name))
+    shutil.rmtree(registry, ignore_errors=True)
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs import engine
-from runs.models import Pause, PauseChange
+from runs.models import Pause, PauseChange, Step
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 
@@ -48,6 +48,10 @@ def test_operator_pauses_a_step_sees_it_on_the_run_and_resumes_it(browser, trans
     assert list(Pause.objects.values_list("workflow", "step", "actor")) == [
         ("merge-change", "merge", "olivia")
     ]
+    # The merge's message comes while the pause stands: the start refuses it, so the
+    # resume has one step to send again.
+    merge = Step.objects.get(run=run, name="merge")
+    assert engine.execute_step(step_id=merge.id, worker="w") == "skipped"
     browser.check_accessibility("the pauses page with a pause")
     browser.screenshot("pauses-page")
     browser.screenshot("pauses-page", width=390)

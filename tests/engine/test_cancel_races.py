@@ -190,7 +190,8 @@ def test_a_start_waiting_for_a_cancel_sees_the_run_cancelled():
         start.wait_blocked()
     assert start.join() is None
     first.refresh_from_db()
-    assert (first.status, first.attempts) == (StepStatus.QUEUED, 0)
+    # Withdrawn by the cancel (state/stopped.py): it will never start.
+    assert (first.status, first.attempts) == (StepStatus.PENDING, 0)
     assert not Attempt.objects.filter(run=run).exists()
 
 
