@@ -75,11 +75,13 @@ def enqueue_events() -> int:
     return written
 
 
-def sign(body: bytes, timestamp: str, secret: str) -> str:
-    """`sha256=` and the hex HMAC-SHA256, keyed by the secret, of `<timestamp>.<body>`:
-    the timestamp is signed too, so a captured delivery cannot be replayed later with a
-    fresh one."""
-    signed = timestamp.encode() + b"." + body
+def sign(body: bytes, *, timestamp: str, delivery: str, event: str, secret: str) -> str:
+    """`sha256=` and the hex HMAC-SHA256, keyed by the secret, of
+    `<timestamp>.<delivery>.<event>.<body>`. Every header a receiver acts on is signed:
+    the timestamp, so a captured delivery cannot be replayed later with a fresh one; the
+    delivery id, which receivers dedupe by, so it cannot be replayed at once under a new
+    id as a new event; and the event, so it cannot be passed off as another kind."""
+    signed = f"{timestamp}.{delivery}.{event}.".encode() + body
     return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 
 
@@ -113,7 +115,13 @@ def post(delivery_id: int, event: str, payload: dict[str, Any]) -> tuple[int | N
         headers={
             "Content-Type": "application/json",
             "User-Agent": "durable-runs-webhook",
-            SIGNATURE_HEADER: sign(body, timestamp, settings.RUNS_WEBHOOK_SECRET),
+            SIGNATURE_HEADER: sign(
+                body,
+                timestamp=timestamp,
+                delivery=str(delivery_id),
+                event=event,
+                secret=settings.RUNS_WEBHOOK_SECRET,
+            ),
             TIMESTAMP_HEADER: timestamp,
             DELIVERY_HEADER: str(delivery_id),
             EVENT_HEADER: event,

@@ -224,7 +224,10 @@ class ScheduleAdmin(admin.ModelAdmin[Schedule]):
         "skipped_ticks",
         "last_error",
         "created_at",
+        "created_by",
         "updated_at",
+        "changed_by",
+        "input_set_by",
     )
 
     @admin.display(boolean=True, description="error")
@@ -248,8 +251,9 @@ class ScheduleAdmin(admin.ModelAdmin[Schedule]):
         return fields
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        by = engine.user_principal(request.user.get_username())
         if not change:
-            engine.prepare_for_save(obj, None)
+            engine.prepare_for_save(obj, None, by=by)
             super().save_model(request, obj, form, change)
             return
         with transaction.atomic():
@@ -260,7 +264,7 @@ class ScheduleAdmin(admin.ModelAdmin[Schedule]):
             previous = Schedule.objects.select_for_update().get(pk=obj.pk)
             editable = {f.name for f in Schedule._meta.concrete_fields if f.editable}
             fields = [name for name in form.fields if name in editable]
-            fields += engine.prepare_for_save(obj, previous)
+            fields += engine.prepare_for_save(obj, previous, by=by)
             obj.updated_at = Now()
             obj.save(update_fields=[*fields, "updated_at"])
         obj.refresh_from_db()

@@ -69,6 +69,22 @@ class SubmissionKeyConflict(EngineError):
         self.key, self.run_id = key, run_id
 
 
+class SubmitterUnknown(EngineError):
+    """A run whose workflow waits for an approval (four eyes) submitted by nobody in
+    particular (`manage.py submit_run` without --actor): no approval could be told apart
+    from its submitter's own."""
+
+    code = "submitter_unknown"
+
+    def __init__(self, workflow: str, approvals: list[str]) -> None:
+        super().__init__(
+            f"workflow {workflow!r} waits for an approval ({', '.join(approvals)}) that must "
+            "come from someone other than its submitter: name the submitter with --actor "
+            "USERNAME"
+        )
+        self.workflow = workflow
+
+
 class RunNotFound(EngineError):
     code = "run_not_found"
 

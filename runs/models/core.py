@@ -14,6 +14,7 @@ import uuid
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from ..states import (
@@ -54,6 +55,17 @@ class Run(models.Model):
     # cli, schedule.
     submitted_by = models.CharField(max_length=160, blank=True, default="")
     submitted_via = models.CharField(max_length=24, blank=True, default="")
+    # A machine's submission (a schedule's tick) names the people it acts for: the
+    # schedule's creator and whoever last changed it or what it submits, as they were
+    # when it fired. A four-eyes wait refuses their signal as it refuses the
+    # submitter's (docs/api.md#principals).
+    on_behalf_of = ArrayField(
+        models.CharField(max_length=160),
+        default=list,
+        blank=True,
+        # Also in the database: bench/ and tests insert runs in SQL.
+        db_default=RawSQL("'{}'::varchar(160)[]", ()),
+    )
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -46,6 +46,14 @@ class Schedule(models.Model):
     last_error = models.TextField(blank=True, default="", editable=False)
     created_at = models.DateTimeField(db_default=Now(), editable=False)
     updated_at = models.DateTimeField(db_default=Now(), editable=False)
+    # Who made and changed it in the admin (`user:<username>`; empty: declared in code,
+    # or made before they were recorded). Its runs carry them (Run.on_behalf_of), and
+    # none of them may approve those runs: separation of duties (docs/api.md#principals).
+    created_by = models.CharField(max_length=160, blank=True, db_default="", editable=False)
+    changed_by = models.CharField(max_length=160, blank=True, db_default="", editable=False)
+    # Who last set what it submits (workflow, version, input): changed_by moves on with
+    # a later change of the cron alone, and this person must still not approve.
+    input_set_by = models.CharField(max_length=160, blank=True, db_default="", editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -67,6 +75,11 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"schedule {self.name} ({self.cron}) -> {self.workflow}"
+
+    def people(self) -> tuple[str, ...]:
+        """Everyone answerable for what it submits (Principal.schedule's on_behalf_of)."""
+        people = (self.created_by, self.changed_by, self.input_set_by)
+        return tuple(sorted({p for p in people if p}))
 
     def clean(self) -> None:
         problems = registry.check_schedule_row(self)

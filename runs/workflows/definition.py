@@ -631,6 +631,11 @@ class Workflow:
         """The wait steps that consume signal `signal`."""
         return [s for s in self.steps.values() if s.wait and s.wait.signal == signal]
 
+    def approvals(self) -> list[str]:
+        """The signals of its four-eyes waits: each needs someone other than whoever
+        submitted the run."""
+        return sorted({s.wait.signal for s in self.steps.values() if s.wait and s.wait.four_eyes})
+
     def signals(self) -> list[str]:
         return sorted({s.wait.signal for s in self.steps.values() if s.wait and s.wait.signal})
 

@@ -172,10 +172,12 @@ def test_send_signal_command_needs_an_account_and_checks_its_role(operator_clien
 
 
 def test_a_run_submitted_from_the_command_line_is_approved_by_a_named_operator(operator):
-    call_command("submit_run", "agent-refund", "--input", '{"ticket": 9, "amount": 10}')
+    make_user("sam", "submitters")
+    args = ("agent-refund", "--input", '{"ticket": 9, "amount": 10}', "--actor", "sam")
+    call_command("submit_run", *args)
     run = Run.objects.get(workflow="agent-refund")
     run_queued(run)
-    assert (run.submitted_by, Run.objects.get(pk=run.id).status) == ("cli", RunStatus.WAITING)
+    assert (run.submitted_by, Run.objects.get(pk=run.id).status) == ("user:sam", RunStatus.WAITING)
 
     with pytest.raises(CommandError):
         _signal_command(run)  # the shell is nobody in particular: maybe its submitter

@@ -44,9 +44,14 @@ def unresolved_claim() -> Claim:
 
 
 def signed_correctly(request) -> bool:
-    timestamp = request.headers["X-Durable-Runs-Timestamp"]
-    mac = hmac.new(SECRET.encode(), timestamp.encode() + b"." + request.body, hashlib.sha256)
-    return request.headers["X-Durable-Runs-Signature"] == f"sha256={mac.hexdigest()}"
+    headers = request.headers
+    signed = (
+        f"{headers['X-Durable-Runs-Timestamp']}.{headers['X-Durable-Runs-Delivery']}."
+        f"{headers['X-Durable-Runs-Event']}.".encode()
+        + request.body
+    )
+    mac = hmac.new(SECRET.encode(), signed, hashlib.sha256)
+    return headers["X-Durable-Runs-Signature"] == f"sha256={mac.hexdigest()}"
 
 
 def delays(row: WebhookDelivery) -> list[float]:

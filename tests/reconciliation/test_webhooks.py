@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -63,15 +65,18 @@ def make_due() -> None:
     WebhookDelivery.objects.filter(status="pending").update(next_attempt_at=Now())
 
 
+def _documented_verify():
+    """The receiver's `verify` exactly as docs/operating.md#webhook prints it."""
+    text = (Path(__file__).parents[2] / "docs" / "operating.md").read_text()
+    [code] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "def verify(" in b]
+    scope: dict[str, object] = {}
+    exec(compile(code, "docs/operating.md#webhook", "exec"), scope)
+    return scope["verify"]
+
+
 def verifies(request) -> bool:
-    """What docs/operating.md#webhook tells a receiver to check."""
-    timestamp = request.headers["X-Durable-Runs-Timestamp"]
-    expected = hmac.new(
-        SECRET.encode(), timestamp.encode() + b"." + request.body, hashlib.sha256
-    ).hexdigest()
-    signature = request.headers["X-Durable-Runs-Signature"]
-    fresh = abs(time.time() - int(timestamp)) < 300
-    return fresh and hmac.compare_digest(signature, f"sha256={expected}")
+    """What docs/operating.md#webhook tells a receiver to check, with its own code."""
+    return _documented_verify()(SECRET.encode(), request.headers, request.body)
 
 
 def test_each_event_is_enqueued_once_however_often_the_scan_runs(hook, settings):
@@ -135,15 +140,41 @@ def test_a_tampered_body_or_an_old_timestamp_does_not_verify(hook):
     crashed_merge()
     send_webhooks.apply().get()
     [request] = state.requests
+    assert verifies(request)
     request.body = request.body.replace(b"merge-change", b"merge-changf")
     assert not verifies(request)
     body, timestamp = b'{"a":1}', str(int(time.time()) - 3600)
-    signed = webhooks.sign(body, timestamp, SECRET)
+    signed = webhooks.sign(
+        body, timestamp=timestamp, delivery="7", event="claim_unresolved", secret=SECRET
+    )
     assert (
         signed
         == "sha256="
-        + hmac.new(SECRET.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+        + hmac.new(
+            SECRET.encode(), timestamp.encode() + b".7.claim_unresolved." + body, hashlib.sha256
+        ).hexdigest()
     )
+    old = type(request)(request.headers | {"X-Durable-Runs-Timestamp": timestamp}, body)
+    old.headers["X-Durable-Runs-Signature"] = signed
+    assert not verifies(old)
+
+
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [("X-Durable-Runs-Delivery", "999999"), ("X-Durable-Runs-Event", "claim_stale")],
+)
+def test_a_delivery_replayed_under_a_new_id_or_as_another_event_does_not_verify(
+    hook, header, value
+):
+    """Receivers drop a repeat by its delivery id: a captured delivery sent again at once
+    with a new id would be a new event to them, unless the id is signed."""
+    state = hook()
+    crashed_merge()
+    send_webhooks.apply().get()
+    [request] = state.requests
+    assert verifies(request)
+    request.headers = {**request.headers, header: value}
+    assert not verifies(request)
 
 
 def test_failures_back_off_exponentially_then_the_row_is_kept_as_failed(hook):

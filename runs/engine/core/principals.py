@@ -5,7 +5,8 @@ pages, the command line and schedules share them (docs/api.md, "Roles").
 A principal is a name and the way it came in:
 - a person or a service account: `user:<username>`, via `page`, `api-token` or
   `api-session`;
-- the command line: `cli`; a schedule: `schedule:<name>`;
+- the command line: `user:<username>` via `cli` with `submit_run --actor`, else `cli`;
+- a schedule: `schedule:<name>`, on behalf of the people who made and changed it;
 - a direct call into the engine (tests, scripts): the empty principal.
 Usernames cannot contain ':', so `user:cli` (a user named cli) is not `cli`.
 """
@@ -33,18 +34,30 @@ SHOWN_VIA = {
 class Principal:
     name: str
     via: str = ""
+    # The people a machine submits for (Run.on_behalf_of): a schedule's creator and
+    # whoever last changed it or what it submits. Approvals are separation of duties, so
+    # none of them may approve a run it fires (policies/waits.py, docs/api.md#principals).
+    on_behalf_of: tuple[str, ...] = ()
 
     @classmethod
     def of_user(cls, user: Any, via: str) -> Principal:
         return cls(user_principal(user.get_username()), via)
 
     @classmethod
-    def cli(cls) -> Principal:
-        return cls("cli", "cli")
+    def cli(cls, user: Any = None) -> Principal:
+        """`manage.py submit_run`: the account named by --actor, or `cli` (nobody in
+        particular) without one."""
+        if user is None:
+            return cls("cli", "cli")
+        return cls(user_principal(user.get_username()), "cli")
 
     @classmethod
-    def schedule(cls, name: str) -> Principal:
-        return cls(f"schedule:{name}", "schedule")
+    def schedule(cls, name: str, people: tuple[str, ...] = ()) -> Principal:
+        return cls(f"schedule:{name}", "schedule", tuple(sorted({p for p in people if p})))
+
+    def answerable(self) -> set[str]:
+        """Everyone who may not approve what this principal submits."""
+        return {p for p in (self.name, *self.on_behalf_of) if p}
 
 
 NOBODY = Principal("")

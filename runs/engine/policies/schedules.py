@@ -174,11 +174,15 @@ def _json(value: Any) -> str:
     return json.dumps(value)
 
 
-def prepare_for_save(schedule: Schedule, previous: Schedule | None) -> list[str]:
+def prepare_for_save(schedule: Schedule, previous: Schedule | None, *, by: str) -> list[str]:
     """Before the admin saves a row, given the row as it is now (`previous`, locked;
-    None for a new schedule): a new schedule, a changed cron or time zone, or a schedule
-    enabled again starts at its next tick from now (pausing is not missing). Returns
-    the beat's columns it set, which the save must write too."""
+    None for a new schedule) and the principal saving it (`by`, `user:<username>`):
+    a new schedule, a changed cron or time zone, or a schedule enabled again starts at
+    its next tick from now (pausing is not missing). Whoever saves is recorded, and
+    whoever sets what it submits (workflow, version, input) too: none of them may
+    approve the runs it fires (Run.on_behalf_of). Returns the columns it set beyond the
+    form's, which the save must write too."""
+    people = _record_people(schedule, previous, by)
     restart = (
         previous is None
         or previous.next_tick_at is None
@@ -187,10 +191,24 @@ def prepare_for_save(schedule: Schedule, previous: Schedule | None) -> list[str]
         or (schedule.enabled and not previous.enabled)
     )
     if not restart:
-        return []
+        return people
     schedule.next_tick_at = next_tick_after(schedule.cron, schedule.timezone, db_now())
     schedule.last_error = ""
-    return ["next_tick_at", "last_error"]
+    return [*people, "next_tick_at", "last_error"]
+
+
+def _record_people(schedule: Schedule, previous: Schedule | None, by: str) -> list[str]:
+    if not by:
+        raise ValueError("a schedule is saved by someone: `by` names them")
+    schedule.changed_by = by
+    if previous is None:
+        schedule.created_by = schedule.input_set_by = by
+        return ["created_by", "changed_by", "input_set_by"]
+    submits = (schedule.workflow, schedule.version, schedule.input)
+    if submits != (previous.workflow, previous.version, previous.input):
+        schedule.input_set_by = by
+        return ["changed_by", "input_set_by"]
+    return ["changed_by"]
 
 
 # -- firing -------------------------------------------------------------------------
@@ -257,7 +275,7 @@ def _fire(schedule: Schedule, declared: dict[str, ScheduleDef], report: FireRepo
                     version=schedule.version,
                     input=run_input,
                     key=tick_key(schedule.name, tick),
-                    by=Principal.schedule(schedule.name),
+                    by=Principal.schedule(schedule.name, schedule.people()),
                 )
         except SubmissionKeyConflict:
             report.existing += 1  # fired before with another input: the tick is done

@@ -30,7 +30,13 @@ from runs.engine.core.keys import canonical_json
 from runs.engine.core.principals import NOBODY, Principal
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state.ready import make_ready
-from runs.errors import InvalidSubmissionKey, SubmissionKeyConflict, UnknownVersion, UnknownWorkflow
+from runs.errors import (
+    InvalidSubmissionKey,
+    SubmissionKeyConflict,
+    SubmitterUnknown,
+    UnknownVersion,
+    UnknownWorkflow,
+)
 from runs.models import Run, Step, SubmissionKey
 from runs.states import StepStatus
 from runs.workflows import registry
@@ -97,11 +103,14 @@ def submit(
     run per key of that principal (see the module's docstring): two principals' keys
     never meet, and a refusal names only the principal's own run. Refusals write
     nothing: UnknownWorkflow, UnknownVersion, InvalidInput, InvalidSubmissionKey,
-    SubmissionKeyConflict."""
+    SubmissionKeyConflict, SubmitterUnknown (the command line's `cli`, nobody in
+    particular, for a workflow that waits for an approval)."""
     if key is not None:
         check_key(key)
     wf = resolve_workflow(workflow, version)
     clean = wf.validate_input(input)
+    if by.name == "cli" and wf.approvals():
+        raise SubmitterUnknown(wf.name, wf.approvals())
     with transaction.atomic():
         run_id = uuid.uuid4()
         if key is not None:
@@ -119,6 +128,7 @@ def submit(
             steps_remaining=len(wf.steps),
             submitted_by=by.name,
             submitted_via=by.via,
+            on_behalf_of=list(by.on_behalf_of),
         )
         _insert_search_keys(run.id, wf.search_keys(clean))
         Step.objects.bulk_create(

@@ -35,7 +35,7 @@ from django.db.models.functions import Now
 from runs import events, sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
-from runs.engine.core.principals import actor_name, user_principal
+from runs.engine.core.principals import actor_name, shown, user_principal
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
 from runs.engine.state.ready import step_succeeded
@@ -279,7 +279,8 @@ def send_signal(
     Refuses, changing nothing: RunNotFound; RunNotActive (finished); UnknownSignal (no
     wait of the run's workflow listens for `name`); SignalNotAllowed (the actor is not
     among the wait's `signalled_by`, or the wait is `four_eyes` and the actor submitted
-    the run); DuplicateSignal (a signal of that name was already received and the wait
+    the run or is among those a schedule submitted it for, Run.on_behalf_of);
+    DuplicateSignal (a signal of that name was already received and the wait
     says `on_duplicate="refuse"`, whether or not the wait took the first: 409
     `duplicate_signal` through the API); WaitFinished (every wait for `name` ended: it
     timed out, was skipped by its `when=`, or took the signals it queues; 409
@@ -288,7 +289,9 @@ def send_signal(
     payload = ensure_json(payload, "signal payload")
     with transaction.atomic():
         run = (
-            Run.objects.filter(pk=run_id).only("id", "workflow", "version", "submitted_by").first()
+            Run.objects.filter(pk=run_id)
+            .only("id", "workflow", "version", "submitted_by", "on_behalf_of")
+            .first()
         )
         if run is None:
             raise RunNotFound(run_id)
@@ -345,7 +348,7 @@ def _refuse_duplicate(run_id: uuid.UUID, name: str) -> None:
 def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUser | str) -> None:
     """Refuse (SignalNotAllowed) an actor the wait does not accept: its roles are not
     among `signalled_by`, or the wait is an approval (`four_eyes`) and the actor
-    submitted the run.
+    submitted the run, or made or changed the schedule that fired it.
 
     An actor given by name that is an account's username is that account, checked by
     its roles as the pages and the API check a person: a script (or the command line,
@@ -373,6 +376,11 @@ def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUse
         raise SignalNotAllowed(
             f"signal {name!r} is an approval: it needs someone other than {who}, who "
             f"submitted run {run.id}"
+        )
+    if spec.four_eyes and user_principal(who) in run.on_behalf_of:
+        raise SignalNotAllowed(
+            f"signal {name!r} is an approval: it needs someone other than {who}, who made "
+            f"or changed {shown(run.submitted_by)}, which submitted run {run.id}"
         )
 
 
