@@ -360,11 +360,17 @@ class StepSummary(BatchSummary):
 
 
 class RunClaim(serializers.Serializer[Any]):
+    """A step's claim, or a map item's claim that is still open (in flight or
+    unresolved); a map step counts all its item claims by status in `items`."""
+
     id = serializers.IntegerField()
     key = serializers.CharField()
     status = serializers.ChoiceField(choices=ClaimStatus.choices)
     step = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
+    item_key = serializers.CharField(
+        allow_null=True, help_text="The map item it is for; null for a step's own claim."
+    )
 
 
 class RunDetailSerializer(serializers.Serializer[Any]):

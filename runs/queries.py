@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from .models import Claim, Run, RunSearchKey, Step
+from .states import ClaimStatus
 
 
 def parse_run_id(value: str) -> uuid.UUID:
@@ -68,8 +69,17 @@ def _summary(run: Run) -> tuple[dict[str, Any], list[Claim]]:
             by_parent.setdefault(step.parent_id, []).append(step)
     for batches in by_parent.values():
         batches.sort(key=lambda batch: batch.batch_index or 0)
+    # A map's item claims are its completed-item registry (5,000 for 5,000 items): each
+    # map step counts them by status ("items"), and the list names the ones still open
+    # (in flight, or unresolved and waiting for a person), which someone may act on.
     step_claims = list(
-        Claim.objects.filter(run=run, item_key__isnull=True).select_related("step").order_by("id")
+        Claim.objects.filter(
+            Q(item_key__isnull=True)
+            | Q(status__in=(ClaimStatus.IN_FLIGHT, ClaimStatus.UNRESOLVED)),
+            run=run,
+        )
+        .select_related("step")
+        .order_by("id")
     )
     item_claims = (
         Claim.objects.filter(run=run, item_key__isnull=False)
@@ -110,7 +120,13 @@ def _summary(run: Run) -> tuple[dict[str, Any], list[Claim]]:
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "steps": [step_dict(s) for s in steps],
         "claims": [
-            {"key": c.key, "status": c.status, "step": c.step.name, "kind": c.kind}
+            {
+                "key": c.key,
+                "status": c.status,
+                "step": c.step.name,
+                "kind": c.kind,
+                "item_key": c.item_key,
+            }
             for c in step_claims
         ],
     }
@@ -122,7 +138,14 @@ def run_detail(run: Run) -> dict[str, Any]:
     resolve them), when it last changed, and what retention compacted of it."""
     data, step_claims = _summary(run)
     data["claims"] = [
-        {"id": c.id, "key": c.key, "status": c.status, "step": c.step.name, "kind": c.kind}
+        {
+            "id": c.id,
+            "key": c.key,
+            "status": c.status,
+            "step": c.step.name,
+            "kind": c.kind,
+            "item_key": c.item_key,
+        }
         for c in step_claims
     ]
     data["updated_at"] = run.updated_at.isoformat() if run.updated_at else None

@@ -4,11 +4,15 @@ every refusal (which writes nothing)."""
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 from collections import Counter
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
+from django.db.models.functions import Now
 from rest_framework.test import APIClient
 
 from reconciliation.models import ClaimTake
@@ -454,6 +458,7 @@ def test_run_detail_has_steps_claims_and_compacted(api):
             "status": "unresolved",
             "step": "merge",
             "kind": "guarded",
+            "item_key": None,
         }
     ]
     assert body["compacted"] is False
@@ -475,6 +480,46 @@ def test_run_steps_include_batches_and_attempts(api):
     ]
     assert steps["migrate"]["attempts"] == []  # a map step runs through its batches
     assert all(s["status"] == StepStatus.SUCCEEDED for s in steps.values())
+
+
+def test_run_detail_and_show_run_name_a_maps_open_item_claims_and_count_the_rest(api):
+    """A map's item claims are its registry: the done ones are counted under the map
+    step, and one still open (unresolved, in flight) is listed with its item, so the
+    answer never silently leaves out a claim someone may have to decide. (No example
+    maps a guarded effect, so the open one is made by hand.)"""
+    run = engine.submit_run(workflow="migrate-records", input={"count": 3, "batch_size": 2})
+    factories.run_queued(run)
+    open_claim = Claim.objects.filter(run=run, item_key__isnull=False).order_by("id").last()
+    Claim.objects.filter(pk=open_claim.pk).update(
+        status=ClaimStatus.UNRESOLVED, unresolved_at=Now()
+    )
+
+    body = api.get(f"/api/runs/{run.id}/").json()
+    assert body["claims"] == [
+        {
+            "id": open_claim.id,
+            "key": open_claim.key,
+            "status": "unresolved",
+            "step": "migrate",
+            "kind": open_claim.kind,
+            "item_key": open_claim.item_key,
+        }
+    ]
+    [migrate] = [s for s in body["steps"] if s["key"] == "migrate"]
+    assert migrate["items"] == {"succeeded": 2, "unresolved": 1}
+
+    out = io.StringIO()
+    call_command("show_run", str(run.id), "--json", stdout=out)
+    shown = json.loads(out.getvalue())
+    assert [(c["key"], c["item_key"]) for c in shown["claims"]] == [
+        (open_claim.key, open_claim.item_key)
+    ]
+    out = io.StringIO()
+    call_command("show_run", str(run.id), stdout=out)
+    assert f"(item {open_claim.item_key})" in out.getvalue()
+    assert "item claims that are done are counted under their step" in out.getvalue()
+    # As it was: the history check after every test reads the registry from the claims.
+    Claim.objects.filter(pk=open_claim.pk).update(status=ClaimStatus.SUCCEEDED, unresolved_at=None)
 
 
 def test_run_events_tail_by_seq(api):

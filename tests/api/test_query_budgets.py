@@ -70,5 +70,6 @@ def test_a_runs_detail_makes_the_same_queries_whatever_its_size(
             "status": "unresolved",
             "step": "merge",
             "kind": "guarded",
+            "item_key": None,
         }
     ]

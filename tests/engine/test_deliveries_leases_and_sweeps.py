@@ -601,7 +601,13 @@ def test_idempotent_step_killed_after_its_effect_every_time_is_abandoned_not_fai
     out = io.StringIO()
     call_command("show_run", str(run.id), "--json", stdout=out)
     assert json.loads(out.getvalue())["claims"] == [
-        {"key": claim.key, "status": "abandoned", "step": "charge", "kind": "idempotent"}
+        {
+            "key": claim.key,
+            "status": "abandoned",
+            "step": "charge",
+            "kind": "idempotent",
+            "item_key": None,
+        }
     ]
 
 

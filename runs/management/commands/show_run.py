@@ -43,4 +43,7 @@ class Command(BaseCommand):
             w("")
             w("claims")
             for claim in summary["claims"]:
-                w(f"  {claim['status']:<11} {claim['kind']:<13} {claim['key']}")
+                item = f"  (item {claim['item_key']})" if claim["item_key"] is not None else ""
+                w(f"  {claim['status']:<11} {claim['kind']:<13} {claim['key']}{item}")
+            if any("items" in step for step in summary["steps"]):
+                w("  (a map's item claims that are done are counted under their step)")
