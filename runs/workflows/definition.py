@@ -634,7 +634,13 @@ class Workflow:
     def approvals(self) -> list[str]:
         """The signals of its four-eyes waits: each needs someone other than whoever
         submitted the run."""
-        return sorted({s.wait.signal for s in self.steps.values() if s.wait and s.wait.four_eyes})
+        return sorted(
+            {
+                s.wait.signal
+                for s in self.steps.values()
+                if s.wait and s.wait.four_eyes and s.wait.signal
+            }
+        )
 
     def signals(self) -> list[str]:
         return sorted({s.wait.signal for s in self.steps.values() if s.wait and s.wait.signal})
