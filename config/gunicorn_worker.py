@@ -13,7 +13,11 @@ watches every connection with a selector, reads the head itself, without blockin
   ever having had a thread (nginx's client_header_timeout, in front, does the same);
 - once a thread has the connection (the body, the response), each blocking read or write
   waits at most IO_TIMEOUT_SECONDS: a client that stops reading or sending mid-request
-  loses the connection instead of keeping the thread.
+  loses the connection instead of keeping the thread;
+- a connection closed after its answer (a refused request, `Connection: close`) lingers
+  up to LINGER_SECONDS for the client to close its side, as gthread does (RFC 9112,
+  9.6), but in the selector: gthread lingers in its main loop, blocking, so 20 refused
+  clients that keep their connections open stopped a process for up to 40 s.
 
 The body itself is still read by the thread, as the app asks for it: a slow body holds
 a thread for up to IO_TIMEOUT_SECONDS per read. The buffering proxy in front
@@ -30,6 +34,8 @@ import logging
 import selectors
 import socket
 import time
+from collections import deque
+from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
@@ -40,6 +46,7 @@ IO_TIMEOUT_SECONDS = 30.0
 # Well over any head a browser or client sends (cookies included), far under memory
 # worries at gunicorn's worker_connections (1,000 a process).
 HEAD_MAX_BYTES = 32 * 1024
+LINGER_SECONDS = 2.0  # gunicorn.util.close_graceful's
 
 log = logging.getLogger("gunicorn.error")
 
@@ -60,7 +67,7 @@ class ClientSocket(socket.socket):
             peer = self.getpeername()
         except OSError:
             peer = "?"
-        log.warning("closed a connection from %s: %s for %g s", peer, what, IO_TIMEOUT_SECONDS)
+        log.warning("closed a connection from %s: %s for %g s", peer, what, self.gettimeout())
         return ConnectionResetError(errno.ECONNRESET, f"client {what}")
 
     def recv(self, *args: Any) -> bytes:
@@ -84,6 +91,10 @@ class ClientSocket(socket.socket):
 
 class HeadBufferingWorker(ThreadWorker):  # type: ignore[misc]
     """gthread, with request heads read by the main loop (see the module's docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lingering: deque[TConn] = deque()
 
     def accept(self, listener: socket.socket) -> None:
         if self.cfg.is_ssl:
@@ -145,6 +156,47 @@ class HeadBufferingWorker(ThreadWorker):  # type: ignore[misc]
             return True
         line_limit = self.cfg.limit_request_line
         return bool(line_limit) and b"\r\n" not in head and len(head) > line_limit + 2
+
+    def finish_request(self, conn: TConn, fs: Future[Any]) -> None:
+        """A connection to close after its answer lingers in the selector."""
+        if self.cfg.is_ssl or fs.cancelled() or fs.exception() is not None or fs.result():
+            return super().finish_request(conn, fs)  # type: ignore[no-any-return]
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+            conn.sock.setblocking(False)
+        except OSError:
+            self.nr_conns -= 1
+            conn.close()
+            return None
+        conn.timeout = time.monotonic() + LINGER_SECONDS
+        self.lingering.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_linger, conn))
+        return None
+
+    def on_linger(self, conn: TConn, client: socket.socket) -> None:
+        try:
+            if conn.sock.recv(65536):
+                return  # drained; the client may still close before the deadline
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            pass
+        self.poller.unregister(client)
+        self.lingering.remove(conn)
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self) -> None:
+        super().murder_pending()
+        now = time.monotonic()
+        while self.lingering and self.lingering[0].timeout <= now:
+            conn = self.lingering.popleft()
+            try:
+                self.poller.unregister(conn.sock)
+            except (OSError, KeyError, ValueError):
+                pass
+            self.nr_conns -= 1
+            conn.close()
 
     def handle(self, conn: TConn) -> Any:
         head = getattr(conn, "head", None)
