@@ -35,6 +35,10 @@ worker_class = "config.gunicorn_worker.HeadBufferingWorker"
 keepalive = 75
 timeout = 30
 limit_request_line = 8190
+# gunicorn 25+'s control socket (gunicornc: change the worker count, shut down) in
+# $HOME/.gunicorn: nothing here uses it, and every gunicorn on a host (the tests start
+# several) would share that one path.
+control_socket_disable = True
 accesslog = "-"
 # gunicorn's default, with "%(m)s %(U)s %(H)s" (no query) for the request line, no
 # Referer, and X-Forwarded-For last (behind the proxy %(h)s is the proxy's address).
