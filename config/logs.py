@@ -9,6 +9,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from django.http import HttpRequest
+
 from runs.logcontext import current
 
 CONTEXT_KEYS = ("request_id", "user", "run_id", "step", "attempt", "worker")
@@ -36,6 +38,15 @@ class ContextFilter(logging.Filter):
         return True
 
 
+def _without_query(value: Any) -> Any:
+    """Django's request logger (a 4xx or 5xx answer) passes the request, whose text is
+    its whole URL: its method and path only. A query string may hold a search value,
+    personal data, which no log keeps (docs/operating.md, "In front of the web tier")."""
+    if isinstance(value, HttpRequest):
+        return f"{value.method} {value.path}"
+    return value
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -47,7 +58,7 @@ class JsonFormatter(logging.Formatter):
         entry.update(getattr(record, "context", None) or current())
         for key, value in vars(record).items():
             if key not in _RECORD_KEYS and key not in entry and not key.startswith("_"):
-                entry[key] = value
+                entry[key] = _without_query(value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)

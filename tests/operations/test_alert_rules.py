@@ -102,10 +102,18 @@ def test_compose_stays_valid_and_mounts_files_that_exist():
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose["services"]
     assert {"postgres", "redis", "web", "worker", "beat", "prometheus", "grafana"} <= set(services)
+    # Clients reach the web tier through the buffering proxy only, which the app counts
+    # as one proxy (docs/operating.md, "Production (docker/)").
+    assert "ports" not in services["web"]
+    assert services["proxy"]["ports"] == ["8000:80"]
+    assert services["proxy"]["volumes"] == [
+        "./nginx/durable-runs.conf:/etc/nginx/conf.d/default.conf:ro"
+    ]
+    assert compose["x-app"]["environment"]["TRUSTED_PROXY_COUNT"] == "${TRUSTED_PROXY_COUNT:-1}"
     # The monitoring services are opt-in; the default stack is what it was.
     assert services["prometheus"]["profiles"] == ["monitoring"]
     assert services["grafana"]["profiles"] == ["monitoring"]
-    for name in ("prometheus", "grafana"):
+    for name in ("prometheus", "grafana", "proxy"):
         for volume in services[name]["volumes"]:
             source = volume.split(":")[0]
             if source.startswith("./"):

@@ -178,6 +178,16 @@ def test_json_lines_carry_the_bound_context():
     assert "run_id" not in json.loads(JsonFormatter().format(record("later")))
 
 
+def test_a_refused_request_is_logged_without_its_query_string(client, caplog):
+    caplog.set_level(logging.WARNING, logger="django.request")
+    response = client.get("/api/runs/", {"workflow": "secret-" + "x" * 5000})
+    assert response.status_code == 400
+    warning = next(r for r in caplog.records if r.name == "django.request")
+    entry = json.loads(JsonFormatter().format(warning))
+    assert entry["request"] == "GET /api/runs/" and entry["status_code"] == 400
+    assert "secret" not in json.dumps(entry)
+
+
 def test_payloads_stay_out_of_logs_unless_allowed(settings):
     settings.RUNS_LOG_PAYLOADS = False
     assert "not logged" in payload({"card": "4242"}) and "4242" not in payload({"card": "4242"})
