@@ -142,7 +142,12 @@ class RunPage:
 
     @property
     def submitter(self) -> str:
-        return engine.shown(self.run.submitted_by, self.run.submitted_via)
+        who = engine.shown(self.run.submitted_by, self.run.submitted_via)
+        if self.run.on_behalf_of:
+            # Whom four eyes also refuses: the people who made or changed the schedule.
+            people = ", ".join(engine.shown(p) for p in self.run.on_behalf_of)
+            who += f", for {people}"
+        return who
 
     @property
     def unresolved(self) -> list[Claim]:

@@ -87,6 +87,9 @@ def test_an_operator_cannot_approve_a_run_fired_by_a_schedule_they_made():
     assert not Signal.objects.filter(run=run).exists()
 
     oscar = make_user("oscar", "operators")
+    page = Client()
+    page.force_login(oscar)
+    assert "<dd>schedule refunds, for olivia</dd>" in page.get(f"/runs/{run.id}/").content.decode()
     assert _approve(oscar, run).status_code == 201
     assert list(Signal.objects.filter(run=run).values_list("actor", flat=True)) == ["oscar"]
 
