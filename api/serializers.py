@@ -795,8 +795,29 @@ class RunExportSerializer(serializers.Serializer[Any]):
 
 # --- batches (bulk operations) -----------------------------------------------------------
 class BatchFilter(StrictSerializer):
-    """Which runs: the filters of GET /api/runs/ (an absent one matches any value)."""
+    """Which runs: the runs list's filter, the same one /runs/bulk/ takes (an absent or
+    blank one matches any value), parsed by the list's own parser
+    (runs/batches/selection.py), which refuses what the list refuses."""
 
+    q = StrictCharField(
+        required=False,
+        allow_blank=True,
+        help_text="The runs list's search box: a run id or its start (4 hex digits or "
+        "more), a claim key, a submission key, or a declared search field's value.",
+    )
+    field = serializers.ChoiceField(
+        choices=[],
+        required=False,
+        help_text="A search field some workflow declares (GET /api/workflows/ lists each "
+        "version's `search`); with `value`: the runs whose field has that value. Alone it "
+        "filters nothing.",
+    )
+    value = StrictCharField(
+        required=False,
+        allow_blank=True,
+        help_text="The value to find in `field`, as text (an int as its digits), compared "
+        "exactly; refused without `field`, as the runs list refuses it.",
+    )
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
     # In a JSON body a name is a string: 0 is refused, not read as "0".
     workflow = StrictCharField(max_length=100, required=False, allow_blank=True)
@@ -806,6 +827,12 @@ class BatchFilter(StrictSerializer):
     created_before = serializers.DateTimeField(
         required=False, help_text="ISO 8601; runs created before it."
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choice = self.fields["field"]
+        assert isinstance(choice, serializers.ChoiceField)
+        choice.choices = list(registry.search_fields())
 
 
 class BatchPreviewRequest(StrictSerializer):

@@ -95,7 +95,9 @@ def test_preview_answers_what_a_batch_would_do_and_writes_nothing(api, monkeypat
             {"operation": "cancel", "reason": "r", "filter": {"created_after": "someday"}},
             "filter.created_after",
         ),
-        ({"operation": "cancel", "reason": "r", "filter": {"q": "x"}}, "filter.q"),
+        ({"operation": "cancel", "reason": "r", "filter": {"q": 0}}, "filter.q"),
+        ({"operation": "cancel", "reason": "r", "filter": {"field": "nope"}}, "filter.field"),
+        ({"operation": "cancel", "reason": "r", "filter": {"value": "301"}}, "filter.field"),
         ({"operation": "cancel", "reason": "r", "filter": {"workflow": 0}}, "filter.workflow"),
     ],
 )
