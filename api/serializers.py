@@ -72,11 +72,12 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
-@extend_schema_field({"type": "string", "pattern": r"\S"})
+@extend_schema_field({"type": "string", "pattern": r"^[^\x00]*[^\s\x00][^\x00]*$"})
 class NoteField(StrictCharField):
-    """A note: blank once trimmed is no note (the service refuses it). The pattern is
-    searched, not matched: "a character that is not whitespace, somewhere", with
-    whitespace as Python's str.strip() sees it."""
+    """A note: blank once trimmed is no note (the service refuses it), and U+0000 is
+    refused anywhere in it (PostgreSQL cannot store it: DRF's CharField refuses it). The
+    pattern: "a character that is neither whitespace nor U+0000, somewhere, and no U+0000
+    anywhere", with whitespace as Python's str.strip() sees it."""
 
 
 @extend_schema_field({"type": "string", "nullable": True, "maxLength": REFERENCE_MAX})
@@ -534,13 +535,13 @@ class PauseBody(StrictSerializer):
         help_text="One step name of it (a map step holds all its batches); omitted or "
         "empty: the whole workflow.",
     )
-    reason = StrictCharField(max_length=2000, help_text="Why, for the audit. Required.")
+    reason = NoteField(max_length=2000, help_text="Why, for the audit. Required, not blank.")
 
 
 class ResumeBody(StrictSerializer):
     """Why the pause ends."""
 
-    reason = StrictCharField(max_length=2000, help_text="Why, for the audit. Required.")
+    reason = NoteField(max_length=2000, help_text="Why, for the audit. Required, not blank.")
 
 
 class PauseSerializer(serializers.Serializer[Any]):
