@@ -22,11 +22,12 @@ Two deliberate choices:
   are plain JSON types whose declared schema is exactly what the server checks; a
   pydantic-declared input (tests.support.workflows' typed-order) is validated in pydantic's lax
   mode, which accepts "5" for an integer the schema says must be a number.
-- No U+0000 is generated (--generation-allow-x00 false): PostgreSQL cannot store it, the
-  API refuses it in every string (400, the API's description says so). Every text field
-  declares it (a pattern: tests/api/test_text_fields.py holds each, server and schema),
-  but JSON Schema cannot say so of the arbitrary JSON values a run's input, a result or
-  a payload is, and the generator puts U+0000 there.
+- U+0000 is generated only in a third run, which leaves out the operations that carry a
+  free-form JSON value (FREE_JSON): PostgreSQL cannot store it, the API refuses it in
+  every string (400, the API's description says so), and every text field's schema
+  says so (a pattern: tests/api/test_text_fields.py holds each, server and schema); but
+  JSON Schema cannot say it of the arbitrary JSON values a run's input, a result or a
+  payload is, where the generator would put it.
 """
 
 from __future__ import annotations
@@ -64,9 +65,13 @@ max-steps = 20
 
 [phases.stateful.generation]
 max-examples = 300
-allow-x00 = false
+allow-x00 = {allow_x00}
 database = "none"
 """
+# The operations a free-form JSON value travels in (a run's input, a signal's payload, a
+# decision's result and evidence): left out of the run that generates U+0000 (above).
+FREE_JSON = ("runs_create", "runs_signal", "claims_resolve")
+OPERATIONS = 22
 TIMEOUT_SECONDS = 240
 UNRESOLVED_CLAIMS = 6  # the stateful phase resolves some; some stay for take and release
 
@@ -124,12 +129,19 @@ def live_api(transactional_db, tmp_path) -> Iterator[str]:
         app.control.purge()
 
 
-@pytest.mark.parametrize("role", ["operators", "submitters"])
+@pytest.mark.parametrize(
+    ("role", "x00"),
+    [("operators", False), ("submitters", False), ("operators", True)],
+    ids=["operator", "submitter", "operator-with-nul"],
+)
 def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
-    live_api, tmp_path, role
+    live_api, tmp_path, role, x00
 ):
     """As an operator (every operation, every link) and as a submitter (a service
-    account: its own runs, and 403 for what it may not do, which the schema documents)."""
+    account: its own runs, and 403 for what it may not do, which the schema documents).
+    With `x00`, U+0000 is generated too, in every operation without a free-form JSON
+    value: every text field's schema says the server refuses it (issue 35: `note` and
+    `reason` were refused where the schema allowed it)."""
     user = make_user("fuzz", role)
     token = api_token(user)
     # Something for the links to lead to: runs (the submitter's own, so it reads them),
@@ -140,7 +152,8 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
     for change_id in range(2, 2 + UNRESOLVED_CLAIMS):
         factories.crashed_merge(change_id=change_id)
     config = tmp_path / "schemathesis.toml"
-    config.write_text(STATEFUL_CONFIG)
+    config.write_text(STATEFUL_CONFIG.format(allow_x00=str(x00).lower()))
+    excluded = [arg for op in FREE_JSON for arg in ("--exclude-operation-id", op)] if x00 else []
     command = [
         schemathesis_cli(), "--config-file", str(config),
         "run", f"{live_api}/api/schema/",
@@ -150,7 +163,7 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
         "--seed", str(SEED),
         "--max-examples", str(MAX_EXAMPLES),
         "--generation-database", "none",
-        "--generation-allow-x00", "false",
+        "--generation-allow-x00", str(x00).lower(), *excluded,
         "--workers", "1",
         "--request-timeout", "30",
         "--no-color",
@@ -170,7 +183,8 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"st run exited {done.returncode} after {elapsed:.0f}s\n{output}"
     summary = output[output.rfind("SUMMARY") :]
-    assert "Selected: 22/22" in summary and "Tested: 22" in summary, summary
+    tested = OPERATIONS - len(excluded) // 2
+    assert f"Selected: {tested}/{OPERATIONS}" in summary and f"Tested: {tested}" in summary, summary
     for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
         assert f"✅ {phase}" in summary, summary
     assert "failure" not in summary, summary
@@ -180,6 +194,8 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
     )
     assert covered, output
     links, selected, inferred = map(int, covered.groups())
+    if x00:
+        return  # without POST /api/runs/, the links from a new run are not selected
     assert selected - inferred >= 30, covered.group(0)
     # A submitter's walks end at its first 403 (claims, batches, pauses): fewer links.
     assert links >= (10 if role == "operators" else 3), covered.group(0)
