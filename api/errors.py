@@ -1,9 +1,11 @@
-"""One error shape for every 4xx the API answers (docs/api.md):
+"""One error shape for every error the API answers, 4xx and 5xx (docs/api.md):
 
     {"error": {"code": "...", "message": "...", "fields": {"field": ["...", ...]}}}
 
 `code` is stable (clients branch on it), `message` is for people, `fields` is present when
-the fault lies in named inputs. The domain's refusals (engine and reconciliation services)
+the fault lies in named inputs. An unexpected exception anywhere under /api/ (a view,
+a middleware) is a 500 `server_error` in the same shape (`server_error`, Django's
+handler500), never Django's HTML page. The domain's refusals (engine and reconciliation services)
 are mapped here by class, so views only call services and never catch: a refusal writes
 nothing (the services promise it) and becomes its status and code below.
 """
@@ -15,8 +17,9 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -52,6 +55,7 @@ REFUSED = "refused"
 REQUEST_TOO_LARGE = "request_too_large"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 THROTTLED = "throttled"
+SERVER_ERROR = "server_error"
 
 CODES = (
     MALFORMED_JSON,
@@ -82,6 +86,7 @@ CODES = (
     REQUEST_TOO_LARGE,
     UNSUPPORTED_MEDIA_TYPE,
     THROTTLED,
+    SERVER_ERROR,
 )
 
 # DRF's own codes, renamed where ours says more.
@@ -245,3 +250,18 @@ def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
         NOT_FOUND,
         f"no API endpoint at {path}{hint} (the endpoints are listed at /api/docs/)",
     )
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's handler500 (config/urls.py): under /api/ the error shape, so a client
+    reads a 500 as it reads any other error; elsewhere Django's own page. The exception
+    is logged by Django (django.request) before this answers; the body says nothing of
+    it."""
+    if request.path_info.startswith("/api/"):
+        return error_response(
+            status.HTTP_500_INTERNAL_SERVER_ERROR,
+            SERVER_ERROR,
+            "the server failed to answer this request; it is logged (nothing here says "
+            "whether the request took effect: read the resource again before retrying)",
+        )
+    return defaults.server_error(request)

@@ -37,6 +37,8 @@ READ_RUNS: tuple[Check, str] = (roles.can_read_runs, "viewer, submitter or opera
 READ_CLAIMS: tuple[Check, str] = (roles.can_view, "viewer or operator")
 SUBMIT: tuple[Check, str] = (roles.can_submit, "submitter or operator")
 OPERATE: tuple[Check, str] = (roles.can_operate, "operator")
+# Batches are read as the claims are: by viewers and operators (operators alone act).
+READ_BATCHES = READ_CLAIMS
 
 
 class SignedInRequest(Request):

@@ -767,3 +767,76 @@ def openapi_30(schema: Any, defs: dict[str, Any] | None = None) -> Any:
             out[bound.lower()] = value
             out[f"exclusive{bound}"] = True
     return out
+
+
+# --- text without U+0000 ---------------------------------------------------------------
+# PostgreSQL cannot store U+0000, and the API refuses it (400) in every string it reads:
+# its serializers' text fields (DRF's CharField), its JSON values (serializers.JSONValueField),
+# and through those the pages' filters (runs/inputs.py clean_text). A string the schema
+# allows, the server must accept; so each text field the schema declares says so.
+NO_NUL = r"^[^\x00]*$"
+
+
+def _refuses_nul(pattern: str) -> bool:
+    return re.search(pattern, "text\x00") is None
+
+
+def forbid_nul(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: every string a request carries (a
+    parameter, or a body's property, at any depth) without an enum or a format gets the
+    pattern NO_NUL; one with a pattern of its own must refuse U+0000 already (a field
+    declares that pattern itself, e.g. serializers.NoteField). Free-form JSON values (a
+    run's input beyond what a workflow declares, a signal's payload, evidence) have no
+    string schema to say it on: the API's description says it of them."""
+    schemas = result.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+
+    def visit(schema: Any) -> None:
+        if not isinstance(schema, dict):
+            return
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            name = ref.rsplit("/", 1)[-1]
+            if name not in seen and name in schemas:
+                seen.add(name)
+                visit(schemas[name])
+            return
+        if schema.get("type") == "string" and "enum" not in schema and "format" not in schema:
+            pattern = schema.get("pattern")
+            if pattern is None:
+                schema["pattern"] = NO_NUL
+            elif not _refuses_nul(pattern):
+                raise AssertionError(f"the pattern {pattern!r} allows U+0000, which is refused")
+        for key in ("allOf", "oneOf", "anyOf"):
+            for branch in schema.get(key, []):
+                visit(branch)
+        for key in ("items", "additionalProperties", "not"):
+            visit(schema.get(key))
+        for prop in schema.get("properties", {}).values():
+            visit(prop)
+
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for parameter in operation.get("parameters", []):
+                visit(parameter.get("schema"))
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                visit(content.get("schema"))
+    return result
+
+
+# --- a batch's filter ------------------------------------------------------------------
+def describe_batch_filter(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: a batch's filter is the runs list's,
+    which refuses a search `value` without its `field` (runs/filters.py search_filter);
+    a blank value (whitespace only) is no value. The schema says so: `field` given, or
+    no `value`, or a blank one."""
+    schema = result.get("components", {}).get("schemas", {}).get("BatchFilterRequest")
+    if schema is not None:
+        schema["anyOf"] = [
+            {"required": ["field"]},
+            {"not": {"required": ["value"]}},
+            {"properties": {"value": {"type": "string", "pattern": r"^\s*$"}}},
+        ]
+    return result

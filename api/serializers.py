@@ -72,11 +72,12 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
-@extend_schema_field({"type": "string", "pattern": r"\S"})
+@extend_schema_field({"type": "string", "pattern": r"^[^\x00]*[^\s\x00][^\x00]*$"})
 class NoteField(StrictCharField):
-    """A note: blank once trimmed is no note (the service refuses it). The pattern is
-    searched, not matched: "a character that is not whitespace, somewhere", with
-    whitespace as Python's str.strip() sees it."""
+    """A note: blank once trimmed is no note (the service refuses it), and U+0000 is
+    refused anywhere in it (PostgreSQL cannot store it: DRF's CharField refuses it). The
+    pattern: "a character that is neither whitespace nor U+0000, somewhere, and no U+0000
+    anywhere", with whitespace as Python's str.strip() sees it."""
 
 
 @extend_schema_field({"type": "string", "nullable": True, "maxLength": REFERENCE_MAX})
@@ -540,13 +541,13 @@ class PauseBody(StrictSerializer):
         help_text="One step name of it (a map step holds all its batches); omitted or "
         "empty: the whole workflow.",
     )
-    reason = StrictCharField(max_length=2000, help_text="Why, for the audit. Required.")
+    reason = NoteField(max_length=2000, help_text="Why, for the audit. Required, not blank.")
 
 
 class ResumeBody(StrictSerializer):
     """Why the pause ends."""
 
-    reason = StrictCharField(max_length=2000, help_text="Why, for the audit. Required.")
+    reason = NoteField(max_length=2000, help_text="Why, for the audit. Required, not blank.")
 
 
 class PauseSerializer(serializers.Serializer[Any]):
@@ -801,8 +802,29 @@ class RunExportSerializer(serializers.Serializer[Any]):
 
 # --- batches (bulk operations) -----------------------------------------------------------
 class BatchFilter(StrictSerializer):
-    """Which runs: the filters of GET /api/runs/ (an absent one matches any value)."""
+    """Which runs: the runs list's filter, the same one /runs/bulk/ takes (an absent or
+    blank one matches any value), parsed by the list's own parser
+    (runs/batches/selection.py), which refuses what the list refuses."""
 
+    q = StrictCharField(
+        required=False,
+        allow_blank=True,
+        help_text="The runs list's search box: a run id or its start (4 hex digits or "
+        "more), a claim key, a submission key, or a declared search field's value.",
+    )
+    field = serializers.ChoiceField(
+        choices=[],
+        required=False,
+        help_text="A search field some workflow declares (GET /api/workflows/ lists each "
+        "version's `search`); with `value`: the runs whose field has that value. Alone it "
+        "filters nothing.",
+    )
+    value = StrictCharField(
+        required=False,
+        allow_blank=True,
+        help_text="The value to find in `field`, as text (an int as its digits), compared "
+        "exactly; refused without `field`, as the runs list refuses it.",
+    )
     status = serializers.ChoiceField(choices=RunStatus.choices, required=False)
     # In a JSON body a name is a string: 0 is refused, not read as "0".
     workflow = StrictCharField(max_length=100, required=False, allow_blank=True)
@@ -812,6 +834,12 @@ class BatchFilter(StrictSerializer):
     created_before = serializers.DateTimeField(
         required=False, help_text="ISO 8601; runs created before it."
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choice = self.fields["field"]
+        assert isinstance(choice, serializers.ChoiceField)
+        choice.choices = list(registry.search_fields())
 
 
 class BatchPreviewRequest(StrictSerializer):

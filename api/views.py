@@ -33,7 +33,15 @@ from . import schema
 from . import serializers as s
 from .errors import IDEMPOTENCY_KEY_HEADER
 from .pagination import SeqCursorPagination
-from .permissions import OPERATE, READ_CLAIMS, READ_RUNS, SUBMIT, RolePermission, SignedInRequest
+from .permissions import (
+    OPERATE,
+    READ_BATCHES,
+    READ_CLAIMS,
+    READ_RUNS,
+    SUBMIT,
+    RolePermission,
+    SignedInRequest,
+)
 
 
 def validated(serializer_class: type[Serializer[Any]], data: Any) -> dict[str, Any]:
@@ -352,13 +360,14 @@ def _preview_data(preview: selection.Preview) -> dict[str, Any]:
 
 
 class BatchViewSet(ApiViewSet):
-    """Bulk operations (docs/api.md, "Batches"): operators only."""
+    """Bulk operations (docs/api.md, "Batches"): operators start them (and preview
+    them); viewers and operators read them."""
 
     roles = {
-        "list": OPERATE,
+        "list": READ_BATCHES,
         "create": OPERATE,
-        "retrieve": OPERATE,
-        "items": OPERATE,
+        "retrieve": READ_BATCHES,
+        "items": READ_BATCHES,
         "preview": OPERATE,
     }
 

@@ -429,6 +429,8 @@ SPECTACULAR_SETTINGS = {
         "api.schema.add_links",
         "api.schema.describe_submissions",
         "api.schema.describe_pauses",
+        "api.schema.describe_batch_filter",
+        "api.schema.forbid_nul",
     ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

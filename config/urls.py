@@ -5,6 +5,10 @@ from config import admin as admin_site
 from config import health
 from runs.web.accounts import LoginView, LogoutView
 
+# An unexpected exception: JSON in the API's error shape under /api/, Django's page
+# elsewhere (api/errors.py).
+handler500 = "api.errors.server_error"
+
 urlpatterns = [
     # Operations: no login (health for probes; metrics by token or network).
     path("healthz", health.healthz, name="healthz"),

@@ -19,8 +19,10 @@ from runs.filters import COUNT_CAP, RunFilters, parse_filters, runs_matching
 from runs.models import Run
 from runs.states import RUN_ACTIVE, BatchOperation, RunStatus
 
-# The filter's parameters, in the order the normalized query string lists them.
-FILTER_PARAMS = ("q", "status", "workflow", "created_after", "created_before")
+# The filter's parameters, in the order the normalized query string lists them: every
+# parameter parse_filters reads, so the recorded filter selects what the batch selected
+# (a search field's `field` and `value` included), and a bad one refuses the batch.
+FILTER_PARAMS = ("q", "field", "value", "status", "workflow", "created_after", "created_before")
 # A batch selects at most this many runs (the runs list counts up to it too): above
 # it the preview says "more than …" and confirming is refused; narrow the filter.
 MAX_RUNS = COUNT_CAP

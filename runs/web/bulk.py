@@ -1,7 +1,8 @@
 """The bulk operation pages (docs/operating.md#bulk-operations), thin: the preview of
 a batch from a runs-list filter with its confirmation form, and a batch's page (its
-progress while it runs, then every item it applied or refused). Operators only; the
-batch itself is runs/batches/service.py's."""
+progress while it runs, then every item it applied or refused). The
+batch itself is runs/batches/service.py's. Operators act (the preview and its
+confirmation); viewers read every batch's page as they read every other page."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from runs.batches import selection, service
 from runs.models import Batch, BatchItem
 from runs.states import BATCH_ACTIVE, BatchItemStatus, BatchStatus
 
-from .access import operator_required
+from .access import operator_required, viewer_required
 from .http import SignedInRequest
 from .workers import batch_wait
 
@@ -61,7 +62,7 @@ def preview(request: SignedInRequest) -> HttpResponse:
     return render(request, "runs/bulk.html", context, status=status)
 
 
-@operator_required
+@viewer_required
 def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
     """A batch's page. While the batch runs, its progress polls itself every second
     (htmx target `batch-live`); the copy rendered once it is done carries no trigger.

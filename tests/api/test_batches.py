@@ -5,6 +5,7 @@ writes nothing."""
 from __future__ import annotations
 
 import pytest
+from django.http import QueryDict
 
 from runs.batches import service
 from runs.models import Batch, BatchItem
@@ -95,7 +96,9 @@ def test_preview_answers_what_a_batch_would_do_and_writes_nothing(api, monkeypat
             {"operation": "cancel", "reason": "r", "filter": {"created_after": "someday"}},
             "filter.created_after",
         ),
-        ({"operation": "cancel", "reason": "r", "filter": {"q": "x"}}, "filter.q"),
+        ({"operation": "cancel", "reason": "r", "filter": {"q": 0}}, "filter.q"),
+        ({"operation": "cancel", "reason": "r", "filter": {"field": "nope"}}, "filter.field"),
+        ({"operation": "cancel", "reason": "r", "filter": {"value": "301"}}, "filter.field"),
         ({"operation": "cancel", "reason": "r", "filter": {"workflow": 0}}, "filter.workflow"),
     ],
 )
@@ -123,18 +126,34 @@ def test_a_filter_that_matches_no_run_is_a_conflict_not_bad_input(api):
 
 
 @pytest.mark.parametrize("role", ["viewers", "submitters", None])
-def test_only_operators_may_use_batches(db, role):
+def test_only_operators_may_start_or_preview_batches(db, role):
     active_runs(1)
     client = token_client(make_user("someone", role))
     before = written()
     body = {"operation": "cancel", "reason": "r"}
     assert client.post("/api/batches/", body, format="json").status_code == 403
     assert client.post("/api/batches/preview/", body, format="json").status_code == 403
-    assert client.get("/api/batches/").status_code == 403
-    assert client.get("/api/batches/1/").status_code == 403
-    assert client.get("/api/batches/1/items/").status_code == 403
     assert token_client(None).get("/api/batches/").status_code == 401
     assert written() == before and not Batch.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("role", "reads"), [("viewers", True), ("submitters", False), (None, False)]
+)
+def test_viewers_and_operators_read_batches(db, operator, role, reads):
+    active_runs(1)
+    batch = service.create_batch(operation="cancel", params=QueryDict(), actor=operator, reason="r")
+    client = token_client(make_user("someone", role))
+    paths = ("/api/batches/", f"/api/batches/{batch.id}/", f"/api/batches/{batch.id}/items/")
+
+    answers = [client.get(path) for path in paths]
+
+    if reads:
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert answers[1].json()["reason"] == "r"
+    else:
+        for answer in answers:
+            error_of(answer, 403, "permission_denied")
 
 
 def test_an_unknown_batch_answers_404(api):

@@ -275,9 +275,11 @@ def test_a_body_value_of_another_type_answers_400_naming_it(api, path, body, fie
 def test_note_and_reference_declare_what_the_server_refuses(openapi, api):
     for branch in body_schemas(openapi, request_body(openapi, "claims_resolve")):
         note, reference = branch["properties"]["note"], branch["properties"]["reference"]
-        # Blank once trimmed is no note; pattern is searched, so "a non-space somewhere".
-        assert (note["type"], note["pattern"]) == ("string", r"\S")
+        # Blank once trimmed is no note, and no U+0000 anywhere (PostgreSQL cannot store
+        # it): "a character neither space nor NUL somewhere, and no NUL".
+        assert (note["type"], note["pattern"]) == ("string", r"^[^\x00]*[^\s\x00][^\x00]*$")
         assert (reference["type"], reference["maxLength"]) == ("string", 2000)
+        assert reference["pattern"] == r"^[^\x00]*$"
     claim = factories.crashed_merge()
     padded = {"outcome": "failed", "note": "n", "reference": " " * 2001}
     error = error_of(

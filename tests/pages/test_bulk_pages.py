@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import html
 
+from django.http import QueryDict
+
 from runs.batches import service
 from runs.models import Batch, BatchItem
 from runs.states import BatchStatus
@@ -36,6 +38,25 @@ def test_viewers_see_no_control_and_are_refused_the_preview_and_the_post(viewer_
     response = viewer_client.post("/runs/bulk/?operation=cancel", {"reason": "mine"})
     assert response.status_code == 403
     assert written() == before and not Batch.objects.exists()
+
+
+def test_viewers_read_a_batchs_page_and_others_are_refused(client, operator, viewer, submitter):
+    """Viewers read every page, batch pages included (docs/api.md#roles); they cannot
+    act (above). A submitter has no page but the New run form; nobody signed in is
+    sent to the login page."""
+    active_runs(1)
+    batch = service.create_batch(operation="cancel", params=QueryDict(), actor=operator, reason="r")
+    path = f"/runs/batches/{batch.id}/"
+
+    client.force_login(viewer)
+    page = client.get(path)
+    assert page.status_code == 200
+    assert f"<h1>Batch {batch.id}: cancel matching active runs</h1>" in text(page)
+    client.force_login(submitter)
+    assert client.get(path).status_code == 403
+    client.logout()
+    anonymous = client.get(path)
+    assert (anonymous.status_code, anonymous["Location"]) == (302, f"/login/?next={path}")
 
 
 def test_preview_shows_the_counts_and_each_retrys_key(operator_client, monkeypatch):
