@@ -154,12 +154,15 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
     config = tmp_path / "schemathesis.toml"
     config.write_text(STATEFUL_CONFIG.format(allow_x00=str(x00).lower()))
     excluded = [arg for op in FREE_JSON for arg in ("--exclude-operation-id", op)] if x00 else []
+    # U+0000 is a matter of each text field: the coverage and fuzzing phases reach every
+    # one; the walks of the stateful phase (a minute more in CI) add nothing to it.
+    phases = ("Coverage", "Fuzzing") if x00 else ("Examples", "Coverage", "Fuzzing", "Stateful")
     command = [
         schemathesis_cli(), "--config-file", str(config),
         "run", f"{live_api}/api/schema/",
         "--header", f"Authorization: Token {token}",
         "--checks", "all",
-        "--phases", "examples,coverage,fuzzing,stateful",
+        "--phases", ",".join(phases).lower(),
         "--seed", str(SEED),
         "--max-examples", str(MAX_EXAMPLES),
         "--generation-database", "none",
@@ -185,17 +188,17 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
     summary = output[output.rfind("SUMMARY") :]
     tested = OPERATIONS - len(excluded) // 2
     assert f"Selected: {tested}/{OPERATIONS}" in summary and f"Tested: {tested}" in summary, summary
-    for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
+    for phase in phases:
         assert f"✅ {phase}" in summary, summary
     assert "failure" not in summary, summary
+    if x00:
+        return  # no stateful phase: no links walked
     # The stateful phase walked the schema's links (not only ones it inferred itself).
     covered = re.search(
         r"API Links:\s+(\d+) covered / (\d+) selected / \d+ total \((\d+) inferred", output
     )
     assert covered, output
     links, selected, inferred = map(int, covered.groups())
-    if x00:
-        return  # without POST /api/runs/, the links from a new run are not selected
     assert selected - inferred >= 30, covered.group(0)
     # A submitter's walks end at its first 403 (claims, batches, pauses): fewer links.
     assert links >= (10 if role == "operators" else 3), covered.group(0)
