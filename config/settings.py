@@ -606,11 +606,12 @@ RUNS_PROBE_MAX_TRIES = max(1, int(env_float("RUNS_PROBE_MAX_TRIES", 3)))
 # after RUNS_CLAIM_BUSY_RETRY_SECONDS, and not counted against max_attempts.
 RUNS_CLAIM_LOCK_TIMEOUT_SECONDS = env_float("RUNS_CLAIM_LOCK_TIMEOUT_SECONDS", 5.0)
 RUNS_CLAIM_BUSY_RETRY_SECONDS = env_float("RUNS_CLAIM_BUSY_RETRY_SECONDS", 5.0)
-# Modules that register workflows when Django starts.
+# Modules that register workflows when Django starts; none unless named. The example
+# workflows (examples.workflows) are for `make up`, `make demo`, the tests and the
+# benches, which name them: a deployment runs only what it is told to, never examples
+# any submitter could start (docs/operating.md#settings).
 RUNS_WORKFLOW_MODULES = [
-    m.strip()
-    for m in os.environ.get("RUNS_WORKFLOW_MODULES", "examples.workflows").split(",")
-    if m.strip()
+    m.strip() for m in os.environ.get("RUNS_WORKFLOW_MODULES", "").split(",") if m.strip()
 ]
 
 # --- Reconciliation (operator side) ----------------------------------------
