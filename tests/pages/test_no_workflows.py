@@ -85,9 +85,7 @@ def test_the_pauses_page_says_there_is_nothing_to_pause(no_workflows, operator_c
     assert 'class="pause-form"' not in html
 
 
-def test_the_runs_list_does_not_suggest_a_workflow_that_is_not_there(
-    no_workflows, operator_client
-):
+def test_the_runs_list_does_not_suggest_a_workflow_that_is_not_there(no_workflows, operator_client):
     html = operator_client.get("/runs/").content.decode()
 
     sentence = NONE.removeprefix('<p class="empty" role="status">').removesuffix("</p>")
