@@ -20,6 +20,7 @@ from runs import engine
 from runs.engine.entry.execute import start_attempt
 from runs.management.commands.demo import REVIEWER_MARK
 from runs.models import Attempt, Claim, Run, Step
+from runs.roles import role_of
 from runs.states import AttemptStatus, ClaimStatus
 from tests.conftest import make_user
 from tests.support.factories import earlier, enter_effect, expire_leases
@@ -31,7 +32,7 @@ REFUSAL = (
     "--this-is-not-production (`make demo` passes it)"
 )
 NOT_MINE = (
-    "an account 'demo-reviewer' exists that manage.py demo did not make: the demo changes "
+    "an account {!r} exists that manage.py demo did not make: the demo changes "
     "no account of anyone else's (rename that one, or run the demo on another database)"
 )
 
@@ -66,10 +67,11 @@ def test_demo_refusal_from_manage_py_is_one_line(tmp_path):
     assert (done.returncode, done.stdout, done.stderr) == (1, "", f"CommandError: {REFUSAL}\n")
 
 
+@pytest.mark.parametrize("name", ["demo-reviewer", "demo-requester"])
 @pytest.mark.parametrize("how", ["flag", "DEBUG"])
-def test_demo_never_converts_a_demo_reviewer_account_it_did_not_make(db, settings, how):
+def test_demo_never_converts_an_account_of_its_names_it_did_not_make(db, settings, how, name):
     settings.DEBUG = how == "DEBUG"
-    person = make_user("demo-reviewer", "viewers")
+    person = make_user(name, "viewers")
     person.set_password("a person's password 1")
     person.save()
     before = (person.is_staff, person.is_superuser, list(person.groups.values_list("name")))
@@ -77,7 +79,7 @@ def test_demo_never_converts_a_demo_reviewer_account_it_did_not_make(db, setting
     with pytest.raises(CommandError) as refused:
         call_command("demo", *(["--this-is-not-production"] if how == "flag" else []))
 
-    assert str(refused.value) == NOT_MINE
+    assert str(refused.value) == NOT_MINE.format(name)
     person.refresh_from_db()
     after = (person.is_staff, person.is_superuser, list(person.groups.values_list("name")))
     assert after == before == (False, False, [("viewers",)])
@@ -85,18 +87,19 @@ def test_demo_never_converts_a_demo_reviewer_account_it_did_not_make(db, setting
     assert Run.objects.count() == 0
 
 
-def test_the_reviewer_the_demo_made_is_marked_and_reused(db):
-    from runs.management.commands.demo import reviewer_account
+def test_the_accounts_the_demo_made_are_marked_and_reused(db):
+    from runs.management.commands.demo import requester_account, reviewer_account
 
-    made = reviewer_account()
-    again = reviewer_account()
+    made = reviewer_account(), requester_account()
+    again = reviewer_account(), requester_account()
 
-    assert made.pk == again.pk
-    assert (again.last_name, again.is_staff, again.has_usable_password()) == (
-        REVIEWER_MARK,
-        True,
-        False,
-    )
+    assert [u.pk for u in made] == [u.pk for u in again]
+    assert [
+        (u.username, u.last_name, u.is_staff, u.has_usable_password(), role_of(u)) for u in again
+    ] == [
+        ("demo-reviewer", REVIEWER_MARK, True, False, "operators"),
+        ("demo-requester", REVIEWER_MARK, False, False, "submitters"),
+    ]
 
 
 # --- the demo's sweeps: its own runs only -------------------------------------------------

@@ -21,13 +21,16 @@ queues, waits until every scenario has reached its state, stops its processes, a
 prints one line per scenario with its run's page. Each invocation makes new runs under
 new submission keys.
 
+The runs are submitted by the account `demo-requester` (a refund's approval must come
+from someone else) and one is rejected by `demo-reviewer`, both made by the demo.
+
 It is for a development stack, never production's: it makes an operator account, puts
 demo claims in the reconciliation queue (which the webhook and the alerts announce),
 and runs a beat with short timings. So it refuses to run unless DEBUG is on or it is
 told `--this-is-not-production` (`make demo` says so); it never touches an account
-`demo-reviewer` it did not make (it marks its own); and its processes sweep only the
-demo's own runs (RUNS_SWEEP_ONLY_RUNS): no crash, probe, republish or timer of
-anything else, and no batch or webhook of the stack's.
+`demo-reviewer` or `demo-requester` it did not make (it marks its own); and its
+processes sweep only the demo's own runs (RUNS_SWEEP_ONLY_RUNS): no crash, probe,
+republish or timer of anything else, and no batch or webhook of the stack's.
 """
 
 from __future__ import annotations
@@ -66,12 +69,15 @@ from runs.processes import (
     celery_worker_args,
     stop_all,
 )
-from runs.roles import OPERATORS
+from runs.roles import OPERATORS, SUBMITTERS
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.workflows.registry import all_workflows
 
 REVIEWER = "demo-reviewer"  # the account that rejects one refund (it cannot log in)
-# How the demo knows the account is its own (its last name, shown in the admin): an
+# The account that submits the demo's runs: a refund's approval must come from someone
+# other than its submitter (four eyes), so not the reviewer (it cannot log in either).
+REQUESTER = "demo-requester"
+# How the demo knows an account is its own (its last name, shown in the admin): an
 # account of that name without it belongs to someone else, and is never changed.
 REVIEWER_MARK = "made by manage.py demo"
 NOT_PRODUCTION = "--this-is-not-production"
@@ -247,6 +253,7 @@ class Command(BaseCommand):
                 "add examples.workflows to RUNS_WORKFLOW_MODULES (`make demo` does)"
             )
         reviewer_account()
+        requester_account()
         logs = Path(tempfile.mkdtemp(prefix="demo-"))
         demo = Demo(tag, logs, self._progress)
         ok = False
@@ -306,22 +313,32 @@ class Command(BaseCommand):
 
 def reviewer_account() -> User:
     """The operator that rejects a refund: an account, as the engine asks of anyone who
-    signs a signal, and never one that can log in. Made by the demo and marked so
-    (REVIEWER_MARK); an account of that name the demo did not make is refused, never
-    turned into an operator."""
+    signs a signal."""
+    return demo_account(REVIEWER, OPERATORS)
+
+
+def requester_account() -> User:
+    """The submitter of the demo's runs (`submit_run --actor`)."""
+    return demo_account(REQUESTER, SUBMITTERS)
+
+
+def demo_account(username: str, role: str) -> User:
+    """An account of the demo's, with `role`, that cannot log in. Made by the demo and
+    marked so (REVIEWER_MARK); an account of that name the demo did not make is refused,
+    never changed (nor made an operator)."""
     user, created = User.objects.get_or_create(
-        username=REVIEWER, defaults={"last_name": REVIEWER_MARK, "is_active": True}
+        username=username, defaults={"last_name": REVIEWER_MARK, "is_active": True}
     )
     if not created and user.last_name != REVIEWER_MARK:
         raise CommandError(
-            f"an account {REVIEWER!r} exists that manage.py demo did not make: the demo "
+            f"an account {username!r} exists that manage.py demo did not make: the demo "
             "changes no account of anyone else's (rename that one, or run the demo on "
             "another database)"
         )
     if created or user.has_usable_password() or not user.is_active:
         user.set_unusable_password()
         user.is_active = True
-    grant_role(user, OPERATORS)  # saves it
+    grant_role(user, role)  # saves it
     return user
 
 
@@ -391,6 +408,8 @@ class Demo:
                 json.dumps(s.data),
                 "--key",
                 f"demo-{self.tag}-{s.name}",
+                "--actor",
+                REQUESTER,
                 queue=self.faulted_queue if s.faulted else self.queue,
             )
             for s in plan
