@@ -50,12 +50,14 @@ up: install
 
 ## demo: on the stack `make up` runs (in another shell), fill the dashboard in under a
 ##     minute: unresolved claims (one with a probe's evidence, one with a late result), a
-##     run waiting for approval, a failed and a compensated run (`manage.py demo`).
+##     run waiting for approval, a failed and a compensated run (`manage.py demo`, with the
+##     example workflows and --this-is-not-production: never point it at production).
 DEMO_ARGS ?=
 demo: install
 	@test -n "$$DATABASE_URL" || test -f "$${DURABLE_RUNS_VAR:-var}/services.env" || \
 		{ echo "make demo needs the running stack: start \`make up\` in another shell first"; exit 1; }
-	$(PY) manage.py demo $(DEMO_ARGS)
+	RUNS_WORKFLOW_MODULES="$${RUNS_WORKFLOW_MODULES:-examples.workflows}" \
+		$(PY) manage.py demo --this-is-not-production $(DEMO_ARGS)
 
 ## test: the whole suite, on DATABASE_URL / CELERY_BROKER_URL when set, else embedded servers;
 ##     TEST_PROCESSES pytest processes (pytest-xdist, a file each at a time), each a session
@@ -77,8 +79,9 @@ INTEGRATION_MARKS ?= servers
 test-integration: install
 	$(PY) scripts/stack.py test $(XDIST) -m "$(INTEGRATION_MARKS)" $(PYTEST_ARGS)
 
-## lint: ruff (check and format), the import contracts (lint-imports) and mypy; the same
-##     checks run before each commit once `pre-commit install` is done.
+## lint: ruff (check and format), the import contracts (lint-imports) and mypy; all but
+##     mypy (too slow for every commit) run before each commit once `pre-commit install`
+##     is done (.pre-commit-config.yaml).
 lint: install
 	@# A merge left unfinished must never land: no conflict markers in tracked files.
 	@! git grep -nE '^(<<<<<<<|>>>>>>>) ' -- . 2>/dev/null

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 
@@ -51,12 +52,20 @@ def connection_failure(exc: BaseException) -> str | None:
     where = f"socket {host}" if host.startswith("/") else host or "the default socket"
     # libpq: 'connection to server at "h", port p failed: Connection refused\n\tIs the …'
     first_line = (str(exc).splitlines() or [""])[0]
-    reason = first_line.rpartition(" failed: ")[2].removeprefix("FATAL:")
-    return (
-        f"cannot reach PostgreSQL at {where} port {params.get('PORT') or 5432}, "
-        f"database {params.get('NAME')} ({' '.join(reason.split())}): "
-        "start it with `make up`, or set DATABASE_URL to a server that is running"
-    )
+    reason = " ".join(first_line.rpartition(" failed: ")[2].removeprefix("FATAL:").split())
+    port = params.get("PORT") or 5432
+    name = params.get("NAME")
+    said = f"cannot reach PostgreSQL at {where} port {port}, database {name} ({reason})"
+    if reason.startswith("database ") and reason.endswith(" does not exist"):
+        # The server answers; `make up` would fail the same way (it creates a database
+        # only on its embedded server), so it is no advice here.
+        createdb = f"createdb -h {shlex.quote(host)} -p {port}" if host else f"createdb -p {port}"
+        return (
+            f"{said}: create it ({createdb} {shlex.quote(str(name))}), or set "
+            "DATABASE_URL to a database that exists; `make up` creates one only on its "
+            "embedded server"
+        )
+    return f"{said}: start it with `make up`, or set DATABASE_URL to a server that is running"
 
 
 if __name__ == "__main__":

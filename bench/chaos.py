@@ -173,6 +173,8 @@ def make_stack(base: Path) -> Stack:
         "LOG_FORMAT": "plain",
         "PYTHONUNBUFFERED": "1",
         "PROMETHEUS_MULTIPROC_DIR": "",
+        # It runs the examples (a deployment registers no workflow unless told).
+        "RUNS_WORKFLOW_MODULES": os.environ.get("RUNS_WORKFLOW_MODULES") or "examples.workflows",
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR")
     env.pop("RUNS_FAULTS", None)
@@ -183,7 +185,8 @@ def make_stack(base: Path) -> Stack:
         env=env,
         check=True,
     )
-    os.environ.update({k: env[k] for k in ("DATABASE_URL", "CELERY_BROKER_URL", "RUNS_QUEUE")})
+    names = ("DATABASE_URL", "CELERY_BROKER_URL", "RUNS_QUEUE", "RUNS_WORKFLOW_MODULES")
+    os.environ.update({k: env[k] for k in names})
     os.environ.update(TIMINGS)
     os.environ.setdefault("SECRET_KEY", env["SECRET_KEY"])
     return Stack(base=base, pg=pg, redis=redis, env=env)

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # A queue of its own, so a bench never consumes (or is consumed by) another worker's.
 os.environ.setdefault("RUNS_QUEUE", f"durable-runs-bench-{uuid.uuid4().hex[:6]}")
-_modules = os.environ.get("RUNS_WORKFLOW_MODULES", "examples.workflows")
+# The examples and the bench's own workflows (a deployment registers none unless told).
+_modules = os.environ.get("RUNS_WORKFLOW_MODULES") or "examples.workflows"
 if "bench.workflows" not in _modules:
     os.environ["RUNS_WORKFLOW_MODULES"] = f"{_modules},bench.workflows"
 

@@ -62,6 +62,8 @@ def setup_django() -> None:
     # Nothing here publishes to a queue a worker reads (bench/seed_ui.py switches
     # publishing off); a queue of its own all the same.
     os.environ.setdefault("RUNS_QUEUE", f"durable-runs-bench-ui-{uuid.uuid4().hex[:6]}")
+    # The runs it seeds and reads are the examples' (a deployment registers none).
+    os.environ.setdefault("RUNS_WORKFLOW_MODULES", "examples.workflows")
     import django
 
     django.setup()

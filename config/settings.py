@@ -603,16 +603,23 @@ RUNS_PROBE_GRACE_SECONDS = env_float("RUNS_PROBE_GRACE_SECONDS", 30.0)
 # operator, with evidence that its probe never answered.
 RUNS_PROBE_LEASE_SECONDS = env_float("RUNS_PROBE_LEASE_SECONDS", 60.0)
 RUNS_PROBE_MAX_TRIES = max(1, int(env_float("RUNS_PROBE_MAX_TRIES", 3)))
+# Internal, for `manage.py demo`'s own worker and beat: their sweeps (crashes, probes,
+# republishes, timers, and a starting worker's resume of batches) touch only these runs
+# (comma-separated ids), with the demo's short timings; unset, a sweep covers every run.
+RUNS_SWEEP_ONLY_RUNS = [
+    r.strip() for r in os.environ.get("RUNS_SWEEP_ONLY_RUNS", "").split(",") if r.strip()
+]
 # How long a transactional claim insert waits for a key another session holds open (a
 # paused or partitioned worker) before the attempt gives way: it is deferred, retried
 # after RUNS_CLAIM_BUSY_RETRY_SECONDS, and not counted against max_attempts.
 RUNS_CLAIM_LOCK_TIMEOUT_SECONDS = env_float("RUNS_CLAIM_LOCK_TIMEOUT_SECONDS", 5.0)
 RUNS_CLAIM_BUSY_RETRY_SECONDS = env_float("RUNS_CLAIM_BUSY_RETRY_SECONDS", 5.0)
-# Modules that register workflows when Django starts.
+# Modules that register workflows when Django starts; none unless named. The example
+# workflows (examples.workflows) are for `make up`, `make demo`, the tests and the
+# benches, which name them: a deployment runs only what it is told to, never examples
+# any submitter could start (docs/operating.md#settings).
 RUNS_WORKFLOW_MODULES = [
-    m.strip()
-    for m in os.environ.get("RUNS_WORKFLOW_MODULES", "examples.workflows").split(",")
-    if m.strip()
+    m.strip() for m in os.environ.get("RUNS_WORKFLOW_MODULES", "").split(",") if m.strip()
 ]
 
 # --- Reconciliation (operator side) ----------------------------------------

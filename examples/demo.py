@@ -14,8 +14,11 @@ from django.db.models.functions import Now
 
 from runs.workflows import GUARDED, Context, Field, NotApplied, ProbeResult, Retry, workflow
 
-from .fakes import CodeHost
+from .fakes import MAX_ID, CodeHost
 from .models import Merge
+
+# How long the slow host may take to answer: a worker process sleeps for that long.
+MAX_REPLY_SECONDS = 30.0
 
 # The code host's merge log lists a merge this long after it happened: before that, a
 # probe that reads the log can say neither yes nor no.
@@ -54,7 +57,7 @@ def read_merge_log(ctx: Context) -> ProbeResult:
 merge_change_audited = workflow(
     "merge-change-audited",
     version=1,
-    input={"change_id": Field(int, min=1)},
+    input={"change_id": Field(int, min=1, max=MAX_ID)},
     description="merge-change, with a probe that reads the code host's merge log, which "
     "lags: for a recent merge it cannot tell, and the claim waits for a person.",
     effects=_merges,
@@ -74,8 +77,8 @@ merge_change_slow_host = workflow(
     "merge-change-slow-host",
     version=1,
     input={
-        "change_id": Field(int, min=1),
-        "reply_seconds": Field(float, default=6.0, min=0),
+        "change_id": Field(int, min=1, max=MAX_ID),
+        "reply_seconds": Field(float, default=6.0, min=0, max=MAX_REPLY_SECONDS),
     },
     description="merge-change on a code host that merges at once but answers "
     "`reply_seconds` later, past the step's 2-second lease: the engine has given the "
@@ -98,7 +101,10 @@ def merge_slow_host(ctx: Context) -> dict[str, Any]:
 merge_change_checked = workflow(
     "merge-change-checked",
     version=1,
-    input={"change_id": Field(int, min=1), "checks_pass": Field(bool, default=True)},
+    input={
+        "change_id": Field(int, min=1, max=MAX_ID),
+        "checks_pass": Field(bool, default=True),
+    },
     description="merge-change on a code host that refuses to merge a change whose "
     "checks fail: a refusal is certain (nothing merged), so it is retried, then the run "
     "fails.",

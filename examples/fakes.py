@@ -19,6 +19,10 @@ from .models import (
     SourceRecord,
 )
 
+# The most a change or ticket id may be: what the fake systems' columns hold
+# (PositiveIntegerField); a larger one would fail in the step, at the database.
+MAX_ID = 2_147_483_647
+
 
 def ensure_source_records(count: int) -> list[int]:
     """The ids 1..count of the source records, creating the missing ones."""

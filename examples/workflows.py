@@ -1,5 +1,12 @@
-"""The example workflows of docs/authoring.md#the-example-workflows, registered by default
-(settings.RUNS_WORKFLOW_MODULES)."""
+"""The example workflows of docs/authoring.md#the-example-workflows, registered where
+RUNS_WORKFLOW_MODULES names this module (`make up`, `make demo`, the tests and the
+benches do; a deployment registers only the modules it names).
+
+Every number in their input has a maximum, enforced with the input's validation (400
+from the API, an error beside the field on the submit page): whoever may submit a run
+must not be able to make one that holds a worker, or its memory, without bound
+(count=10**12 would be about 450 GB of records; the slow host's reply_seconds=1e9 a
+worker process asleep for good)."""
 
 from __future__ import annotations
 
@@ -18,14 +25,23 @@ from runs.workflows import (
     workflow,
 )
 
-from .fakes import Bank, CodeHost, LanguageModel, PaymentAPI, ensure_source_records
+from .fakes import MAX_ID, Bank, CodeHost, LanguageModel, PaymentAPI, ensure_source_records
 from .models import Merge, PaymentCharge, TargetRecord
+
+MAX_RECORDS = 100_000
+MAX_BATCH_SIZE = 1_000
+# A sum of money: large enough for any example (an id's bound is fakes.MAX_ID).
+MAX_AMOUNT = 1_000_000
 
 # --- migrate-records: a transactional map in batches --------------------------------
 migrate_records = workflow(
     "migrate-records",
     version=1,
-    input={"count": Field(int, default=500, min=0), "batch_size": Field(int, default=50, min=1)},
+    input={
+        # About 450 bytes of worker memory per record: at most 45 MB.
+        "count": Field(int, default=500, min=0, max=MAX_RECORDS),
+        "batch_size": Field(int, default=50, min=1, max=MAX_BATCH_SIZE),
+    },
     description="Copy `count` source records into the target table in batches.",
     effects=lambda run_id: TargetRecord.objects.filter(run_id=run_id).count(),
     expected_effects=lambda data: data["count"],
@@ -50,7 +66,7 @@ def migrate(ctx: Context, record_id: int) -> None:
 merge_change = workflow(
     "merge-change",
     version=1,
-    input={"change_id": Field(int, min=1)},
+    input={"change_id": Field(int, min=1, max=MAX_ID)},
     # Operators are asked about "change 301", not a run id.
     search=("change_id",),
     description="Merge a change on a code host that has no idempotency.",
@@ -68,7 +84,7 @@ def merge(ctx: Context) -> dict[str, Any]:
 charge_payment = workflow(
     "charge-payment",
     version=1,
-    input={"amount": Field(int, min=1)},
+    input={"amount": Field(int, min=1, max=MAX_AMOUNT)},
     # The only thing a charge's input says; many runs share an amount, so the search
     # shows the newest first (clients' order numbers are their submission keys).
     search=("amount",),
@@ -103,7 +119,7 @@ def find_merge(ctx: Context) -> ProbeResult:
 merge_change_probed = workflow(
     "merge-change-probed",
     version=1,
-    input={"change_id": Field(int, min=1)},
+    input={"change_id": Field(int, min=1, max=MAX_ID)},
     search=("change_id",),
     description="merge-change, with a probe that asks the code host what happened.",
     effects=lambda run_id: Merge.objects.filter(run_id=run_id).count(),
@@ -140,7 +156,10 @@ def find_refund(ctx: Context) -> ProbeResult:
 agent_refund = workflow(
     "agent-refund",
     version=1,
-    input={"ticket": Field(int, min=1), "amount": Field(int, min=1)},
+    input={
+        "ticket": Field(int, min=1, max=MAX_ID),
+        "amount": Field(int, min=1, max=MAX_AMOUNT),
+    },
     search=("ticket",),
     description="An agent proposes a refund (a cached model call), holds the funds (a "
     "guarded tool call with a probe), waits for a person's approval, then refunds; a "

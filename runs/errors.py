@@ -26,7 +26,11 @@ class UnknownWorkflow(EngineError):
     code = "unknown_workflow"
 
     def __init__(self, name: str, known: list[str]) -> None:
-        hint = f"; known workflows: {', '.join(known)}" if known else ""
+        hint = (
+            f"; known workflows: {', '.join(known)}"
+            if known
+            else "; no workflow is registered on this server (RUNS_WORKFLOW_MODULES)"
+        )
         super().__init__(f"unknown workflow {name!r}{hint}")
         self.name = name
 

@@ -89,7 +89,8 @@ def sweep_at_start(**_: object) -> None:
     """A worker that starts after a crash recovers what the dead one left behind: its
     attempts (the sweep) and the batches it was processing."""
     engine.sweep()
-    batches.resume(stalled_only=False)
+    if not settings.RUNS_SWEEP_ONLY_RUNS:  # a demo's worker resumes nobody's batches
+        batches.resume(stalled_only=False)
 
 
 @task_postrun.connect

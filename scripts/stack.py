@@ -16,9 +16,10 @@ $DURABLE_RUNS_VAR when that is set):
         Services for var/bench/, then COMMAND with DATABASE_URL / CELERY_BROKER_URL set
         (used by `make bench`).
     stack.py env
-        Services for var/, then prints `export DATABASE_URL=...`, `export CELERY_BROKER_URL=...`
-        and `export SECRET_KEY=...` (use with `eval "$(scripts/stack.py env)"`). Leaves them
-        running for debugging: `stack.py stop` stops them.
+        Services for var/, then prints `export DATABASE_URL=...`, `export CELERY_BROKER_URL=...`,
+        `export SECRET_KEY=...` and `export RUNS_WORKFLOW_MODULES=...` (use with
+        `eval "$(scripts/stack.py env)"`). Leaves them running for debugging: `stack.py stop`
+        stops them.
     stack.py stop
         Stops embedded servers left running under var/ and var/test/. Idempotent.
 
@@ -26,6 +27,10 @@ Secret key: SECRET_KEY is used as is when set. Otherwise `up`, `env` and `run` u
 development key generated once in <var>/secret_key (mode 0600) and pass it to the children;
 `up` also writes it to var/services.env for manage.py in other shells. `test` leaves it to
 tests/support/session_env.py.
+
+Workflows: `up`, `env` and `run` register the example workflows (RUNS_WORKFLOW_MODULES=
+examples.workflows, also in var/services.env) unless RUNS_WORKFLOW_MODULES is set; a
+deployment registers only the modules it names. `test` leaves it to session_env.py.
 
 Services: DATABASE_URL and CELERY_BROKER_URL are used as is when set (the broker a Redis or a
 RabbitMQ: `make test-integration` with CELERY_BROKER_URL=amqp://… runs the tests that depend
@@ -531,6 +536,17 @@ def _secret_key(var: Path) -> str:
     return key
 
 
+# What `make up` (and a bench) registers unless RUNS_WORKFLOW_MODULES says otherwise: the
+# example workflows. A deployment registers only the modules it names (none by default).
+EXAMPLE_WORKFLOWS = "examples.workflows"
+
+
+def _register_examples(svc: Services) -> None:
+    """The stack's processes, and (through services.env) a second shell's manage.py,
+    know the example workflows, or the modules RUNS_WORKFLOW_MODULES names."""
+    svc.env["RUNS_WORKFLOW_MODULES"] = os.environ.get("RUNS_WORKFLOW_MODULES") or EXAMPLE_WORKFLOWS
+
+
 def _use_development_key(svc: Services, var: Path) -> None:
     if not os.environ.get("SECRET_KEY"):
         svc.env["SECRET_KEY"] = _secret_key(var)
@@ -657,6 +673,7 @@ def cmd_up(host: str, port: int) -> int:
     died: str | None = None
     try:
         _use_development_key(svc, DEV_VAR)
+        _register_examples(svc)
         _write_services_env(svc)
         _manage(svc, "migrate", "--noinput")
         _manage(svc, "collectstatic", "--noinput", "--verbosity", "0")
@@ -717,17 +734,23 @@ def _write_services_env(svc: Services) -> None:
 
 
 def cmd_test(pytest_args: Sequence[str]) -> int:
-    # No development key: tests/support/session_env.py sets a test key (also for plain `pytest`).
-    return cmd_run(TEST_VAR, [sys.executable, "-m", "pytest", *pytest_args], secret_key=False)
+    # No development key, no workflows: tests/support/session_env.py sets a test key and
+    # the tests' workflows (also for plain `pytest`).
+    command = [sys.executable, "-m", "pytest", *pytest_args]
+    return cmd_run(TEST_VAR, command, secret_key=False, examples=False)
 
 
-def cmd_run(var: Path, command: Sequence[str], *, secret_key: bool = True) -> int:
+def cmd_run(
+    var: Path, command: Sequence[str], *, secret_key: bool = True, examples: bool = True
+) -> int:
     """Services for `var`, then `command` in the foreground; stop them after."""
     _lock_var(var)
     svc = ensure_services(var)
     try:
         if secret_key:
             _use_development_key(svc, var)
+        if examples:
+            _register_examples(svc)
         return _run_foreground(command, svc.child_env())
     finally:
         svc.stop()
@@ -742,8 +765,9 @@ def cmd_env() -> int:
     lock = _lock_var(DEV_VAR)
     svc = ensure_services(DEV_VAR)
     _use_development_key(svc, DEV_VAR)
+    _register_examples(svc)
     os.close(lock)
-    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"):
+    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "RUNS_WORKFLOW_MODULES"):
         value = svc.env.get(key) or os.environ[key]
         print(f"export {key}={shlex.quote(value)}")
     if svc.pgdata or svc.redis_sock:

@@ -32,6 +32,7 @@ class InputField:
     choices: list[Any] = field(default_factory=list)
     minimum: float | None = None
     exclusive_minimum: bool = False
+    maximum: float | None = None
     value: str = ""  # what the form shows (the submitted text, or the default)
     checked: bool = False
     errors: list[str] = field(default_factory=list)
@@ -58,6 +59,14 @@ class InputField:
         return " ".join(ids)
 
     @property
+    def shown_maximum(self) -> str | None:
+        """The maximum as a person reads it (100000, 0.5), or None when there is none or
+        it is beyond any number a person types (a search field's 10**200 - 1)."""
+        if self.maximum is None or abs(self.maximum) >= READABLE_BOUND:
+            return None
+        return str(int(self.maximum)) if self.maximum.is_integer() else f"{self.maximum:g}"
+
+    @property
     def hint(self) -> str:
         parts = [self.description] if self.description else []
         if self.widget == "json":
@@ -68,6 +77,8 @@ class InputField:
             parts.append(
                 f"{'more than' if self.exclusive_minimum else 'at least'} {self.minimum:g}"
             )
+        if self.shown_maximum is not None:
+            parts.append(f"at most {self.shown_maximum}")
         if self.has_default and self.widget != "checkbox":
             parts.append(
                 "optional" if self.default is None else f"default {json.dumps(self.default)}"
@@ -128,6 +139,7 @@ def fields_from_schema(schema: dict[str, Any]) -> list[InputField]:
         default = raw.get("default", fragment.get("default"))
         exclusive = "minimum" not in fragment and "exclusiveMinimum" in fragment
         minimum = fragment.get("exclusiveMinimum") if exclusive else fragment.get("minimum")
+        maximum = fragment.get("maximum")
         f = InputField(
             name=name,
             widget=widget,
@@ -140,6 +152,7 @@ def fields_from_schema(schema: dict[str, Any]) -> list[InputField]:
             choices=list(choices),
             minimum=float(minimum) if isinstance(minimum, int | float) else None,
             exclusive_minimum=exclusive,
+            maximum=float(maximum) if isinstance(maximum, int | float) else None,
         )
         # Pydantic titles every field after its name ("Amount"): only a title that says
         # more than the name is worth showing.

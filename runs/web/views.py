@@ -179,6 +179,8 @@ def new_run(request: SignedInRequest) -> HttpResponse:
     data = request.POST if request.method == "POST" else request.GET
     known = registry.all_workflows()
     names = sorted({wf.name for wf in known})
+    if not names:  # the page says so, and why (RUNS_WORKFLOW_MODULES), with no form
+        return render(request, "runs/new.html", {"names": names}, status=200)
     chosen = data.get("workflow") or (names[0] if names else "")
     version_text = data.get("version", "")
     context: dict[str, object] = {"names": names, "chosen": chosen, "errors": []}

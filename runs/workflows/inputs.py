@@ -234,13 +234,15 @@ MAX_PROBLEMS = 10
 @dataclass(frozen=True)
 class Field:
     """One declared input field: its type (see InputType for the supported ones), an
-    optional default and, for a number, a lower bound. Checked when the workflow is
-    declared: an unsupported type, a default that does not fit the type, or `min` on
+    optional default and, for a number, a lower and an upper bound (`min`, `max`,
+    both inclusive). Checked when the workflow is declared: an unsupported type, a
+    default that does not fit the type or its bounds, `min` above `max`, or a bound on
     anything but a number is refused then."""
 
     type: Any
     default: Any = _MISSING
     min: float | None = None
+    max: float | None = None
 
     @property
     def required(self) -> bool:
@@ -309,14 +311,20 @@ class DeclaredInput:
             tp = parse(spec.type)
         except UnsupportedType as exc:
             raise WorkflowDefinitionError(f"{where}: {exc}") from None
-        if spec.min is not None:
+        for bound_name, bound in (("min", spec.min), ("max", spec.max)):
+            if bound is None:
+                continue
             if not tp.numeric:
                 raise WorkflowDefinitionError(
-                    f"{where}: min= needs a number type (int, float, int | None, "
+                    f"{where}: {bound_name}= needs a number type (int, float, int | None, "
                     f"float | None), not {tp.name}"
                 )
-            if isinstance(spec.min, bool) or not isinstance(spec.min, int | float):
-                raise WorkflowDefinitionError(f"{where}: min= must be a number")
+            if isinstance(bound, bool) or not isinstance(bound, int | float):
+                raise WorkflowDefinitionError(f"{where}: {bound_name}= must be a number")
+            if not math.isfinite(bound):
+                raise WorkflowDefinitionError(f"{where}: {bound_name}= must be finite")
+        if spec.min is not None and spec.max is not None and spec.min > spec.max:
+            raise WorkflowDefinitionError(f"{where}: min={spec.min!r} is above max={spec.max!r}")
         if not spec.required:
             problems: list[str] = []
             default = tp.check(spec.default, "default", problems)
@@ -325,6 +333,10 @@ class DeclaredInput:
             if spec.min is not None and default is not None and default < spec.min:
                 raise WorkflowDefinitionError(
                     f"{where}: default {spec.default!r} is below min={spec.min!r}"
+                )
+            if spec.max is not None and default is not None and default > spec.max:
+                raise WorkflowDefinitionError(
+                    f"{where}: default {spec.default!r} is above max={spec.max!r}"
                 )
             self.defaults[key] = default
         self.types[key] = tp
@@ -364,10 +376,16 @@ class DeclaredInput:
                     bound = self.int_bounds.get(key)
                     if spec.min is not None and value is not None and value < spec.min:
                         problems.append(
-                            f"field {key!r} must be at least {spec.min:g}, got {data[key]!r}"
+                            f"field {key!r} must be at least {_number(spec.min)}, got {data[key]!r}"
                         )
                     elif bound is not None and bound.refuses(value):
                         problems.append(bound.problem(key, value))
+                    elif spec.max is not None and value is not None and value > spec.max:
+                        # After the search bound: a 201-digit value is told what is wrong
+                        # with its length, not shown back whole.
+                        problems.append(
+                            f"field {key!r} must be at most {_number(spec.max)}, got {data[key]!r}"
+                        )
                     else:
                         clean[key] = value
             if len(problems) > before:
@@ -433,6 +451,8 @@ class DeclaredInput:
                 fragment["default"] = self.defaults[key]
             if spec.min is not None:
                 fragment["minimum"] = spec.min
+            if spec.max is not None:
+                fragment["maximum"] = spec.max
             if key in self.int_bounds:
                 fragment = self.int_bounds[key].tighten(fragment)
             properties[key] = fragment
@@ -455,6 +475,7 @@ class DeclaredInput:
             k: {"type": self.types[k].name, "required": f.required}
             | ({} if f.required else {"default": self.defaults[k]})
             | ({} if f.min is None else {"min": f.min})
+            | ({} if f.max is None else {"max": f.max})
             for k, f in self.fields.items()
         }
 
@@ -466,6 +487,13 @@ class DeclaredInput:
             | ({"default": prop["default"]} if "default" in prop else {})
             for key, prop in schema.get("properties", {}).items()
         }
+
+
+def _number(bound: float) -> str:
+    """A bound as a person writes it: 100000, not 1e+05; 0.5 as is."""
+    if isinstance(bound, int) or (float(bound).is_integer() and abs(bound) < 1e15):
+        return str(int(bound))
+    return f"{bound:g}"
 
 
 def _capped(problems: list[str]) -> list[str]:

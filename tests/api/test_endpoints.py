@@ -576,8 +576,9 @@ def test_workflows_list_versions_steps_and_input_schema(api):
                         "change_id": {
                             "type": "integer",
                             "minimum": 1,
-                            # a search field: its text fits the search key
-                            "maximum": 10**200 - 1,
+                            # its own maximum (examples.fakes.MAX_ID), tighter than a
+                            # search field's (its text fits the search key)
+                            "maximum": 2_147_483_647,
                             "description": "a search field: at most 200 digits (199 when negative)",
                         }
                     },

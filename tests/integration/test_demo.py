@@ -14,8 +14,12 @@ from django.core.management import call_command
 
 from examples.models import FundsHold, Merge
 from reconciliation.queries import queue_size, unresolved_queue
-from runs.models import Run, Step
-from runs.states import RunStatus, StepStatus
+from runs import engine
+from runs.engine.entry.execute import start_attempt
+from runs.management.commands.demo import NOT_PRODUCTION
+from runs.models import Attempt, Claim, Run, Step
+from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from tests.support.factories import enter_effect, expire_leases
 
 pytestmark = pytest.mark.workers
 
@@ -24,8 +28,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_demo_fills_the_queue_and_the_runs_the_dashboard_shows(transactional_db):
     out, err = io.StringIO(), io.StringIO()
+    # A run of the stack's whose worker died in its guarded step: the stack's sweeper
+    # handles it, with the stack's grace; the demo's processes must not touch it.
+    other = engine.submit_run(workflow="merge-change-probed", input={"change_id": 9})
+    step = Step.objects.get(run=other)
+    enter_effect(start_attempt(step_id=step.id, worker="the-stacks-worker"))
+    expire_leases()
 
-    call_command("demo", "--url", "http://dashboard.test", stdout=out, stderr=err)
+    call_command("demo", "--url", "http://dashboard.test", NOT_PRODUCTION, stdout=out, stderr=err)
+
+    # The stack's run: no sweep of the demo's crashed, probed or republished it.
+    attempt = Attempt.objects.get(step=step)
+    assert (attempt.status, attempt.error) == (AttemptStatus.RUNNING, "")
+    assert Claim.objects.get(run=other).status == ClaimStatus.IN_FLIGHT
+    assert Step.objects.get(pk=step.pk).status == StepStatus.RUNNING
 
     # The queue: two unresolved claims, one with a probe's (inconclusive) evidence, one
     # with the late result of a worker the engine had given up on.
@@ -44,7 +60,9 @@ def test_demo_fills_the_queue_and_the_runs_the_dashboard_shows(transactional_db)
     assert Merge.objects.filter(run_id=probed.run_id).count() == 1  # it did merge, then died
 
     # The runs: one waiting for approval, one failed, one compensated.
-    runs = {run.id: run for run in Run.objects.exclude(pk__in=[probed.run_id, late.run_id])}
+    runs = {
+        run.id: run for run in Run.objects.exclude(pk__in=[probed.run_id, late.run_id, other.id])
+    }
     assert len(runs) == 3
     waiting = [r for r in runs.values() if r.status == RunStatus.WAITING]
     assert len(waiting) == 1 and waiting[0].workflow == "agent-refund"
@@ -77,7 +95,7 @@ def test_demo_without_a_stack_says_so_in_one_line(tmp_path):
         "CELERY_BROKER_URL": "redis://127.0.0.1:1/0",
     }
     done = subprocess.run(
-        [sys.executable, "manage.py", "demo"],
+        [sys.executable, "manage.py", "demo", "--this-is-not-production"],
         cwd=ROOT,
         env=env,
         capture_output=True,

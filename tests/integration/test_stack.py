@@ -45,8 +45,10 @@ def load_stack() -> ModuleType:
 
 def stack_env(var: Path, **extra: str) -> dict[str, str]:
     """This session's environment (DATABASE_URL / CELERY_BROKER_URL included, so no
-    embedded server starts) minus its SECRET_KEY, with the var dir moved to `var`."""
-    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG")}
+    embedded server starts) minus its SECRET_KEY and workflow modules (a shell's `make
+    up` has neither), with the var dir moved to `var`."""
+    unset = ("SECRET_KEY", "DEBUG", "RUNS_WORKFLOW_MODULES")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(DURABLE_RUNS_VAR=str(var), **extra)
     return env
 
@@ -94,6 +96,8 @@ def test_stack_env_exports_the_development_secret_key(tmp_path):
     assert result.returncode == 0, result.stderr
     key = (tmp_path / "secret_key").read_text().strip()
     assert f"export SECRET_KEY={key}" in result.stdout.splitlines()
+    # The examples, which a deployment does not register unless told (config/settings.py).
+    assert "export RUNS_WORKFLOW_MODULES=examples.workflows" in result.stdout.splitlines()
 
 
 def test_stack_backoff_doubles_to_a_cap_and_resets_after_a_good_run():
@@ -236,7 +240,10 @@ def test_stack_up_restarts_a_killed_worker_and_stops_cleanly(stack):
     # Zero configuration: a private development key, shared with other shells.
     key = (stack.var / "secret_key").read_text().strip()
     assert stat.S_IMODE((stack.var / "secret_key").stat().st_mode) == 0o600
-    assert f"SECRET_KEY={key}" in (stack.var / "services.env").read_text().splitlines()
+    services = (stack.var / "services.env").read_text().splitlines()
+    assert f"SECRET_KEY={key}" in services
+    # A second shell's manage.py knows the examples `make up` registers.
+    assert "RUNS_WORKFLOW_MODULES=examples.workflows" in services
     assert stat.S_IMODE((stack.var / "services.env").stat().st_mode) == 0o600
     # The operator login went through OPERATOR_PASSWORD.
     login = json.loads((stack.var / "operator.json").read_text())

@@ -48,6 +48,29 @@ def test_manage_unreachable_database_is_one_line(tmp_path, command):
     assert "s3cret-pw" not in result.stderr
 
 
+def test_manage_missing_database_says_to_create_it_not_to_run_make_up(tmp_path):
+    """With DATABASE_URL set, `make up` migrates the database it names but does not
+    create it: the message says how to, instead of sending the reader to `make up`."""
+    from django.db import connection
+
+    from runs.dburl import database_url
+
+    params = {**connection.settings_dict, "NAME": "no_such_database"}
+    host, port = params.get("HOST") or "", params.get("PORT") or 5432
+
+    result = manage("migrate", database_url=database_url(params), var=tmp_path)
+
+    where = f"socket {host}" if host.startswith("/") else host
+    createdb = f"createdb -h {host} -p {port}" if host else f"createdb -p {port}"
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"cannot reach PostgreSQL at {where} port {port}, database no_such_database "
+        f'(database "no_such_database" does not exist): create it ({createdb} '
+        "no_such_database), or set DATABASE_URL to a database that exists; `make up` "
+        "creates one only on its embedded server\n"
+    )
+
+
 def test_manage_unreachable_socket_names_its_directory(tmp_path):
     url = f"postgres://postgres@{str(tmp_path / 'nosuch').replace('/', '%2F')}:5499/durable_runs"
 

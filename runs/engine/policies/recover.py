@@ -61,6 +61,15 @@ class SweepReport:
         )
 
 
+def swept_runs(run_id_field: str) -> Q:
+    """What a sweep of this process may touch, by the run id at `run_id_field`: the runs
+    settings.RUNS_SWEEP_ONLY_RUNS lists, when it lists any (the processes of `manage.py
+    demo`, which must never crash, probe, republish or wake another run, with timings
+    of their own), else every run."""
+    only = settings.RUNS_SWEEP_ONLY_RUNS
+    return Q(**{f"{run_id_field}__in": only}) if only else Q()
+
+
 def sweep(*, limit: int = 200) -> SweepReport:
     """Crash up to `limit` expired attempts, republish lost step and probe messages."""
     report = SweepReport()
@@ -70,6 +79,7 @@ def sweep(*, limit: int = 200) -> SweepReport:
         # sweeper or a finishing worker holds it) in its own transaction.
         candidates = list(
             Attempt.objects.filter(status=AttemptStatus.RUNNING, lease_expires_at__lt=Now())
+            .filter(swept_runs("step__run_id"))
             .exclude(pk__in=tried)
             .order_by("lease_expires_at")
             .values_list("id", flat=True)[: limit - len(report.crashed)]
@@ -80,7 +90,7 @@ def sweep(*, limit: int = 200) -> SweepReport:
             tried.add(attempt_id)
             if recover_attempt(attempt_id=attempt_id):
                 report.crashed.append(attempt_id)
-    report.woken = wake_due(limit=limit)
+    report.woken = wake_due(limit=limit, only=swept_runs("run_id"))
     report.republished = republish_stale(limit=limit)
     report.probes = republish_probes(limit=limit)
     report.probes_given_up = give_up_probes(limit=limit)
@@ -300,12 +310,14 @@ def republish_stale(*, limit: int = 200) -> list[int]:
     are left alone: their start would be refused, and sending them every sweep is a
     loop (a wait is never paused: its delivery reaches the wait)."""
     cut = Now() - timedelta(seconds=settings.RUNS_REPUBLISH_AFTER_SECONDS)
-    startable = Step.objects.filter(
-        Q(active_run()) | (Q(compensating_run()) & ~Q(compensates=""))
-    ).exclude(
-        # A paused step waits for its resume, which republishes it (pauses.py); a wait
-        # is never held (paused_step).
-        paused_step()
+    startable = (
+        Step.objects.filter(Q(active_run()) | (Q(compensating_run()) & ~Q(compensates="")))
+        .filter(swept_runs("run_id"))
+        .exclude(
+            # A paused step waits for its resume, which republishes it (pauses.py); a wait
+            # is never held (paused_step).
+            paused_step()
+        )
     )
     # Due for a message that has not come: the status and time on step_waiting_idx.
     due = startable.filter(
@@ -392,7 +404,7 @@ def republish_probes(*, limit: int = 200) -> list[int]:
     with transaction.atomic():
         stale = list(
             Claim.objects.select_for_update(skip_locked=True)
-            .filter(never_run | lease_ended, status=ClaimStatus.UNRESOLVED)
+            .filter(never_run | lease_ended, swept_runs("run_id"), status=ClaimStatus.UNRESOLVED)
             .values_list("id", flat=True)[:limit]
         )
         if stale:
@@ -406,6 +418,7 @@ def give_up_probes(*, limit: int = 200) -> list[int]:
     answer: each is left to the operator in its own transaction (probe.give_up_probe)."""
     candidates = list(
         Claim.objects.filter(
+            swept_runs("run_id"),
             status=ClaimStatus.UNRESOLVED,
             probe_lease_expires_at__lt=Now(),
             probe_tries__gte=settings.RUNS_PROBE_MAX_TRIES,
@@ -422,4 +435,5 @@ __all__ = [
     "republish_stale",
     "settle_late_finish",
     "sweep",
+    "swept_runs",
 ]

@@ -233,12 +233,14 @@ def wait_step() -> Q | None:
 
 
 # --- the sweeper's timers -------------------------------------------------------------
-def wake_due(*, limit: int = 200) -> list[int]:
+def wake_due(*, limit: int = 200, only: Q | None = None) -> list[int]:
     """Wake waiting steps whose `wake_at` has come, on the database's clock. Each in
     its own transaction (a sweep never holds two runs' rows), by a conditional UPDATE
-    on a row taken with SKIP LOCKED: two sweepers (two beats) wake a timer once."""
+    on a row taken with SKIP LOCKED: two sweepers (two beats) wake a timer once. `only`
+    limits it to some runs (the sweep's swept_runs)."""
     candidates = list(
         Step.objects.filter(active_run(), status=StepStatus.WAITING, wake_at__lte=Now())
+        .filter(only if only is not None else Q())
         .order_by("wake_at")
         .values_list("id", "run_id")[:limit]
     )

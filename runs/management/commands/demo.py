@@ -20,6 +20,17 @@ submits and signals through `manage.py submit_run` / `send_signal` subprocesses 
 queues, waits until every scenario has reached its state, stops its processes, and
 prints one line per scenario with its run's page. Each invocation makes new runs under
 new submission keys.
+
+The runs are submitted by the account `demo-requester` (a refund's approval must come
+from someone else) and one is rejected by `demo-reviewer`, both made by the demo.
+
+It is for a development stack, never production's: it makes an operator account, puts
+demo claims in the reconciliation queue (which the webhook and the alerts announce),
+and runs a beat with short timings. So it refuses to run unless DEBUG is on or it is
+told `--this-is-not-production` (`make demo` says so); it never touches an account
+`demo-reviewer` or `demo-requester` it did not make (it marks its own); and its
+processes sweep only the demo's own runs (RUNS_SWEEP_ONLY_RUNS): no crash, probe,
+republish or timer of anything else, and no batch or webhook of the stack's.
 """
 
 from __future__ import annotations
@@ -58,10 +69,18 @@ from runs.processes import (
     celery_worker_args,
     stop_all,
 )
-from runs.roles import OPERATORS
+from runs.roles import OPERATORS, SUBMITTERS
 from runs.states import ClaimStatus, RunStatus, StepStatus
+from runs.workflows.registry import all_workflows
 
 REVIEWER = "demo-reviewer"  # the account that rejects one refund (it cannot log in)
+# The account that submits the demo's runs: a refund's approval must come from someone
+# other than its submitter (four eyes), so not the reviewer (it cannot log in either).
+REQUESTER = "demo-requester"
+# How the demo knows an account is its own (its last name, shown in the admin): an
+# account of that name without it belongs to someone else, and is never changed.
+REVIEWER_MARK = "made by manage.py demo"
+NOT_PRODUCTION = "--this-is-not-production"
 POLL_SECONDS = 0.2
 STOP_GRACE_SECONDS = 10.0
 SUBMIT_TIMEOUT = 60.0
@@ -73,9 +92,11 @@ TIMINGS = {
     "RUNS_LEASE_SECONDS": "15",
     "RUNS_SWEEP_INTERVAL": "0.5",
     "RUNS_PROBE_GRACE_SECONDS": "1",
-    # Schedules and retention are the stack's business, not the demo beat's.
+    # Schedules, retention and bulk operations are the stack's business, not the demo
+    # beat's.
     "RUNS_SCHEDULE_INTERVAL": "86400",
     "RUNS_RETENTION_INTERVAL": "86400",
+    "RUNS_BATCH_RESUME_INTERVAL": "86400",
 }
 FAULTED_TIMINGS = {
     "RUNS_LEASE_SECONDS": "2",
@@ -83,9 +104,16 @@ FAULTED_TIMINGS = {
     # killed on one of them, or leave them on a queue nobody reads once it is gone).
     "RUNS_REPUBLISH_AFTER_SECONDS": "86400",
 }
-# Inherited variables a demo process must not have: faults of the caller's shell, and a
-# metrics port the stack's worker may already hold.
-UNSET = ("RUNS_FAULTS", "RUNS_ALLOW_FAULTS", "RUNS_DUPLICATE_MESSAGES", "RUNS_WORKER_METRICS_PORT")
+# Inherited variables a demo process must not have: faults of the caller's shell, a
+# metrics port the stack's worker may already hold, and the webhook (the stack's beat
+# sends its outbox, not the demo's).
+UNSET = (
+    "RUNS_FAULTS",
+    "RUNS_ALLOW_FAULTS",
+    "RUNS_DUPLICATE_MESSAGES",
+    "RUNS_WORKER_METRICS_PORT",
+    "RUNS_WEBHOOK_URL",
+)
 
 
 @dataclass
@@ -197,15 +225,35 @@ class Command(BaseCommand):
             default=120.0,
             help="seconds to wait for every scenario to reach its state (default 120)",
         )
+        parser.add_argument(
+            NOT_PRODUCTION,
+            action="store_true",
+            dest="not_production",
+            help="run although DEBUG is off: this database and broker are a development "
+            "stack's, not production's (`make demo` passes it)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG and not options["not_production"]:
+            raise CommandError(
+                "manage.py demo makes an operator account and demo claims in this "
+                "database's queue (the webhook and alerts announce them): it runs only "
+                f"with DEBUG on or {NOT_PRODUCTION} (`make demo` passes it)"
+            )
         base_url = str(options["url"]).rstrip("/")
         self._check_stack(base_url)
         started = time.monotonic()
         tag = uuid.uuid4().hex[:8]
         # Distinct change ids per invocation, so that two demos' merges are told apart.
         plan = scenarios(change_id=int(time.time()) % 1_000_000 * 10 + 1)
+        unknown = sorted({s.workflow for s in plan} - {w.name for w in all_workflows()})
+        if unknown:
+            raise CommandError(
+                f"the demo's workflows are not registered here ({', '.join(unknown)}): "
+                "add examples.workflows to RUNS_WORKFLOW_MODULES (`make demo` does)"
+            )
         reviewer_account()
+        requester_account()
         logs = Path(tempfile.mkdtemp(prefix="demo-"))
         demo = Demo(tag, logs, self._progress)
         ok = False
@@ -265,12 +313,32 @@ class Command(BaseCommand):
 
 def reviewer_account() -> User:
     """The operator that rejects a refund: an account, as the engine asks of anyone who
-    signs a signal, and never one that can log in."""
-    user, created = User.objects.get_or_create(username=REVIEWER)
+    signs a signal."""
+    return demo_account(REVIEWER, OPERATORS)
+
+
+def requester_account() -> User:
+    """The submitter of the demo's runs (`submit_run --actor`)."""
+    return demo_account(REQUESTER, SUBMITTERS)
+
+
+def demo_account(username: str, role: str) -> User:
+    """An account of the demo's, with `role`, that cannot log in. Made by the demo and
+    marked so (REVIEWER_MARK); an account of that name the demo did not make is refused,
+    never changed (nor made an operator)."""
+    user, created = User.objects.get_or_create(
+        username=username, defaults={"last_name": REVIEWER_MARK, "is_active": True}
+    )
+    if not created and user.last_name != REVIEWER_MARK:
+        raise CommandError(
+            f"an account {username!r} exists that manage.py demo did not make: the demo "
+            "changes no account of anyone else's (rename that one, or run the demo on "
+            "another database)"
+        )
     if created or user.has_usable_password() or not user.is_active:
         user.set_unusable_password()
         user.is_active = True
-    grant_role(user, OPERATORS)  # saves it
+    grant_role(user, role)  # saves it
     return user
 
 
@@ -330,12 +398,8 @@ class Demo:
 
     def run(self, plan: list[Scenario], *, timeout: float) -> None:
         began = time.monotonic()
-        self.progress(
-            f"starting a worker killed by fault injection (after_effect:merge), a worker and "
-            f"a beat on queue {self.queue}; logs in {self.logs}"
-        )
-        faulted, healthy = self.start_processes()
-        # Submitting while the workers start: their messages wait on the queues.
+        # Submitted first: the demo's processes then know their runs, and sweep no other
+        # (RUNS_SWEEP_ONLY_RUNS). The messages wait on the demo's queues meanwhile.
         submits = {
             s.name: self._manage(
                 "submit_run",
@@ -344,6 +408,8 @@ class Demo:
                 json.dumps(s.data),
                 "--key",
                 f"demo-{self.tag}-{s.name}",
+                "--actor",
+                REQUESTER,
                 queue=self.faulted_queue if s.faulted else self.queue,
             )
             for s in plan
@@ -351,6 +417,12 @@ class Demo:
         for s in plan:
             s.run_id = self._last_line(submits[s.name], f"submit_run {s.workflow}")
             self.progress(f"submitted {s.workflow} ({s.name}): run {s.run_id}")
+        self.env["RUNS_SWEEP_ONLY_RUNS"] = ",".join(s.run_id for s in plan)
+        self.progress(
+            f"starting a worker killed by fault injection (after_effect:merge), a worker and "
+            f"a beat on queue {self.queue}, sweeping only these runs; logs in {self.logs}"
+        )
+        faulted, healthy = self.start_processes()
         healthy[0].wait_ready(WORKER_READY)
         healthy[1].wait_ready(BEAT_READY)
 
