@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help install lock up demo test test-integration lint bench bench-ui bench-retention bench-backlog bench-load chaos stop clean
+.PHONY: help install lock up demo test test-fast test-integration lint bench bench-ui bench-retention bench-backlog bench-load chaos stop clean
 .DEFAULT_GOAL := help
 
 ## help: this list (each target's `##` lines).
@@ -66,6 +66,13 @@ TEST_PROCESSES ?= 2
 XDIST := $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
 test: install
 	$(PY) scripts/stack.py test $(XDIST) $(PYTEST_ARGS)
+
+## test-fast: the in-process tier, in a few minutes: no worker, no server process of the
+##     tests' own, no browser, no soak (markers servers, live, browser, soak left out).
+##     What it leaves out is what `make test` adds; CI runs `make test`.
+FAST_MARKS := not servers and not live and not browser and not soak
+test-fast: install
+	$(PY) scripts/stack.py test $(XDIST) -m "$(FAST_MARKS)" $(PYTEST_ARGS)
 
 ## test-integration: only what depends on the servers (marker `servers`: tests/integration,
 ##     every test that starts workers, the readiness checks, migrations from zero), on

@@ -54,6 +54,8 @@ from tests.integration.servers import free_port
 from tests.support import factories
 from tests.support.api import api_token
 
+pytestmark = pytest.mark.live
+
 SEED = 20261201
 MAX_EXAMPLES = 30
 # The stateful phase's own bounds (its generation settings are its own, so the one about
