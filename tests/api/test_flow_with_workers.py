@@ -11,8 +11,8 @@ import pytest
 from examples.models import Merge
 from runs import events
 from tests.conftest import make_user
-from tests.integration.harness import wait_for
 from tests.support.api import token_client
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.workers
 

@@ -49,10 +49,11 @@ from django.conf import settings
 from runs import engine
 from runs.processes import ChildProcess, stop_all
 from tests.conftest import make_user
-from tests.integration.harness import database_url_for_tests, wait_for
 from tests.integration.servers import free_port
 from tests.support import factories
 from tests.support.api import api_token
+from tests.support.places import database_url_for_tests
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.live
 

@@ -15,7 +15,7 @@ from runs.models import Batch, Run
 from runs.states import BatchStatus, RunStatus
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
-from tests.integration.harness import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.workers]
 

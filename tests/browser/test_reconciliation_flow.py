@@ -12,7 +12,7 @@ from runs import engine
 from runs.models import Claim, Event
 from runs.states import ClaimStatus, RunStatus
 from tests.conftest import PASSWORD, make_user
-from tests.integration.harness import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.workers]
 

@@ -20,6 +20,7 @@ from runs.states import ClaimStatus
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 from tests.support import factories
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -359,8 +360,15 @@ def test_a_few_hundred_claims_decided_a_page_at_a_time(browser, second_browser, 
         if width == 1280:
             browser.screenshot("queue-300-preview")
         confirm.click()
+        # The server decides them one transaction each: seconds on a quiet machine, more
+        # under load. Wait on the database, then read the page's answer to that request.
+        wait_for(
+            lambda left=left: Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count() == left,
+            timeout=180,
+            what=f"{on_page} claims to be decided",
+        )
         expect(page.get_by_role("region", name="bulk result")).to_contain_text(
-            f"{on_page} claim(s) resolved as failed", timeout=20_000
+            f"{on_page} claim(s) resolved as failed", timeout=30_000
         )
         # The decided rows are gone; the claims left (the next page's) take their place.
         expect(page.locator("#queue-badge")).to_have_text(str(left))

@@ -13,8 +13,8 @@ from runs.models import Attempt
 from runs.states import AttemptStatus, RunStatus
 from tests.browser.conftest import ARTIFACTS, wait_for_address
 from tests.conftest import PASSWORD, make_user
-from tests.integration.harness import wait_for
 from tests.integration.helpers import wait_settled
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.workers]
 

@@ -10,8 +10,8 @@ from runs import engine
 from runs.models import Signal, Step
 from runs.states import RunStatus, StepStatus
 from tests.conftest import PASSWORD, make_user
-from tests.integration.harness import wait_for
 from tests.integration.helpers import wait_settled
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.workers]
 

@@ -19,9 +19,9 @@ from runs.engine.entry.execute import start_attempt
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus
 from runs.workflows import IDEMPOTENT, PURE, Context, Retry, Workflow, registry
-from tests.integration.harness import wait_for
 from tests.support.factories import expire_leases
 from tests.support.races import Background
+from tests.support.waiting import wait_for
 
 
 def step_of(run: Run, key: str) -> Step:

@@ -30,10 +30,10 @@ from runs.engine.entry.execute import run_attempt, start_attempt
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
-from tests.integration.harness import wait_for
 from tests.support import workflows as test_workflows
 from tests.support.factories import enter_effect, expire_leases, run_queued
 from tests.support.races import Background, is_waiting_on_lock
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

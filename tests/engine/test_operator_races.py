@@ -17,9 +17,9 @@ from runs.engine.policies import recover as recover_module
 from runs.engine.policies.recover import recover_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
-from tests.integration.harness import wait_for
 from tests.support.factories import expire_leases, run_queued
 from tests.support.races import Background, is_waiting_on_lock
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

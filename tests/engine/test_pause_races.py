@@ -16,8 +16,8 @@ from runs.engine.attempts.start import start_queued
 from runs.engine.entry.execute import run_attempt, start_attempt
 from runs.models import Attempt, Pause, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
-from tests.integration.harness import wait_for
 from tests.support.races import Background, is_waiting_on_lock
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

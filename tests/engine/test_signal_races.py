@@ -17,9 +17,9 @@ from runs.engine.entry.execute import start_attempt
 from runs.engine.policies import waits as waits_module
 from runs.models import Run, Signal, Step
 from runs.states import RunStatus, StepStatus
-from tests.integration.harness import wait_for
 from tests.support.factories import run_queued
 from tests.support.races import Background, is_waiting_on_lock
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

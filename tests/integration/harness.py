@@ -9,15 +9,10 @@ recovery happens within seconds; tests wait on database state, never on sleeps.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
-from django.db import connection
 
-from runs.dburl import database_url
 from runs.processes import (
     BEAT_READY,
     WORKER_READY,
@@ -26,8 +21,7 @@ from runs.processes import (
     celery_worker_args,
     stop_all,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.places import database_url_for_tests
 
 FAST_TIMINGS = {
     "RUNS_LEASE_SECONDS": "2",
@@ -38,30 +32,6 @@ FAST_TIMINGS = {
     # cluster's queues are purged at its start, so its workers read a true depth.
     "RUNS_REPUBLISH_BACKOFF": "1",
 }
-
-
-def database_url_for_tests() -> str:
-    """A DATABASE_URL naming the test database pytest-django created."""
-    return database_url(connection.settings_dict)
-
-
-def wait_for(
-    predicate: Callable[[], Any],
-    *,
-    timeout: float = 60,
-    what: str = "condition",
-    on_timeout: Callable[[], str] | None = None,
-) -> Any:
-    """Poll `predicate` (a database read) until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            extra = on_timeout() if on_timeout else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{extra}")
-        time.sleep(0.1)
 
 
 # Tests use the same child-process handling as `manage.py crashcheck`.

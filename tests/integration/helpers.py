@@ -4,8 +4,9 @@ from typing import Any
 
 from runs.models import Run
 from runs.states import RUN_FINISHED, RunStatus
+from tests.support.waiting import wait_for
 
-from .harness import Cluster, wait_for
+from .harness import Cluster
 
 SETTLED = (*RUN_FINISHED, RunStatus.NEEDS_RECONCILIATION)
 

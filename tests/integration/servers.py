@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from .harness import ROOT, wait_for
+from tests.support.places import ROOT
+from tests.support.waiting import wait_for
 
 PRIVATE_DB = "durable_runs_faults"
 

@@ -12,8 +12,8 @@ from examples.models import FundsHold, ModelCompletion, Refund
 from runs import engine
 from runs.models import Claim, Step
 from runs.states import RUN_FINISHED, RunStatus, StepStatus
+from tests.support.waiting import wait_for
 
-from .harness import wait_for
 from .helpers import wait_settled
 
 pytestmark = pytest.mark.workers

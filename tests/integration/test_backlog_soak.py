@@ -41,8 +41,7 @@ from runs.metrics import DatabaseCollector
 from runs.models import Attempt, Batch, Run, Step
 from runs.states import RUN_ACTIVE, BatchStatus, RunStatus, StepStatus
 from runs.web.workers import workers_page
-
-from .harness import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.workers,

@@ -19,8 +19,8 @@ from runs.batches import service
 from runs.models import Attempt, Batch, BatchItem, Event, Run, Step
 from runs.states import BatchItemStatus, BatchStatus, RunStatus, StepStatus
 from tests.support.batches import failed_runs
-
-from .harness import ROOT, wait_for
+from tests.support.places import ROOT
+from tests.support.waiting import wait_for
 
 # 600 runs are six chunks of service.CHUNK: the kill lands after two and a half, so the
 # resumed worker finishes a chunk another began and starts fresh ones. About 1 minute.

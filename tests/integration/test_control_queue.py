@@ -19,8 +19,7 @@ from runs import engine
 from runs.batches import service
 from runs.models import Attempt, Batch, Run
 from runs.states import BatchStatus, RunStatus
-
-from .harness import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.workers, pytest.mark.broker]
 

@@ -16,8 +16,8 @@ from reconciliation.services import resolve_claim
 from runs import engine, events
 from runs.models import Attempt, Claim, Event, Step
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from tests.support.waiting import wait_for
 
-from .harness import wait_for
 from .helpers import SETTLED, wait_settled
 
 pytestmark = [pytest.mark.workers, pytest.mark.broker]

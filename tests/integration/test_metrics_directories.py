@@ -17,7 +17,7 @@ import pytest
 from runs import engine
 from runs.models import Run, WorkerProcess
 from runs.states import RunStatus
-from tests.integration.harness import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.workers
 

@@ -10,8 +10,8 @@ from runs import engine, events
 from runs.models import Event, Step
 from runs.states import RunStatus, StepStatus
 from tests.conftest import make_user
+from tests.support.waiting import wait_for
 
-from .harness import wait_for
 from .helpers import wait_settled
 
 pytestmark = pytest.mark.workers

@@ -17,8 +17,9 @@ import pytest
 from runs import engine
 from runs.models import Run
 from runs.states import RunStatus
+from tests.support.places import ROOT
+from tests.support.waiting import wait_for
 
-from .harness import ROOT, wait_for
 from .helpers import wait_settled
 from .servers import PrivatePostgres, free_port, manage
 

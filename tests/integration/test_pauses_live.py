@@ -13,8 +13,8 @@ from examples.models import Merge
 from runs import engine
 from runs.models import Attempt, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
+from tests.support.waiting import wait_for
 
-from .harness import wait_for
 from .helpers import wait_settled
 
 pytestmark = [pytest.mark.workers, pytest.mark.soak]

@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 
-from .harness import ROOT, wait_for
+from tests.support.places import ROOT
+from tests.support.waiting import wait_for
+
 from .servers import (
     PrivatePostgres,
     free_port,

@@ -21,8 +21,7 @@ from runs.engine.policies.recover import republish_stale
 from runs.models import Step
 from runs.states import StepStatus
 from tests.support.factories import earlier
-
-from .harness import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.servers, pytest.mark.broker]
 

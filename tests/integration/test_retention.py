@@ -35,8 +35,9 @@ from runs.models import (
 )
 from runs.tasks import execute_step
 from tests.operations.test_retention import drive
+from tests.support.places import ROOT
 
-from .harness import ROOT, Cluster
+from .harness import Cluster
 from .helpers import wait_settled
 
 

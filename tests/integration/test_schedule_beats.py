@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from runs.engine.policies.schedules import db_now, next_tick_after, tick_key
 from runs.models import Run, Schedule, SubmissionKey
-from tests.integration.harness import wait_for
+from tests.support.waiting import wait_for
 
 EVERY_SECOND = "* * * * * *"  # croniter: six fields, seconds last
 

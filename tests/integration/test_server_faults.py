@@ -25,8 +25,8 @@ from django.db.models import Count, Q
 from examples.models import TargetRecord
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, RunStatus
+from tests.support.waiting import wait_for
 
-from .harness import wait_for
 from .helpers import SETTLED, wait_settled
 from .servers import manage, session_broker
 

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from runs.processes import WORKER_READY, delete_queues
-from tests.integration import harness
+from tests.support import places, waiting
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = ROOT / "scripts" / "stack.py"
@@ -147,7 +147,7 @@ class Stack:
                 raise AssertionError(f"stack exited ({self.proc.returncode}):\n{self.output()}")
             return predicate()
 
-        return harness.wait_for(
+        return waiting.wait_for(
             checked, timeout=timeout, what=what, on_timeout=lambda: self.output()[-6000:]
         )
 
@@ -196,7 +196,7 @@ def stack(transactional_db, tmp_path) -> Iterator[Stack]:
     var, port = tmp_path / "var", free_port()
     env = stack_env(
         var,
-        DATABASE_URL=harness.database_url_for_tests(),
+        DATABASE_URL=places.database_url_for_tests(),
         CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
         RUNS_QUEUE=queue,
         PYTHONUNBUFFERED="1",

@@ -12,8 +12,8 @@ import pytest
 from runs import engine, history
 from runs.models import Attempt, Event
 from runs.states import AttemptStatus, RunStatus, StepStatus
+from tests.support.waiting import wait_for
 
-from .harness import wait_for
 from .helpers import wait_settled
 
 pytestmark = [pytest.mark.workers, pytest.mark.broker]

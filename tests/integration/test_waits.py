@@ -12,8 +12,8 @@ from django.db import connection
 from runs import engine
 from runs.models import Event, Run, Step
 from runs.states import RunStatus, StepStatus
+from tests.support.waiting import wait_for
 
-from .harness import wait_for
 from .helpers import wait_settled
 
 pytestmark = pytest.mark.workers
@@ -108,7 +108,8 @@ def test_two_concurrent_sweepers_wake_the_same_timers_once(tmp_path):
     import sys
     from unittest import mock
 
-    from tests.integration.harness import ROOT, Cluster
+    from tests.integration.harness import Cluster
+    from tests.support.places import ROOT
 
     runs = [engine.submit_run(workflow="sleepy", input={"seconds": 3600.0}) for _ in range(200)]
     with mock.patch.object(engine.publish, "send"):

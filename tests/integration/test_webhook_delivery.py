@@ -13,8 +13,8 @@ from reconciliation.models import WebhookDelivery
 from runs import engine
 from runs.models import Claim, Run
 from runs.states import ClaimStatus, RunStatus
-from tests.integration.harness import wait_for
 from tests.support.receiver import receiver
+from tests.support.waiting import wait_for
 
 SECRET = "integration-test-secret"
 

@@ -19,8 +19,8 @@ from kombu.entity import Exchange, Queue
 from runs import engine
 from runs.models import Attempt, WorkerProcess
 from runs.states import AttemptStatus
-from tests.integration.harness import wait_for
 from tests.support.factories import expire_leases
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.workers, pytest.mark.broker]
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.harness import ROOT
+from tests.support.places import ROOT
 
 DOCKER = ROOT / "docker"
 RULES = DOCKER / "prometheus" / "alerts.yml"

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from knox.models import AuthToken
 
-from tests.integration import harness
+from tests.support import places
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = "correct horse battery"
@@ -119,7 +119,7 @@ def test_createoperator_short_password_exits_1_with_one_line(transactional_db, t
     """The whole command line, as an operator runs it."""
     env = {
         **os.environ,
-        "DATABASE_URL": harness.database_url_for_tests(),
+        "DATABASE_URL": places.database_url_for_tests(),
         "DURABLE_RUNS_VAR": str(tmp_path),
         "OPERATOR_PASSWORD": "x7Kq",
     }
@@ -158,7 +158,7 @@ def test_createoperator_token_options_as_an_operator_runs_them(transactional_db,
     """The whole command line: the token alone on stdout; a refusal is one line."""
     env = {
         **os.environ,
-        "DATABASE_URL": harness.database_url_for_tests(),
+        "DATABASE_URL": places.database_url_for_tests(),
         "DURABLE_RUNS_VAR": str(tmp_path),
     }
     env.pop("OPERATOR_PASSWORD", None)

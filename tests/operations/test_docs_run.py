@@ -27,8 +27,8 @@ from examples.models import TargetRecord
 from runs.models import Claim, Run
 from runs.states import ClaimStatus, RunStatus
 from runs.workflows import registry
-from tests.integration.harness import wait_for
 from tests.support import factories
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.workers
 

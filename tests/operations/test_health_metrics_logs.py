@@ -15,7 +15,7 @@ from django.test import override_settings
 from config.logs import ContextFilter, JsonFormatter
 from runs import engine
 from runs.logcontext import log_context, payload
-from tests.integration.harness import ROOT
+from tests.support.places import ROOT
 
 pytestmark = pytest.mark.django_db
 
@@ -285,7 +285,7 @@ def test_a_wrong_log_format_is_one_clear_line():
 
 @pytest.mark.servers  # asks the session's broker and PostgreSQL
 def test_check_health_command_for_containers():
-    from tests.integration.harness import database_url_for_tests
+    from tests.support.places import database_url_for_tests
 
     db = {"DATABASE_URL": database_url_for_tests()}
     done = run_django(db, "check_health")

@@ -20,8 +20,8 @@ from runs.engine.core import faults
 from runs.engine.policies import operate, retention
 from runs.models import Claim, MapRegistry, RetentionPolicy, Run, Step, SubmissionKey
 from runs.states import RunStatus
-from tests.integration.harness import wait_for
 from tests.support.races import Background, is_waiting_on_lock
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from runs.models import WorkerProcess
 from runs.workers import Heartbeat, Identity
-from tests.integration.harness import wait_for
+from tests.support.waiting import wait_for
 
 
 def heartbeat(name: str = "w1@h", pid: int = 10, pids: list[int] | None = None) -> Heartbeat:

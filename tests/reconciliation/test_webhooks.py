@@ -291,7 +291,7 @@ def test_a_misconfigured_webhook_is_one_line_at_start(tmp_path, env, refusal):
 
 
 def test_the_verification_snippet_in_the_docs_accepts_a_delivery_and_refuses_a_forgery(hook):
-    from tests.integration.harness import ROOT
+    from tests.support.places import ROOT
 
     text = (ROOT / "docs" / "operating.md").read_text()
     section = text[text.index("## Webhook") :]

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.utils import load_backend
 
-from tests.integration.harness import wait_for
+from tests.support.waiting import wait_for
 
 
 def backend_pid() -> int:
