@@ -127,18 +127,27 @@ SET_VISIBILITY = """(state) => {
 
 def test_badge_polls_only_while_the_tab_is_visible(browser, transactional_db):
     make_user("olivia", "operators")
-    browser.login("olivia", PASSWORD)
     page = browser.page
+    # The page's clock is the test's: the polling interval passes when the test says so,
+    # not after a real wait.
+    page.clock.install()
+    browser.login("olivia", PASSWORD)
     polls: list[str] = []
     page.on("request", lambda r: polls.append(r.url) if "/badge/" in r.url else None)
     # The tab goes to the background: a hidden document must not poll.
     page.evaluate(SET_VISIBILITY, "hidden")
-    page.wait_for_timeout(6000)  # more than one polling interval (5 s)
+    page.clock.run_for(12_000)  # two polling intervals (5 s each) and more
+    # A request the timers made would be reported before the answer to a later call.
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => done(true)))")
     assert polls == []
     # Back in front: it refreshes at once, without waiting for the next tick.
-    page.evaluate(SET_VISIBILITY, "visible")
-    page.wait_for_timeout(500)
+    with page.expect_request(lambda r: "/badge/" in r.url):
+        page.evaluate(SET_VISIBILITY, "visible")
     assert len(polls) == 1
+    # And polls again at the next tick.
+    with page.expect_request(lambda r: "/badge/" in r.url):
+        page.clock.run_for(5_000)
+    assert len(polls) == 2
 
 
 def test_a_poll_after_the_login_went_idle_takes_the_tab_to_the_login_page(
