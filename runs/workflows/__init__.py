@@ -1,6 +1,10 @@
 """Public API for writing workflows: see docs/authoring.md, definition.py (declaring a
 workflow and its steps), inputs.py (its input) and context.py (what a step receives)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .context import Collected, Context, FencingToken
 from .definition import (
     GUARDED,
@@ -17,10 +21,64 @@ from .errors import WorkflowDefinitionError
 from .inputs import Field
 from .registry import register
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
-def workflow(name: str, version: int = 1, **kwargs: object) -> Workflow:
-    """Declare and register a workflow in one go."""
-    return register(Workflow(name, version, **kwargs))  # type: ignore[arg-type]
+
+def workflow(
+    name: str,
+    version: int = 1,
+    *,
+    input: Mapping[str, Any] | type[Any] | None = None,
+    description: str = "",
+    search: tuple[str, ...] = (),
+    effects: Callable[[str], int] | None = None,
+    expected_effects: Callable[[dict[str, Any]], int] | None = None,
+) -> Workflow:
+    """Declare a workflow and register it (registry.register) in one go.
+
+    Steps are then declared on the returned Workflow with its decorators (`step`,
+    `map_step`, `wait`, `sleep`, `compensation`) and schedules with `schedule`.
+    A workflow applies no effect kind of its own: each step names its kind.
+
+    Parameters
+    ----------
+    name:
+        The workflow's name, by which runs are submitted (API, UI, engine.submit_run).
+    version:
+        A positive int, default 1. Runs keep the version they were submitted with, so a
+        changed definition is declared under a new version beside the old one; two
+        workflows of the same name and version are refused when registered.
+    input:
+        The declared input (docs/authoring.md#input, inputs.py): a mapping of field
+        name to a type (str, int, float, bool, list, dict, list[T], dict[str, T] or
+        `T | None`) or a `Field(...)` with a default and, for a number, bounds; or a
+        pydantic model class that stands instead of them. Default None: no input.
+        Every submitted input is validated against it before the run exists.
+    description:
+        Free text shown in the UI and the API's schema for the input. Default `""`.
+    search:
+        Names of declared input fields a run is found by in the runs list and the API
+        (docs/authoring.md#search-fields), e.g. `("change_id",)`. A tuple, not a
+        string. Default `()`: no search field.
+    effects:
+        Optional, for `manage.py crashcheck`: `effects(run_id) -> int` counts the
+        external effects a run made. Default None.
+    expected_effects:
+        Optional, with `effects`: `expected_effects(input) -> int`, how many effects a
+        correct run with this input makes. Default None.
+    """
+    return register(
+        Workflow(
+            name,
+            version,
+            input={} if input is None else input,
+            description=description,
+            search=search,
+            effects=effects,
+            expected_effects=expected_effects,
+        )
+    )
 
 
 __all__ = [

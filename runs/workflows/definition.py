@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from runs.states import EffectKind
 
@@ -27,6 +27,11 @@ from .errors import WorkflowDefinitionError
 from .inputs import DeclaredInput, Field, InputType
 from .schedules import check_schedule_fields
 from .search import bound_search_ints, check_search_fields, search_keys
+
+# The decorators return the function they decorate unchanged, so it keeps its own type
+# (its parameters and its return type) for whoever calls or inspects it.
+StepFn = TypeVar("StepFn", bound=Callable[..., Any])
+InputFn = TypeVar("InputFn", bound=Callable[[Any], Mapping[str, Any]])
 
 PURE = EffectKind.PURE
 TRANSACTIONAL = EffectKind.TRANSACTIONAL
@@ -213,7 +218,7 @@ class Workflow:
     name: str
     version: int = 1
     # field name -> a type (inputs.py says which) or a Field; or a pydantic model
-    input: Mapping[str, Any] = field(default_factory=dict)
+    input: Mapping[str, Any] | type[Any] = field(default_factory=dict)
     description: str = ""
     # Optional, for `manage.py crashcheck`: count the external effects a run made
     # (effects(run_id) -> int) and how many a correct run makes (expected_effects(input)).
@@ -271,18 +276,63 @@ class Workflow:
         when: Callable[..., bool] | None = None,
         collect: str | None = None,
         compensate: str | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Declare a step: `fn(ctx) -> result` (the result must be JSON-serializable).
-        `kind` is required: it decides what the engine may do on retry and on crash.
+    ) -> Callable[[StepFn], StepFn]:
+        """Declare a step: decorates `fn(ctx) -> result` (the result must be
+        JSON-serializable) and returns it unchanged. Every parameter is keyword-only.
 
-        `when(ctx) -> bool`: evaluated when the step's dependencies are done; false
-        skips the step (status `skipped`, result None) and its dependents proceed.
-        `collect="<map step>"`: ctx.collected iterates that map step's per-item results
-        in item order (the map step becomes a dependency). `compensate="<name>"`: the
-        compensation (declared before with `@wf.compensation`) that undoes this step's
-        effect if the run is cancelled or fails after the step succeeded."""
+        Parameters
+        ----------
+        kind:
+            Required, no default: PURE, TRANSACTIONAL, IDEMPOTENT or GUARDED (or its string
+            value). It decides what the engine may do on retry and after a crash
+            (docs/architecture.md#effect-kinds); a missing or unknown kind is refused with
+            the list of kinds.
+        after:
+            Names of the steps this one depends on, each declared before it. Default None:
+            after the previously declared step (declaration order); `[]`: no dependency, it
+            runs when the run starts. Steps with no common dependency run in parallel.
+        retry:
+            The retry policy (`Retry`). Default None: `Retry()`, 3 attempts in all, 1 s
+            doubling up to 300 s, with jitter. Pure, transactional and idempotent steps are
+            retried after any error; a guarded step only after `NotApplied` (or a probe
+            that finds `not_applied`): any other error leaves its claim unresolved.
+        name:
+            The step's name (at most 100 characters, unique in the workflow). Default None:
+            the decorated function's `__name__`.
+        lease_seconds:
+            This step's lease, overriding `RUNS_LEASE_SECONDS` (default 60). Default None:
+            the setting. A step that runs longer must call `ctx.heartbeat()` or it is
+            declared crashed; all kinds.
+        key_includes_input:
+            Include a digest of the run's input in the step's claim and idempotency key
+            (docs/architecture.md#claims-and-keys). Default False: the key is the run, the
+            step and its revision. Matters for idempotent steps (the key the external
+            system dedupes by) and for every kind's claim.
+        probe:
+            A read-only check `probe(ctx) -> ProbeResult` of the external system, asked
+            when the step's claim is unresolved: `applied` or `not_applied` settles the
+            claim without an operator, `unknown` leaves it in the reconciliation queue
+            (docs/authoring.md#probes-and-postconditions). Only a guarded step leaves its
+            claim unresolved, so it is for guarded steps. Default None: an operator decides.
+        verify:
+            A postcondition `verify(result) -> bool` checked on the step's result; false is
+            an error, escalated (never retried) for a guarded step and retried like any
+            error for the other kinds. Default None: no check.
+        when:
+            A condition `when(ctx) -> bool`, decided when the step's dependencies are done;
+            false skips the step (status `skipped`, result None) and its dependents proceed
+            as after a success; one that raises fails the step. Default None: always runs.
+        collect:
+            The name of a map step declared before; `ctx.collected` then iterates its
+            per-item results in item order, and the map step becomes a dependency. Default
+            None. All kinds.
+        compensate:
+            The name of a compensation declared before with `@wf.compensation` that undoes
+            this step's effect if the run is cancelled or fails after the step succeeded;
+            one step per compensation. Default None: nothing to undo. All kinds.
+        """
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: StepFn) -> StepFn:
             step_name = name or fn.__name__
             deps = self._deps(after)
             if collect is not None:
@@ -333,13 +383,39 @@ class Workflow:
         name: str | None = None,
         lease_seconds: float | None = None,
         probe: Callable[..., Any] | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Declare a compensation: `fn(ctx) -> result`, run as a step of its own (with
-        its own effect kind, claim and retries) only when a run that completed the step
-        naming it (`compensate=`) is cancelled or fails. It is not part of the plan
-        otherwise. ctx.results holds the run's results, the compensated step's too."""
+    ) -> Callable[[StepFn], StepFn]:
+        """Declare a compensation: decorates `fn(ctx) -> result` and returns it
+        unchanged. It runs as a step of its own (with its own effect kind, claim and
+        retries) only when a run that completed the step naming it (`compensate=`) is
+        cancelled or fails; it is not part of the plan otherwise. ctx.results holds the
+        run's results, the compensated step's too. Every parameter is keyword-only.
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        Parameters
+        ----------
+        kind:
+            Required, no default: PURE, TRANSACTIONAL, IDEMPOTENT or GUARDED (or its string
+            value). It decides what the engine may do on retry and after a crash
+            (docs/architecture.md#effect-kinds); a missing or unknown kind is refused with
+            the list of kinds.
+        retry:
+            The retry policy (`Retry`). Default None: `Retry()`, 3 attempts in all, 1 s
+            doubling up to 300 s, with jitter. Pure, transactional and idempotent steps are
+            retried after any error; a guarded step only after `NotApplied` (or a probe
+            that finds `not_applied`): any other error leaves its claim unresolved.
+        name:
+            The compensation's name, which a step names with `compensate=` (unique among
+            the workflow's steps and compensations). Default None: the function's
+            `__name__`.
+        lease_seconds:
+            This step's lease, overriding `RUNS_LEASE_SECONDS` (default 60). Default None:
+            the setting. A step that runs longer must call `ctx.heartbeat()` or it is
+            declared crashed; all kinds.
+        probe:
+            As for `step`: `probe(ctx) -> ProbeResult` settles an unresolved claim of a
+            guarded compensation. Default None.
+        """
+
+        def register(fn: StepFn) -> StepFn:
             comp_name = name or fn.__name__
             if comp_name in self.steps or comp_name in self.compensations:
                 raise WorkflowDefinitionError(f"{self.name}: duplicate step name {comp_name!r}")
@@ -368,18 +444,46 @@ class Workflow:
         when: Callable[..., bool] | None = None,
         signalled_by: tuple[str, ...] | list[str] = ("operators",),
         four_eyes: bool = False,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[StepFn], StepFn]:
         """Declare a step that waits for the signal `signal` (engine.send_signal). Its
         result is `{"payload": …, "actor": …, "timed_out": False}`, or
-        `{"timed_out": True}` after `timeout` with `on_timeout="continue"`
-        (`"fail"`: the step and the run fail). A signal sent before the run reaches
-        the wait is kept for it; a second signal of the same name is refused
-        (`on_duplicate="refuse"`) or kept in order for a later wait (`"queue"`).
-        `signalled_by`: the roles that may send it, operators only by default; a
-        wait that a service account may signal says `("operators", "submitters")`.
-        `four_eyes=True`: an approval, which must come from someone other than the
-        principal that submitted the run.
-        The decorated function only names the step: it is not called."""
+        `{"timed_out": True}` after a timeout with `on_timeout="continue"`. It holds no
+        worker and takes no attempt. The decorated function only names the step: it is
+        not called, and is returned unchanged. A wait has no effect kind to choose (it
+        is declared pure, with no retry). Every parameter is keyword-only.
+
+        Parameters
+        ----------
+        signal:
+            Required: the signal's name (a non-empty string of at most 100 characters).
+            A signal sent before the run reaches the wait is kept for it.
+        timeout:
+            A positive timedelta after which the wait ends without a signal, timed on the
+            database's clock. Default None: it waits for ever.
+        on_timeout:
+            `"fail"` (default): the step and the run fail at the timeout; `"continue"`:
+            the step succeeds with `{"timed_out": True}`.
+        on_duplicate:
+            `"refuse"` (default): a second signal of the same name is refused;
+            `"queue"`: it is kept in order for a later wait. Waits for one signal must agree.
+        after:
+            Names of the steps this one depends on, each declared before it. Default None:
+            after the previously declared step (declaration order); `[]`: no dependency, it
+            runs when the run starts. Steps with no common dependency run in parallel.
+        name:
+            The step's name. Default None: the function's `__name__`.
+        when:
+            A condition `when(ctx) -> bool`, decided when the step's dependencies are done;
+            false skips the step (status `skipped`, result None) and its dependents proceed
+            as after a success; one that raises fails the step. Default None: always runs.
+        signalled_by:
+            The roles that may send the signal, among "operators" and "submitters".
+            Default `("operators",)`; a wait that a service account may signal says
+            `("operators", "submitters")`. Waits for one signal must agree.
+        four_eyes:
+            True: an approval, which must come from someone other than the principal that
+            submitted the run. Default False.
+        """
         if not isinstance(signal, str) or not signal or len(signal) > STEP_NAME_MAX:
             raise WorkflowDefinitionError(f"{self.name}: wait needs a signal name (a string)")
         if on_timeout not in ON_TIMEOUT:
@@ -433,11 +537,32 @@ class Workflow:
         after: list[str] | tuple[str, ...] | None = None,
         name: str | None = None,
         when: Callable[..., bool] | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Declare a durable sleep: until `until(ctx)` (an aware datetime) or for
-        `for_(ctx)` (a timedelta), computed from the input or earlier results when the
-        step is reached; without either, the decorated function itself returns the
-        datetime or timedelta. Its result is `{"slept_until": <ISO time>}`."""
+    ) -> Callable[[StepFn], StepFn]:
+        """Declare a durable sleep, timed on the database's clock and holding no worker.
+        Its result is `{"slept_until": <ISO time>}`. The decorated function is returned
+        unchanged; it is called for the deadline only when neither `until` nor `for_` is
+        given. A sleep has no effect kind to choose (it is declared pure, with no retry).
+        Every parameter is keyword-only.
+
+        Parameters
+        ----------
+        until:
+            `until(ctx) -> datetime` (aware), computed from the input or earlier results
+            when the step is reached. Default None.
+        for_:
+            `for_(ctx) -> timedelta`, likewise; not with `until`. Default None: without
+            either, the decorated function itself returns the datetime or timedelta.
+        after:
+            Names of the steps this one depends on, each declared before it. Default None:
+            after the previously declared step (declaration order); `[]`: no dependency, it
+            runs when the run starts. Steps with no common dependency run in parallel.
+        name:
+            The step's name. Default None: the function's `__name__`.
+        when:
+            A condition `when(ctx) -> bool`, decided when the step's dependencies are done;
+            false skips the step (status `skipped`, result None) and its dependents proceed
+            as after a success; one that raises fails the step. Default None: always runs.
+        """
         if until is not None and for_ is not None:
             raise WorkflowDefinitionError(f"{self.name}: sleep takes until= or for_=, not both")
         deadline = until or for_
@@ -450,8 +575,8 @@ class Workflow:
         after: list[str] | tuple[str, ...] | None,
         name: str | None,
         when: Callable[..., bool] | None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+    ) -> Callable[[StepFn], StepFn]:
+        def register(fn: StepFn) -> StepFn:
             step_name = name or fn.__name__
             if spec.signal is None and spec.deadline is None:
                 final = WaitSpec(deadline=fn)
@@ -484,20 +609,51 @@ class Workflow:
         lease_seconds: float | None = None,
         key: Callable[[Any], Any] | None = None,
         when: Callable[..., bool] | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Declare a map step: `fn(ctx, item)` is called once per item of the list that
-        step `over` returned, in batches of `batch_size`. Each item is its own logical
-        invocation with its own claim, so a crash loses at most the item in flight.
-        `kind` is required (transactional or idempotent).
+    ) -> Callable[[StepFn], StepFn]:
+        """Declare a map step: decorates `fn(ctx, item)` and returns it unchanged; it is
+        called once per item of the list that step `over` returned, in batches of
+        `batch_size`. Each item is its own logical invocation with its own claim, so a
+        crash loses at most the item in flight. Every parameter is keyword-only.
 
-        Each item needs a key of its own, unique in its list: by default the item's
-        canonical JSON (so `1` and `"1"` differ), or `key(item)` as a string, e.g.
-        `key=lambda record: record["id"]`; a key past 128 characters is replaced by its
-        digest. A list in which two items share a key fails the map step."""
+        Parameters
+        ----------
+        over:
+            Required: the name of a step declared before whose result is the list to map;
+            it becomes a dependency.
+        batch_size:
+            Required: how many items one task runs, a positive int or the name of a
+            declared input field that holds it.
+        kind:
+            Required: PURE, TRANSACTIONAL or IDEMPOTENT (or its string value); GUARDED is
+            refused (declare one guarded step per irreversible effect).
+        after:
+            Names of the steps this one depends on, each declared before it. Default None:
+            after the previously declared step (declaration order); `[]`: no dependency, it
+            runs when the run starts. Steps with no common dependency run in parallel.
+        retry:
+            The retry policy (`Retry`), per item. Default None: `Retry()`, 3 attempts in
+            all, 1 s doubling up to 300 s, with jitter.
+        name:
+            The step's name (at most 100 characters, unique in the workflow). Default None:
+            the decorated function's `__name__`.
+        lease_seconds:
+            This step's lease, overriding `RUNS_LEASE_SECONDS` (default 60). Default None:
+            the setting. A batch that runs longer must call `ctx.heartbeat()` or it is
+            declared crashed.
+        key:
+            `key(item)`, whose string is the item's key (its claim key), unique in its
+            list, e.g. `key=lambda record: record["id"]`. Default None: the item's
+            canonical JSON (so `1` and `"1"` differ). A key past 128 characters is replaced
+            by its digest; a list in which two items share a key fails the map step.
+        when:
+            A condition `when(ctx) -> bool`, decided when the step's dependencies are done;
+            false skips the step (status `skipped`, result None) and its dependents proceed
+            as after a success; one that raises fails the step. Default None: always runs.
+        """
         if over not in self.steps:
             raise WorkflowDefinitionError(f"map step over unknown step {over!r}")
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: StepFn) -> StepFn:
             step_name = name or fn.__name__
             effect_kind = self._kind(kind, step_name)
             if effect_kind == GUARDED:
@@ -572,14 +728,33 @@ class Workflow:
         missed: str = "skip",
         timezone: str = "UTC",
         max_catch_up: int = 100,
-    ) -> Callable[[Callable[[Any], Mapping[str, Any]]], Callable[[Any], Mapping[str, Any]]]:
-        """Submit a run of this workflow at every tick of `cron` (five fields, or six with
-        seconds last, as croniter reads them) in `timezone`. Either pass `input=`, or
-        use it as a decorator on `fn(tick) -> input`. Ticks missed while nothing ran are
-        skipped (`missed="skip"`: only the latest is submitted) or caught up
-        (`missed="catch_up"`: each of the latest `max_catch_up`, oldest first). Each tick
-        is submitted with the key `schedule:<name>:<tick>`, so it runs once however many
-        beats fire it. Also usable as a plain call when `input=` is given."""
+    ) -> Callable[[InputFn], InputFn]:
+        """Submit a run of this workflow at every tick of `cron`. Either pass `input=`
+        (a plain call), or use it as a decorator on `fn(tick) -> input`, which is
+        returned unchanged. Each tick is submitted with the key
+        `schedule:<name>:<tick>`, so it runs once however many beats fire it.
+
+        Parameters
+        ----------
+        cron:
+            Required, positional: five fields, or six with seconds last, as croniter
+            reads them.
+        input:
+            The input of every run, validated against the workflow's input when
+            declared. Default None: the decorated function computes it from the tick
+            (an aware datetime); not both.
+        name:
+            The schedule's name, unique in the workflow. Default None:
+            `<workflow>-v<version>`.
+        missed:
+            Ticks missed while nothing ran: `"skip"` (default) submits only the
+            latest; `"catch_up"` submits each of the latest `max_catch_up`, oldest first.
+        timezone:
+            The IANA time zone the cron is read in. Default `"UTC"`.
+        max_catch_up:
+            With `missed="catch_up"`, at most this many missed ticks are submitted.
+            Default 100.
+        """
         sched_name = name or f"{self.name}-v{self.version}"
         if any(s.name == sched_name for s in self.schedules):
             raise WorkflowDefinitionError(
@@ -591,15 +766,23 @@ class Workflow:
         if problems:
             where = f"workflow {self.name!r} v{self.version}, schedule {sched_name!r}"
             raise WorkflowDefinitionError(f"{where}: " + "; ".join(problems.values()))
-        base = dict(
-            name=sched_name,
-            workflow=self.name,
-            version=self.version,
-            cron=cron,
-            timezone=timezone,
-            missed=missed,
-            max_catch_up=max_catch_up,
-        )
+
+        def declared(
+            given: Mapping[str, Any] | None,
+            input_fn: Callable[[Any], Mapping[str, Any]] | None = None,
+        ) -> ScheduleDef:
+            return ScheduleDef(
+                name=sched_name,
+                workflow=self.name,
+                version=self.version,
+                cron=cron,
+                timezone=timezone,
+                missed=missed,
+                max_catch_up=max_catch_up,
+                input=given,
+                input_fn=input_fn,
+            )
+
         if input is not None:
             try:
                 self.validate_input(input)
@@ -607,14 +790,14 @@ class Workflow:
                 raise WorkflowDefinitionError(
                     f"{self.name}: schedule {sched_name!r} has an input the workflow refuses: {exc}"
                 ) from None
-            self.schedules.append(ScheduleDef(**base, input=dict(input)))  # type: ignore[arg-type]
+            self.schedules.append(declared(dict(input)))
 
-        def register(fn: Callable[[Any], Mapping[str, Any]]) -> Callable[[Any], Mapping[str, Any]]:
+        def register(fn: InputFn) -> InputFn:
             if input is not None:
                 raise WorkflowDefinitionError(
                     f"{self.name}: schedule {sched_name!r} has both input= and an input function"
                 )
-            self.schedules.append(ScheduleDef(**base, input=None, input_fn=fn))  # type: ignore[arg-type]
+            self.schedules.append(declared(None, fn))
             return fn
 
         return register
