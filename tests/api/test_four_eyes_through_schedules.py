@@ -6,11 +6,12 @@ particular. Through the admin's form and the API, as an operator would go."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime
 
 import pytest
+from croniter import croniter
 from django.core.management import CommandError, call_command
-from django.db.models.functions import Now
+from django.db import connection
 from django.test import Client
 
 from runs import engine
@@ -49,11 +50,14 @@ def _save_in_admin(user, pk: int | None = None, **changes: str) -> None:
 
 
 def _fire(schedule: Schedule) -> Run:
-    """The schedule's next tick, now: the beat fires it and its run reaches the approval."""
+    """The schedule's latest tick is due now: the beat fires it and its run reaches the
+    approval. The tick is the cron's own (a `*/2` schedule has none in most minutes)."""
     before = set(Run.objects.values_list("id", flat=True))
-    Schedule.objects.filter(pk=schedule.pk).update(
-        next_tick_at=Now() - timedelta(minutes=1, seconds=1)
-    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        now = cursor.fetchone()[0]
+    latest = croniter(schedule.cron, now).get_prev(datetime)
+    Schedule.objects.filter(pk=schedule.pk).update(next_tick_at=latest)
     report = engine.fire_due_schedules()
     assert len(report.submitted) == 1, report
     run = Run.objects.exclude(id__in=before).get()
