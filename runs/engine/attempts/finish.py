@@ -27,7 +27,7 @@ from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state import ready
 from runs.engine.state.ready import dependents_of, dependents_params, step_succeeded
-from runs.engine.state.run import statuses_going_on, step_gave_up
+from runs.engine.state.run import fail_step, statuses_going_on
 from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import AttemptFenced
 from runs.models import Claim, Step
@@ -245,14 +245,17 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
         if step.has_attempts_left and going_on:
             _retry_later(started, error=error, delay=started.stepdef.retry.delay(step.attempts))
             return "retrying"
-        _leave_running(started, status=StepStatus.FAILED, error=error, finished_at=Now())
-        step_gave_up(
-            run_id=run.id,
-            step=step,
-            attempt_number=attempt.number,
+        if not fail_step(
+            run.id,
+            step,
             error=error,
+            was=StepStatus.RUNNING,
+            owned_by=attempt,
+            attempt_number=attempt.number,
             maybe_applied=uncertain,
-        )
+            current_attempt=None,
+        ):
+            raise AttemptFenced(f"step {step.key} is no longer owned by its attempt")
         return "failed"
 
 

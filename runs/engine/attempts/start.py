@@ -15,14 +15,13 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Field, Model
-from django.db.models.functions import Now
 
 from runs import events, prepared, sql
 from runs.engine.core import faults
 from runs.engine.core.clock import lease_for
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_now
-from runs.engine.state.run import ACTIVE, COMPENSATING
+from runs.engine.state.run import ACTIVE, COMPENSATING, start_run
 from runs.errors import ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, EffectKind, RunStatus, StepStatus
@@ -210,10 +209,8 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
     step.current_attempt = attempt
     # The run's status as of this statement's snapshot: a run already running never
     # goes back to pending, so only a pending one needs the conditional UPDATE.
-    if run.status == RunStatus.PENDING and Run.objects.filter(
-        pk=run.id, status=RunStatus.PENDING
-    ).update(status=RunStatus.RUNNING, updated_at=Now()):
-        events.append_event(run.id, events.RUN_STARTED)
+    if run.status == RunStatus.PENDING:
+        start_run(run.id)
     run.status = RunStatus.RUNNING
     events.append_event(
         run.id,

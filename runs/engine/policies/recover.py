@@ -32,7 +32,7 @@ from runs.engine.attempts.start import Started
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit, publish_probes, step_queue_depth
-from runs.engine.state.run import active_run, compensating_run, statuses_going_on, step_gave_up
+from runs.engine.state.run import active_run, compensating_run, fail_step, statuses_going_on
 from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import WorkflowVersionUnknown
 from runs.logcontext import payload
@@ -219,14 +219,17 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         error = f"attempt {attempt.number} crashed; the run is no longer active"
     else:
         error = f"attempt {attempt.number} crashed and no attempts remain"
-    owned.update(status=StepStatus.FAILED, current_attempt=None, error=error, finished_at=Now())
-    step_gave_up(
-        run_id=step.run_id,
-        step=step,
-        attempt_number=attempt.number,
+    took = fail_step(
+        step.run_id,
+        step,
         error=error,
+        was=StepStatus.RUNNING,
+        owned_by=attempt,
+        attempt_number=attempt.number,
         maybe_applied=effect_started,
+        current_attempt=None,
     )
+    assert took, "the step was read under its lock, running this attempt"
 
 
 def settle_late_finish(

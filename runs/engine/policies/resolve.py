@@ -43,8 +43,8 @@ from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
-from runs.engine.state.ready import step_succeeded
-from runs.engine.state.run import fail_run, statuses_going_on
+from runs.engine.state.ready import succeed_step
+from runs.engine.state.run import fail_step, statuses_going_on
 from runs.errors import (
     ClaimAlreadyResolved,
     ClaimNotFound,
@@ -218,18 +218,14 @@ def _step_resolved_succeeded(
         if schedule
         else "tell whether the step's compensation must run",
     )
-    n = Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
-        status=StepStatus.SUCCEEDED, result=result, error="", finished_at=Now()
-    )
-    assert n == 1
-    events.append_event(
-        run.id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key, resolved_by=who
-    )
-    # The same bookkeeping as any success (step_succeeded): the run's count of steps
+    # The same bookkeeping as any success (succeed_step): the run's count of steps
     # remaining goes down whether or not it still goes on (a retry of its failed
     # steps then finds it right), and in a run that stopped nothing is queued, but a
     # compensation the step names is planned: its effect happened.
-    publish_on_commit(step_succeeded(run_id=run.id, step=step, workflow=workflow))
+    ready = succeed_step(
+        run.id, step, workflow, was=StepStatus.UNRESOLVED, result=result, resolved_by=who, error=""
+    )
+    publish_on_commit(ready)
 
 
 def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> None:
@@ -253,12 +249,8 @@ def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> 
         error = f"claim resolved as failed by {who} and no attempts remain"
     else:
         error = f"claim resolved as failed by {who}; the run no longer goes on ({run.status})"
-    n = Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
-        status=StepStatus.FAILED, error=error, finished_at=Now()
-    )
-    assert n == 1
-    events.append_event(run.id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error)
-    fail_run(run.id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
+    took = fail_step(run.id, step, error=error, was=StepStatus.UNRESOLVED)
+    assert took, "the claim's resolution locked the step, unresolved"
 
 
 def _resume_if_reconciled(run_id: uuid.UUID) -> None:

@@ -38,9 +38,9 @@ from runs.engine.core.locks import lock_run
 from runs.engine.core.principals import actor_name, shown, user_principal
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
-from runs.engine.state.ready import step_succeeded
+from runs.engine.state.ready import succeed_step
 from runs.engine.state.results import context_for
-from runs.engine.state.run import active_run, fail_run
+from runs.engine.state.run import active_run, fail_step, start_run
 from runs.errors import (
     DuplicateSignal,
     RunNotActive,
@@ -79,10 +79,7 @@ def reach_wait(*, step_id: int, workflow: Workflow, stepdef: StepDef) -> str:
         if step is None:
             return "skipped"  # a duplicate delivery
         run_id: uuid.UUID = run.id
-        if Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-            status=RunStatus.RUNNING, updated_at=Now()
-        ):
-            events.append_event(run_id, events.RUN_STARTED)
+        start_run(run_id)
         if spec.signal is not None:
             signal = _consume(run_id, spec.signal, step)
             if signal is not None:
@@ -155,29 +152,20 @@ def _consume(run_id: uuid.UUID, name: str, step: Step) -> dict[str, Any] | None:
 
 
 def _succeed(step: Step, workflow: Workflow, result: Any) -> None:
-    n = Step.objects.filter(pk=step.id, status=StepStatus.QUEUED).update(
-        status=StepStatus.SUCCEEDED,
+    ready = succeed_step(
+        step.run_id,
+        step,
+        workflow,
+        was=StepStatus.QUEUED,
         result=ensure_json(result),
         started_at=Now(),
-        finished_at=Now(),
     )
-    if n != 1:
-        raise RuntimeError(f"wait step {step.key} was not queued")
-    events.append_event(step.run_id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key)
-    ready = step_succeeded(run_id=step.run_id, step=step, workflow=workflow)
     publish_on_commit(ready, fault_step=step.name)
 
 
 def _fail(step: Step, error: str) -> None:
-    n = Step.objects.filter(pk=step.id, status=StepStatus.QUEUED).update(
-        status=StepStatus.FAILED, error=error, started_at=Now(), finished_at=Now()
-    )
-    if n != 1:
+    if not fail_step(step.run_id, step, error=error, was=StepStatus.QUEUED, started_at=Now()):
         raise RuntimeError(f"wait step {step.key} was not queued")
-    events.append_event(
-        step.run_id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error
-    )
-    fail_run(step.run_id, f"step {step.key} failed: {error}")
 
 
 def _park(step: Step, signal: str | None) -> None:

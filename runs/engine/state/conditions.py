@@ -6,15 +6,12 @@ from __future__ import annotations
 import traceback
 import uuid
 
-from django.db.models.functions import Now
-
-from runs import events
 from runs.models import Run, Step
 from runs.states import StepStatus
 from runs.workflows.definition import StepDef
 
 from .results import context_for
-from .run import fail_run
+from .run import fail_step
 
 
 def condition_holds(run_id: uuid.UUID, step: Step, stepdef: StepDef) -> bool | None:
@@ -30,12 +27,5 @@ def condition_holds(run_id: uuid.UUID, step: Step, stepdef: StepDef) -> bool | N
             "its condition raised "
             + "".join(traceback.format_exception_only(type(exc), exc)).strip()
         )
-        n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
-            status=StepStatus.FAILED, error=error, finished_at=Now()
-        )
-        if n == 1:
-            events.append_event(
-                run_id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error
-            )
-            fail_run(run_id, f"step {step.key} failed: {error}")
+        fail_step(run_id, step, error=error, was=StepStatus.PENDING)
         return None

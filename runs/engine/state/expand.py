@@ -16,7 +16,7 @@ from runs.states import StepStatus
 from runs.workflows.definition import StepDef, Workflow
 
 from .revision import bump_revision
-from .run import fail_run
+from .run import fail_step
 
 
 def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int] | None:
@@ -80,11 +80,7 @@ def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int] 
         batch_size=size,
     )
     if not batches:
-        Step.objects.filter(pk=parent.id).update(
-            status=StepStatus.SUCCEEDED, result={"items": 0, "batches": 0}, finished_at=Now()
-        )
-        events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
-        return None  # nothing to queue: the caller goes on as after the step's success
+        return None  # nothing to queue: the caller makes it succeed (ready.succeed_step)
     return ids
 
 
@@ -125,11 +121,7 @@ def _keyed_items(stepdef: StepDef, collection: list[Any]) -> list[dict[str, Any]
 
 def _refuse(run_id: uuid.UUID, parent: Step, error: str) -> list[int]:
     """Fail a map step that cannot expand, and its run; nothing to queue."""
-    n = Step.objects.filter(pk=parent.id, status=StepStatus.PENDING).update(
-        status=StepStatus.FAILED, error=error, finished_at=Now()
-    )
-    if n != 1:
+    # The error already names the map step: it is the run's error as it stands.
+    if not fail_step(run_id, parent, error=error, was=StepStatus.PENDING, run_error=error):
         raise RuntimeError(f"map step {parent.key} was not pending")
-    events.append_event(run_id, events.STEP_FAILED, step_id=parent.id, step=parent.key, error=error)
-    fail_run(run_id, error)
     return []

@@ -21,6 +21,33 @@ from .run import ACTIVE, succeed_run
 SQL = sql.load(__file__)
 
 
+def succeed_step(
+    run_id: uuid.UUID,
+    step: Step,
+    workflow: Workflow,
+    *,
+    was: str,
+    result: Any,
+    resolved_by: str | None = None,
+    **columns: Any,
+) -> list[int]:
+    """The edge step `was` → succeeded with everything that follows it: the conditional
+    UPDATE (`columns` set with it), its `step_succeeded` event (naming who resolved it,
+    for a claim decided by a person), then step_succeeded(): the counters, the dependents
+    made ready, the run's end. Returns the ids of the steps that became queued (the caller
+    publishes them after its commit). The fast twin is attempts/finish.sql's
+    `succeed_and_dependents`, whose caller writes the same event and hands its rows to
+    step_succeeded(found=...)."""
+    n = Step.objects.filter(pk=step.id, status=was).update(
+        status=StepStatus.SUCCEEDED, result=result, finished_at=Now(), **columns
+    )
+    if n != 1:
+        raise RuntimeError(f"step {step.key} was not {was}")
+    who: dict[str, Any] = {"resolved_by": resolved_by} if resolved_by is not None else {}
+    events.append_event(run_id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key, **who)
+    return step_succeeded(run_id=run_id, step=step, workflow=workflow)
+
+
 def step_succeeded(
     *,
     run_id: uuid.UUID,
@@ -39,15 +66,13 @@ def step_succeeded(
         if remaining != 0:
             return []
         parent = Step.objects.get(pk=step.parent_id)
-        n = Step.objects.filter(pk=parent.id, status=StepStatus.RUNNING).update(
-            status=StepStatus.SUCCEEDED,
-            finished_at=Now(),
+        return succeed_step(
+            run_id,
+            parent,
+            workflow,
+            was=StepStatus.RUNNING,
             result={"items": _count_items(parent), "batches": parent.batches.count()},
         )
-        if n != 1:
-            raise RuntimeError(f"map step {parent.key} was not running")
-        events.append_event(run_id, events.STEP_SUCCEEDED, step_id=parent.id, step=parent.key)
-        return step_succeeded(run_id=run_id, step=parent, workflow=workflow)
 
     if step.compensates:
         return compensation_succeeded(run_id=run_id, step=step)
@@ -140,8 +165,10 @@ def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
             return step_succeeded(run_id=run_id, step=step, workflow=workflow)
     if stepdef.is_map:
         batches = expand(run_id=run_id, parent=step, workflow=workflow)
-        if batches is None:  # an empty collection: the map step succeeded at once
-            return step_succeeded(run_id=run_id, step=step, workflow=workflow)
+        if batches is None:  # an empty collection: the map step succeeds at once
+            return succeed_step(
+                run_id, step, workflow, was=StepStatus.RUNNING, result={"items": 0, "batches": 0}
+            )
         return batches
     n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
         status=StepStatus.QUEUED, queued_at=Now()

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 
 from runs import events
 from runs.engine.core.locks import lock_run
-from runs.models import Run, Step
+from runs.models import Attempt, Run, Step
 from runs.states import RUN_ACTIVE, RunStatus
 from runs.workflows.definition import Workflow
 
 from .compensation import begin_compensation
+from .steps import step_to_failed
 from .stopped import settle_open_effects, stopped_for_good
-from .unresolved import close_claims_on_give_up
 
 log = logging.getLogger(__name__)
 
@@ -51,21 +52,53 @@ def statuses_going_on(step: Step) -> tuple[str, ...]:
     return (RunStatus.COMPENSATING,) if step.compensates else RUN_ACTIVE
 
 
-def step_gave_up(
-    *, run_id: uuid.UUID, step: Step, attempt_number: int, error: str, maybe_applied: bool
-) -> None:
-    """What follows a step's own move to `failed` (a failure with no retry left, or a
-    crash): its in-flight claims close, its event, and its run fails (or compensates)."""
-    close_claims_on_give_up(run_id=run_id, step=step, error=error, maybe_applied=maybe_applied)
-    events.append_event(
+def start_run(run_id: uuid.UUID) -> bool:
+    """The edge run pending → running, with its event: the first step starts (or a wait is
+    reached). False, writing nothing, if the run was not pending (it already runs, or it
+    stopped before its first step)."""
+    if Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
+        status=RunStatus.RUNNING, updated_at=Now()
+    ):
+        events.append_event(run_id, events.RUN_STARTED)
+        return True
+    return False
+
+
+def fail_step(
+    run_id: uuid.UUID,
+    step: Step,
+    *,
+    error: str,
+    was: str | None,
+    owned_by: Attempt | None = None,
+    attempt_number: int | None = None,
+    maybe_applied: bool = False,
+    run_error: str | None = None,
+    **columns: Any,
+) -> bool:
+    """The edge step `was` → failed, for good, with everything that follows it: the
+    conditional UPDATE, its claims closed and its event (steps.step_to_failed, whose
+    parameters these are; `was=None` after a fast twin's own statement), then its run
+    fails or compensates (fail_run; `run_error` when the step's error already names the
+    run's cause). False, writing nothing, if the step was no longer `was`: whether that
+    is a bug is the caller's to say."""
+    if not step_to_failed(
         run_id,
-        events.STEP_FAILED,
-        step_id=step.id,
-        attempt_number=attempt_number,
-        step=step.key,
+        step,
         error=error,
+        was=was,
+        owned_by=owned_by,
+        attempt_number=attempt_number,
+        maybe_applied=maybe_applied,
+        **columns,
+    ):
+        return False
+    fail_run(
+        run_id,
+        run_error or f"step {step.key} failed: {error}",
+        compensation=bool(step.compensates),
     )
-    fail_run(run_id, f"step {step.key} failed: {error}", compensation=bool(step.compensates))
+    return True
 
 
 def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> None:
@@ -79,10 +112,7 @@ def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> No
         return
     if compensation:
         if run.status == RunStatus.COMPENSATING:
-            Run.objects.filter(pk=run_id).update(
-                status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
-            )
-            events.append_event(run_id, events.RUN_FAILED, error=error)
+            _run_failed(run_id, error)
         return
     if run.status not in RUN_ACTIVE:
         # A step of a run that had stopped gave up: what it left open is settled now
@@ -92,6 +122,11 @@ def fail_run(run_id: uuid.UUID, error: str, *, compensation: bool = False) -> No
         return
     if begin_compensation(run, ends_as=RunStatus.FAILED, error=error):
         return  # it settled what the plan left open (state/stopped.py)
+    _run_failed(run_id, error)
+
+
+def _run_failed(run_id: uuid.UUID, error: str) -> None:
+    """The edge run → failed, under the run's lock (fail_run decided it)."""
     Run.objects.filter(pk=run_id).update(
         status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
     )

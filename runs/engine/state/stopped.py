@@ -40,7 +40,8 @@ from runs.engine.core.versions import workflow_of
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
 
-from .unresolved import close_claims_on_give_up, mark_unresolved
+from .steps import step_to_failed
+from .unresolved import mark_unresolved
 
 SQL = sql.load(__file__)
 OPEN = (ClaimStatus.IN_FLIGHT, ClaimStatus.ABANDONED)
@@ -127,14 +128,15 @@ def _to_a_person(run_id: uuid.UUID, step: Step, why: str) -> None:
 
 
 def _give_up(run_id: uuid.UUID, step: Step, why: str) -> None:
-    error = f"{why} before its next attempt"
-    n = Step.objects.filter(pk=step.id, status=step.status).update(
-        status=StepStatus.FAILED, error=error, next_attempt_at=None, finished_at=Now()
-    )
-    assert n == 1, "the run is locked and the step was read under it"
     # Its last attempt's outcome is unknown unless the kind says otherwise: a guarded
     # step retries only after NotApplied; an idempotent claim is abandoned (safe to repeat).
-    close_claims_on_give_up(
-        run_id=run_id, step=step, error=error, maybe_applied=step.kind == EffectKind.IDEMPOTENT
+    # Not run.fail_step: the run has stopped already, and this is its settling.
+    took = step_to_failed(
+        run_id,
+        step,
+        error=f"{why} before its next attempt",
+        was=step.status,
+        maybe_applied=step.kind == EffectKind.IDEMPOTENT,
+        next_attempt_at=None,
     )
-    events.append_event(run_id, events.STEP_FAILED, step_id=step.id, step=step.key, error=error)
+    assert took, "the run is locked and the step was read under it"

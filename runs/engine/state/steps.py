@@ -1,0 +1,53 @@
+"""The edge step → failed, for good, without what follows for its run
+(docs/architecture.md#where-each-transition-lives).
+
+Everyone calls state/run.fail_step, which adds the run's follow-up (it fails, or
+compensates). Only state/stopped.py calls this one directly: the run it settles has
+stopped already, and failing it again would settle it again."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models.functions import Now
+
+from runs import events
+from runs.models import Attempt, Step
+from runs.states import StepStatus
+
+from .unresolved import close_claims_on_give_up
+
+
+def step_to_failed(
+    run_id: uuid.UUID,
+    step: Step,
+    *,
+    error: str,
+    was: str | None,
+    owned_by: Attempt | None = None,
+    attempt_number: int | None = None,
+    maybe_applied: bool = False,
+    **columns: Any,
+) -> bool:
+    """The conditional UPDATE `was` → failed (`columns` set with it; `owned_by`: only
+    while that attempt owns the step), the step's in-flight claims closed (`failed`, or
+    `abandoned` for an idempotent effect that `maybe_applied`), and its `step_failed`
+    event. `was=None`: the caller's own statement already moved the step (the fast twins
+    in attempts/finish.sql). False, writing nothing, if the step was no longer `was`."""
+    if was is not None:
+        owned = Step.objects.filter(pk=step.id, status=was)
+        if owned_by is not None:
+            owned = owned.filter(current_attempt=owned_by)
+        if owned.update(status=StepStatus.FAILED, error=error, finished_at=Now(), **columns) != 1:
+            return False
+    close_claims_on_give_up(run_id=run_id, step=step, error=error, maybe_applied=maybe_applied)
+    events.append_event(
+        run_id,
+        events.STEP_FAILED,
+        step_id=step.id,
+        attempt_number=attempt_number,
+        step=step.key,
+        error=error,
+    )
+    return True
