@@ -66,7 +66,10 @@ def _files(places: list[str]) -> set[str]:
         # the step, its claim and its dependents, then the same step_succeeded()).
         ("STEP_SUCCEEDED", {"runs/engine/state/ready.py", "runs/engine/attempts/finish.py"}),
         ("RUN_STARTED", {"runs/engine/state/run.py"}),
-        ("RUN_FAILED", {"runs/engine/state/run.py"}),
+        # state/run.fail_run; and a compensating run that ends as it was ending (failed,
+        # or cancelled) when its last compensation succeeds: state/compensation.py's
+        # compensation_succeeded, the one home of that edge.
+        ("RUN_FAILED", {"runs/engine/state/run.py", "runs/engine/state/compensation.py"}),
     ],
 )
 def test_an_edges_event_is_written_only_by_its_edge(event, homes):
