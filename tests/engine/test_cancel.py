@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs import engine, events
-from runs.engine.attempts.finish import finish_attempt
+from runs.engine.attempts.finish import finish_with_result
 from runs.engine.entry.execute import start_attempt
 from runs.models import Event, Run, Step
 from runs.states import RunStatus, StepStatus
@@ -39,7 +39,7 @@ def test_cancel_lets_a_running_attempt_finish_and_queues_nothing_after_it(db):
         "first"
     ]
 
-    finish_attempt(started, result="first")
+    finish_with_result(started, "first")
 
     assert step_of(run, "first").status == StepStatus.SUCCEEDED
     assert step_of(run, "second").status == StepStatus.PENDING

@@ -14,7 +14,7 @@ import pytest
 from django.db import transaction
 
 from runs import engine, events
-from runs.engine.attempts.finish import finish_attempt
+from runs.engine.attempts.finish import finish_with_result
 from runs.engine.entry.execute import start_attempt
 from runs.engine.state import ready as ready_module
 from runs.models import Attempt, Event, Run, Step
@@ -58,7 +58,7 @@ def test_a_cancel_waiting_on_a_finish_compensates_the_step_that_finished():
     for it and then see `charge` succeeded, so `refund` is planned too."""
     run, started = _reserved_and_charging()
     with transaction.atomic():
-        finish_attempt(started, result=100)  # the run row is locked until the commit
+        finish_with_result(started, 100)  # the run row is locked until the commit
         cancel = Background(lambda: engine.cancel_run(run_id=run.id, actor="ann"))
         cancel.wait_blocked()
     assert cancel.join().status == RunStatus.COMPENSATING
@@ -78,7 +78,7 @@ def test_a_cancel_waiting_on_the_only_compensable_finish_does_not_skip_compensat
     started = start_attempt(step_id=step_of(run, "reserve").id, worker="t")
     assert started is not None
     with transaction.atomic():
-        finish_attempt(started, result="seat-1")
+        finish_with_result(started, "seat-1")
         cancel = Background(lambda: engine.cancel_run(run_id=run.id, actor="ann"))
         cancel.wait_blocked()
     assert cancel.join().status == RunStatus.COMPENSATING
@@ -110,7 +110,7 @@ def test_a_step_finishing_while_the_last_compensation_ends_the_run_is_compensate
         return real(**kwargs)
 
     monkeypatch.setattr(ready_module, "compensate_late_step", pausing)
-    finish = Background(lambda: finish_attempt(started, result=100))
+    finish = Background(lambda: finish_with_result(started, 100))
     assert paused.wait(30)
     monkeypatch.setattr(ready_module, "compensate_late_step", real)
     release = Step.objects.get(run=run, key="release")
@@ -137,7 +137,7 @@ def test_a_compensable_step_finishing_after_a_plain_cancel_is_compensated():
     started = start_attempt(step_id=step_of(run, "reserve").id, worker="t")
     assert engine.cancel_run(run_id=run.id, actor="ann").status == RunStatus.CANCELLED
 
-    finish_attempt(started, result="seat-1")
+    finish_with_result(started, "seat-1")
 
     run.refresh_from_db()
     assert run.status == RunStatus.COMPENSATING
@@ -209,6 +209,6 @@ def test_a_cancel_waits_for_a_start_in_flight_and_names_its_step():
     payload = Event.objects.get(run=run, type=events.RUN_CANCELLED).payload
     assert payload["still_running"] == ["first"]
     assert Attempt.objects.get(run=run).status == AttemptStatus.RUNNING
-    finish_attempt(started, result="first")
+    finish_with_result(started, "first")
     run_queued(run)
     assert step_of(run, "second").status == StepStatus.PENDING

@@ -19,7 +19,7 @@ from examples.fakes import PaymentAPI
 from examples.models import Merge, PaymentCharge, TargetRecord
 from reconciliation.services import resolve_claim
 from runs import engine, events, history
-from runs.engine.attempts.finish import fail_attempt, finish_attempt
+from runs.engine.attempts.finish import fail_attempt, finish_with_result
 from runs.engine.core import keys
 from runs.engine.core.publish import step_queue_depth
 from runs.engine.entry import execute as execute_module
@@ -49,7 +49,7 @@ def test_start_attempt_duplicate_blocked_behind_start_and_finish_does_nothing():
         # either and blocks on the row.
         won = start_attempt(step_id=first.id, worker="winner")
         assert won is not None
-        finish_attempt(won, result="first")
+        finish_with_result(won, "first")
         loser = Background(lambda: start_attempt(step_id=first.id, worker="loser"))
         loser.wait_blocked()
     assert loser.join() is None

@@ -9,7 +9,7 @@ import pytest
 
 from examples.models import Merge
 from runs import engine
-from runs.engine.attempts.finish import finish_attempt
+from runs.engine.attempts.finish import finish_with_result
 from runs.engine.entry.execute import start_attempt
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
@@ -28,9 +28,8 @@ def test_a_guarded_successor_started_in_its_predecessors_finish_is_retried_if_ne
     run = engine.submit_run(workflow="quote-then-merge", input={"change_id": 41})
     started = start_attempt(step_id=step_of(run, "quote_change").id, worker="w")
     assert started is not None
-    started.may_continue = True
-    finish_attempt(started, result=41)
-    assert started.continued is not None  # started in the finish's transaction
+    successor = finish_with_result(started, 41, may_continue=True)
+    assert successor is not None and successor.started is not None  # in the finish's transaction
     merge = step_of(run, "merge_quoted")
     assert merge.status == StepStatus.RUNNING
     # ... and the worker dies here.

@@ -43,17 +43,17 @@ def test_a_fresh_lease_is_held_not_rewritten(started_batch):
 
 def test_a_quarter_spent_lease_is_renewed_by_the_fence(started_batch):
     before = lease_of(started_batch)
-    started_batch.lease_from = time.monotonic() - started_batch.lease_seconds / 4
+    started_batch.lease.renewed(time.monotonic() - started_batch.lease_seconds / 4)
     with transaction.atomic():
         _fence_item(started_batch, claim_id=0, result=None)
     assert lease_of(started_batch) > before
-    assert time.monotonic() - started_batch.lease_from < 5  # counted from the renewal
+    assert time.monotonic() - started_batch.lease.set_at < 5  # counted from the renewal
 
 
 @pytest.mark.parametrize("spent", [0.0, 0.5], ids=["held", "renewing"])
 def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(started_batch, spent):
     expire_leases()
-    started_batch.lease_from = time.monotonic() - started_batch.lease_seconds * spent
+    started_batch.lease.renewed(time.monotonic() - started_batch.lease_seconds * spent)
     with pytest.raises(AttemptFenced), transaction.atomic():
         _fence_item(started_batch, claim_id=0, result=None)
 

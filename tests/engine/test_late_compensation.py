@@ -10,7 +10,7 @@ import pytest
 
 from reconciliation.services import resolve_claim
 from runs import engine, events
-from runs.engine.attempts.finish import finish_attempt
+from runs.engine.attempts.finish import finish_with_result
 from runs.engine.entry.execute import start_attempt
 from runs.engine.policies.resolve import COMPENSATES, preview_resolution
 from runs.models import Claim, Event, Run, Step
@@ -96,7 +96,7 @@ def test_a_step_finishing_after_a_compensation_failed_is_planned_failed_and_retr
     assert run.error.startswith("step release failed")
 
     with _commits():
-        finish_attempt(charging, result=100)
+        finish_with_result(charging, 100)
 
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED

@@ -24,7 +24,7 @@ from django.db import connection, transaction
 
 from examples.models import TargetRecord
 from runs import engine, events
-from runs.engine.attempts.finish import finish_attempt
+from runs.engine.attempts.finish import finish_with_result
 from runs.engine.attempts.start import Started
 from runs.engine.entry.execute import run_attempt, start_attempt
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
@@ -123,7 +123,7 @@ def test_a_crash_declared_while_another_step_starts_waits_for_the_start_and_both
         events.STEP_QUEUED,
     ]
     assert event_types(run, step_of(run, "right"))[-1] == events.STEP_STARTED
-    finish_attempt(right, result="right")
+    finish_with_result(right, "right")
     run_queued(run)
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED
@@ -179,7 +179,7 @@ def test_a_guarded_finish_whose_dependents_condition_raises_waits_for_a_start_an
     merging = start_attempt(step_id=step_of(run, "merge_checked").id, worker="w1")
     assert merging is not None
     start = HeldStart(monkeypatch, step_of(run, "side_branch").id)
-    merge = Background(lambda: run_attempt(merging))  # the effect, then the finish
+    merge = Background(lambda: run_attempt(merging)[0])  # the effect, then the finish
     merge.wait_blocked()  # the finish, on the run row: the start's key share
     start.release()
     side = start.join()
@@ -234,12 +234,12 @@ def test_a_plain_finish_takes_no_strong_lock_and_does_not_wait_for_starts(monkey
     left = start_attempt(step_id=step_of(run, "left").id, worker="w1")
     assert left is not None
     start = HeldStart(monkeypatch, step_of(run, "right").id)
-    finish_attempt(left, result="left")  # would hang here on the start's key share
+    finish_with_result(left, "left")  # would hang here on the start's key share
     start.release()
     right = start.join()
     monkeypatch.undo()
     assert step_of(run, "left").status == StepStatus.SUCCEEDED
-    finish_attempt(right, result="right")
+    finish_with_result(right, "right")
     assert Run.objects.get(pk=run.id).status == RunStatus.SUCCEEDED
 
 
@@ -258,7 +258,7 @@ def test_a_late_finish_planning_its_compensation_while_a_compensation_starts_com
     assert charge is not None
     engine.cancel_run(run_id=run.id, actor="ann")
     start = HeldStart(monkeypatch, step_of(run, "release").id)
-    finish = Background(lambda: finish_attempt(charge, result=100))
+    finish = Background(lambda: finish_with_result(charge, 100))
     finish.wait_blocked()  # compensate_late_step's lock_run, on the start's key share
     start.release()
     release = start.join()
@@ -268,7 +268,7 @@ def test_a_late_finish_planning_its_compensation_while_a_compensation_starts_com
     run.refresh_from_db()
     assert (run.status, run.steps_remaining) == (RunStatus.COMPENSATING, 2)
     assert step_of(run, "refund").status == StepStatus.QUEUED
-    finish_attempt(release, result={"released": "seat-1"})
+    finish_with_result(release, {"released": "seat-1"})
     engine.execute_step(step_id=step_of(run, "refund").id, worker="t")
     run.refresh_from_db()
     assert (run.status, run.steps_remaining) == (RunStatus.CANCELLED, 0)

@@ -12,7 +12,7 @@ from celery.signals import before_task_publish
 from examples.fakes import PaymentAPI
 from examples.models import PaymentCharge
 from runs import engine, events
-from runs.engine.attempts.finish import fail_attempt, finish_attempt
+from runs.engine.attempts.finish import fail_attempt, finish_with_result
 from runs.engine.entry.execute import start_attempt
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
@@ -256,7 +256,7 @@ def test_a_charge_that_succeeds_after_the_cancel_is_refunded_without_a_person(db
     run, started = _charging(seat_held=False)
     engine.cancel_run(run_id=run.id, actor="ann")
     charge = PaymentCharge.objects.get(idempotency_key=started.claim.key)
-    finish_attempt(started, result={"charge_id": charge.id, "amount": 5, "replayed": True})
+    finish_with_result(started, {"charge_id": charge.id, "amount": 5, "replayed": True})
     run = drain(run)
     assert run.status == RunStatus.CANCELLED
     assert [r["charge_id"] for r in refunds] == [charge.id]
@@ -307,7 +307,7 @@ def test_a_failed_refund_retried_after_its_answer_was_lost_keeps_its_key(db, ref
     (abandoned); retried again, it keeps R/retry-2."""
     run, started = _charging(seat_held=False)
     charge = PaymentCharge.objects.get(idempotency_key=started.claim.key)
-    finish_attempt(started, result={"charge_id": charge.id, "amount": 5, "replayed": False})
+    finish_with_result(started, {"charge_id": charge.id, "amount": 5, "replayed": False})
     engine.cancel_run(run_id=run.id, actor="ann")
     refund = step_of(run, "refund_card")
 

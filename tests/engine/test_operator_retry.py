@@ -96,9 +96,9 @@ def test_retry_queues_steps_that_became_ready_while_the_run_had_failed(db):
     steady = start_attempt(step_id=step_of(run, "steady").id, worker="w")
     engine.execute_step(step_id=step_of(run, "doomed_branch").id, worker="w")
     assert Run.objects.get(pk=run.id).status == RunStatus.FAILED
-    from runs.engine.attempts.finish import finish_attempt
+    from runs.engine.attempts.finish import finish_with_result
 
-    finish_attempt(steady, result="steady")  # finishes while the run is failed
+    finish_with_result(steady, "steady")  # finishes while the run is failed
     assert step_of(run, "after_steady").status == StepStatus.PENDING
 
     engine.retry_steps(run_id=run.id, step_keys=["doomed_branch"], actor="ann")

@@ -117,7 +117,7 @@ def test_an_attempt_running_when_the_pause_commits_finishes_and_is_recorded():
     assert started is not None
 
     engine.pause(workflow="pure-chain", actor="ann", reason="mid-flight")
-    assert run_attempt(started) == "succeeded"
+    assert run_attempt(started)[0] == "succeeded"
 
     first, second = step_of(run, "first"), step_of(run, "second")
     assert (first.status, first.attempts) == (StepStatus.SUCCEEDED, 1)

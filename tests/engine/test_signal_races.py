@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runs import engine
-from runs.engine.attempts.finish import finish_attempt
+from runs.engine.attempts.finish import finish_with_result
 from runs.engine.entry.execute import start_attempt
 from runs.engine.policies import waits as waits_module
 from runs.models import Run, Signal, Step
@@ -63,7 +63,7 @@ def test_a_signal_sent_while_the_step_before_its_wait_finishes_does_not_deadlock
         )
     )
     assert paused.wait(30)
-    finish = Background(lambda: finish_attempt(started, result={"order": 7}))
+    finish = Background(lambda: finish_with_result(started, {"order": 7}))
     # The finish either completes, or waits on a row the sender holds.
     wait_for(
         lambda: not finish.thread.is_alive() or is_waiting_on_lock(finish.pid),

@@ -8,7 +8,7 @@ from django.db import connection
 
 from examples.models import Merge, TargetRecord
 from runs import engine
-from runs.engine.attempts.finish import fail_attempt, finish_attempt
+from runs.engine.attempts.finish import fail_attempt, finish_with_result
 from runs.engine.attempts.items import run_batch
 from runs.engine.entry.execute import start_attempt
 from runs.errors import AttemptFenced
@@ -64,7 +64,7 @@ def test_late_finish_after_crash_changes_nothing(db):
     assert report.crashed == [started.attempt.id]
 
     with pytest.raises(AttemptFenced):
-        finish_attempt(started, result={"charge_id": 1})
+        finish_with_result(started, {"charge_id": 1})
 
     step = step_of(run, "charge")
     assert (step.status, step.result) == (StepStatus.QUEUED, None)
@@ -77,7 +77,7 @@ def test_late_finish_with_expired_lease_is_fenced_even_before_sweep(db):
     started = start_attempt(step_id=step_of(run, "charge").id, worker="slow")
     expire_leases()
     with pytest.raises(AttemptFenced):
-        finish_attempt(started, result={"charge_id": 1})
+        finish_with_result(started, {"charge_id": 1})
     assert step_of(run, "charge").status == StepStatus.RUNNING
 
 

@@ -14,7 +14,7 @@ from django.http import QueryDict
 
 from runs import engine
 from runs.batches import service
-from runs.engine.attempts.finish import fail_attempt, finish_attempt
+from runs.engine.attempts.finish import fail_attempt, finish_with_result
 from runs.engine.entry.execute import start_attempt
 from runs.models import Attempt, BatchItem, Claim, Event, Run, Step
 from runs.states import AttemptStatus, BatchItemStatus, ClaimStatus, RunStatus, StepStatus
@@ -130,7 +130,7 @@ def test_a_retry_without_the_version_is_refused_and_never_strands_the_join(db):
     late = start_attempt(step_id=step_of(run, "late_branch").id, worker="w")
     assert late is not None
     engine.execute_step(step_id=step_of(run, "failing_branch").id, worker="w")
-    finish_attempt(late, result="late")
+    finish_with_result(late, "late")
     assert Run.objects.get(pk=run.id).status == RunStatus.FAILED
     before = _events(run)
     with another_release("fork-join"):

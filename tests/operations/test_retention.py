@@ -25,7 +25,7 @@ from django.utils import timezone
 from examples.models import TargetRecord
 from runs import engine
 from runs.engine.attempts.items import completed_items, run_batch
-from runs.engine.attempts.start import Started
+from runs.engine.attempts.start import LeaseClock, Started
 from runs.engine.entry.execute import _context_factory
 from runs.engine.policies import retention
 from runs.history import verify_run
@@ -409,7 +409,7 @@ def test_c_compacted_registry_still_skips_every_completed_item_when_a_batch_is_r
         attempt=attempt,
         workflow=workflow,
         stepdef=stepdef,
-        lease_seconds=60,
+        lease=LeaseClock(60),
     )
     rows_before = TargetRecord.objects.filter(run_id=run.id).count()
     counts = run_batch(started, _context_factory(started))

@@ -10,6 +10,7 @@ transaction, effect included, rolls back.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -49,31 +50,69 @@ def _leave_running(started: Started, **fields: Any) -> None:
         raise AttemptFenced(f"step {started.step.key} is no longer owned by its attempt")
 
 
-def finish_attempt(
+@dataclass(frozen=True, slots=True)
+class Successor:
+    """The one step a success made ready, for this worker to run next instead of a
+    message (entry/execute.py): `started` when its start committed with the finish
+    (start.start_successor); else `step_id`, to start after the commit, through the same
+    conditional UPDATE as a message's."""
+
+    started: Started | None = None
+    step_id: int | None = None
+
+
+def finish_with_result(
+    started: Started, result: Any, *, may_continue: bool = False
+) -> Successor | None:
+    """Record a successful attempt whose effect already happened (pure, idempotent,
+    guarded): its result, its claim, what follows. `may_continue`: the caller will run
+    a single ready successor itself (returned), else it is published."""
+    return _finish(started, lambda: (started.claim, ensure_json(result)), may_continue=may_continue)
+
+
+def finish_with_effect(
+    started: Started, effect: Callable[[], Any], *, may_continue: bool = False
+) -> Successor | None:
+    """Record a successful transactional attempt: `effect` runs inside this transaction
+    together with its claim, so the effect commits exactly when the completion does."""
+
+    def run_effect() -> tuple[Claim | None, Any]:
+        # The effect runs BEFORE the fence: a paused worker holding this transaction
+        # open does not lock its attempt row, so the sweeper can still declare it
+        # crashed; the claim's unique key makes a successor wait for us, and our
+        # fence then fails and rolls the effect back (docs/architecture.md, "Fences").
+        claim = _insert_transactional_claim(started)
+        faults.hit("after_claim", started.step.name)
+        result = ensure_json(effect())
+        faults.hit("after_effect", started.step.name)
+        return claim, result
+
+    return _finish(started, run_effect, may_continue=may_continue)
+
+
+def finish_batch(
+    started: Started, counts: dict[str, int], *, may_continue: bool = False
+) -> Successor | None:
+    """Record a map batch whose items are done: its counts are its result and its
+    `batch_finished` event."""
+    return _finish(
+        started, lambda: (None, ensure_json(counts)), batch_counts=counts, may_continue=may_continue
+    )
+
+
+def _finish(
     started: Started,
+    produce: Callable[[], tuple[Claim | None, Any]],
     *,
-    result: Any = None,
-    effect: Callable[[], Any] | None = None,
+    may_continue: bool,
     batch_counts: dict[str, int] | None = None,
-) -> None:
-    """Record a successful attempt. For a transactional step, `effect` runs inside this
-    transaction together with its claim, so the effect commits exactly when the
-    completion does."""
+) -> Successor | None:
+    """The three modes' shared transaction: `produce` gives the claim and the result
+    (running a transactional effect on the way), then the fence and the success."""
     step, run, attempt = started.step, started.run, started.attempt
     name = step.name
     with transaction.atomic(), events.buffered():
-        claim: Claim | None = started.claim
-        if effect is not None:
-            # The effect runs BEFORE the fence: a paused worker holding this transaction
-            # open does not lock its attempt row, so the sweeper can still declare it
-            # crashed; the claim's unique key makes a successor wait for us, and our
-            # fence then fails and rolls the effect back (docs/architecture.md, "Fences").
-            claim = _insert_transactional_claim(started)
-            faults.hit("after_claim", name)
-            result = ensure_json(effect())
-            faults.hit("after_effect", name)
-        else:
-            result = ensure_json(result)
+        claim, result = produce()
         if _may_fail_the_run(started):
             _hold_attempt_and_run(started)
         found = _fence_and_succeed(started, result, claim)
@@ -102,7 +141,7 @@ def finish_attempt(
             step=step.key,
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
-        continuing = started.may_continue and len(ready) == 1
+        continuing = may_continue and len(ready) == 1
         if continuing:
             # This worker runs it next (entry/execute.py), no message: started here, committed
             # with this finish, or else after the commit.
@@ -112,9 +151,11 @@ def finish_attempt(
             publish_on_commit(ready, fault_step=None if step.parent_id else name)
     # Only once the commit succeeded: a start that rolled back with a failed finish must
     # not be run.
-    if continuing:
-        started.continued = following
-        started.continue_with = ready[0] if following is None else None
+    if not continuing:
+        return None
+    if following is not None:
+        return Successor(started=following)
+    return Successor(step_id=ready[0])
 
 
 def _may_fail_the_run(started: Started) -> bool:

@@ -116,17 +116,13 @@ def _complete_item_claim(claim_id: int, result: Any) -> None:
     )
 
 
-def _renewal_due(started: Started) -> bool:
-    return time.monotonic() - started.lease_from >= started.lease_seconds / 4
-
-
 def _fence_item(started: Started, claim_id: int, result: Any) -> None:
     """The item's fence, last in its transaction: the attempt must still hold its lease
     (database clock), else AttemptFenced rolls the item back, effect included. Whether
     the lease is renewed on the way is decided by this worker's clock (a quarter of it
     spent since the start or the last renewal); whether it is still held, only by the
     database's. The claim gets the item's result if it has one."""
-    renew = _renewal_due(started)
+    renew = started.lease.renewal_due()
     params: dict[str, Any] = {
         "attempt": started.attempt.id,
         "running": AttemptStatus.RUNNING,
@@ -135,7 +131,7 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
     }
     if renew:
         params["lease"] = started.lease_seconds
-        started.lease_from = time.monotonic()
+        started.lease.renewed(time.monotonic())
     with prepared.cursor() as cursor:
         cursor.execute(SQL["fence_renewing" if renew else "fence_held"], params)
         row = cursor.fetchone()
@@ -175,7 +171,7 @@ def _transactional_item(started: Started, ctx: Context, key: str, item_key: str,
             faults.hit("after_claim", name)
             result = ensure_json(started.stepdef.fn(ctx, item))
             faults.hit("after_effect", name)
-            if nested or result is not None or _renewal_due(started):
+            if nested or result is not None or started.lease.renewal_due():
                 _fence_item(started, claim_id, result)
     except DatabaseError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == ITEM_FENCE_REFUSED:

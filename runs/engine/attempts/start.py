@@ -40,7 +40,25 @@ SQL = sql.load(__file__)
 CLAIM_AT_START = (EffectKind.IDEMPOTENT, EffectKind.GUARDED)
 
 
-@dataclass
+@dataclass(slots=True)
+class LeaseClock:
+    """This worker's clock when the attempt's lease was last set (before the statement
+    that set it was sent): when a map's item fences renew it (items.py). Never a safety
+    decision: whether the lease is held is asked of the database. The one part of a
+    started attempt that changes while it runs."""
+
+    seconds: float
+    set_at: float = field(default_factory=time.monotonic)
+
+    def renewed(self, at: float) -> None:
+        self.set_at = at
+
+    def renewal_due(self) -> bool:
+        """A quarter of the lease spent since the start or the last renewal."""
+        return time.monotonic() - self.set_at >= self.seconds / 4
+
+
+@dataclass(frozen=True, slots=True)
 class Started:
     """Everything an executing attempt needs, loaded once."""
 
@@ -49,22 +67,16 @@ class Started:
     attempt: Attempt
     workflow: Workflow
     stepdef: StepDef
-    lease_seconds: float
+    lease: LeaseClock
     claim: Claim | None = None
     # The results of the step's dependencies (ctx.results), when the start read them.
     results: dict[str, Any] | None = None
     # A batch's: its map parent's plan revision (part of its items' claim keys).
     parent_revision: int | None = None
-    # This worker's clock when the lease was last set (before the statement that set it
-    # was sent): when a map's item fences renew it (items.py). Never a safety decision:
-    # whether the lease is held is asked of the database.
-    lease_from: float = field(default_factory=time.monotonic)
-    # Set by the executor: on success, keep a single ready successor for this worker,
-    # started in the finish's own transaction (continued: start_successor) or else after
-    # its commit (continue_with), instead of publishing a message for it (entry/execute.py).
-    may_continue: bool = False
-    continue_with: int | None = None
-    continued: Started | None = None
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.lease.seconds
 
     @property
     def is_batch(self) -> bool:
@@ -229,11 +241,10 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         attempt=attempt,
         workflow=wf,
         stepdef=stepdef,
-        lease_seconds=lease,
+        lease=LeaseClock(lease, set_at=sent),
         claim=claim,
         results=results,
         parent_revision=parent_revision,
-        lease_from=sent,
     )
 
 

@@ -14,7 +14,14 @@ from django.db import connection
 
 from runs import metrics
 from runs.engine.attempts import heartbeat
-from runs.engine.attempts.finish import defer_attempt, fail_attempt, finish_attempt
+from runs.engine.attempts.finish import (
+    Successor,
+    defer_attempt,
+    fail_attempt,
+    finish_batch,
+    finish_with_effect,
+    finish_with_result,
+)
 from runs.engine.attempts.items import run_batch
 from runs.engine.attempts.lease import renew_lease
 from runs.engine.attempts.start import (
@@ -66,7 +73,7 @@ def _context_factory(started: Started) -> Any:
             heartbeat.renew_lease_aside(started.attempt.id, started.lease_seconds)
         else:
             renew_lease(started.attempt.id, started.lease_seconds)
-        started.lease_from = renewed
+        started.lease.renewed(renewed)
 
     def make(*, item: Any = None, item_key: str | None = None, key: str | None = None) -> Context:
         return Context(
@@ -112,24 +119,24 @@ def _execute(*, step_id: int, worker: str, successors: int) -> str:
         return "skipped"
     while True:
         # Only outside a caller's transaction: the successor must start after a commit.
-        started.may_continue = successors > 0 and not connection.in_atomic_block
-        outcome = _run_observed(started)
+        may_continue = successors > 0 and not connection.in_atomic_block
+        outcome, successor = _run_observed(started, may_continue=may_continue)
         successors -= 1
-        if started.continued is not None:
-            started = started.continued  # its start committed with the finish
-            continue
-        successor = started.continue_with
         if successor is None:
             return outcome
+        if successor.started is not None:
+            started = successor.started  # its start committed with the finish
+            continue
+        assert successor.step_id is not None
         if started.step.parent_id is None:
             faults.hit("after_commit", started.step.name)
-        following = start_attempt(step_id=successor, worker=worker)
+        following = start_attempt(step_id=successor.step_id, worker=worker)
         if following is None:
             return outcome
         started = following
 
 
-def _run_observed(started: Started) -> str:
+def _run_observed(started: Started, *, may_continue: bool) -> tuple[str, Successor | None]:
     """run_attempt, with the attempt's log context and its metrics."""
     with log_context(
         run_id=str(started.run.id), step=started.step.key, attempt=started.attempt.number
@@ -138,11 +145,11 @@ def _run_observed(started: Started) -> str:
         metrics.STEPS.labels(*labels, "started").inc()
         _observe_queue_wait(started, labels)
         began = time.monotonic()
-        outcome = run_attempt(started)
+        outcome, successor = run_attempt(started, may_continue=may_continue)
         metrics.STEP_SECONDS.labels(*labels).observe(time.monotonic() - began)
         metrics.STEPS.labels(*labels, outcome).inc()
         log.info("step %s attempt %s %s", started.step.key, started.attempt.number, outcome)
-        return outcome
+        return outcome, successor
 
 
 def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:
@@ -152,8 +159,10 @@ def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:
         metrics.QUEUE_WAIT.labels(*labels).observe(max(0.0, (began - queued).total_seconds()))
 
 
-def run_attempt(started: Started) -> str:
-    """Run a started attempt's effect as its kind requires, then finish or fail it."""
+def run_attempt(started: Started, *, may_continue: bool = False) -> tuple[str, Successor | None]:
+    """Run a started attempt's effect as its kind requires, then finish or fail it.
+    Returns a word saying how it ended, and the successor this worker runs next (only
+    with `may_continue`, and only after a success that made exactly one step ready)."""
     step, stepdef = started.step, started.stepdef
     make_context = _context_factory(started)
     late_evidence: dict[str, Any] = {}
@@ -162,16 +171,18 @@ def run_attempt(started: Started) -> str:
     try:
         if started.is_batch:
             counts = run_batch(started, make_context)
-            finish_attempt(started, result=counts, batch_counts=counts)
+            successor = finish_batch(started, counts, may_continue=may_continue)
         elif step.kind == EffectKind.TRANSACTIONAL:
             ctx = make_context(key=step_claim_key(started.run, started.step, started.stepdef))
             faults.hit("before_claim", step.name)
-            finish_attempt(started, effect=lambda: _checked(started, stepdef.fn(ctx)))
+            successor = finish_with_effect(
+                started, lambda: _checked(started, stepdef.fn(ctx)), may_continue=may_continue
+            )
         else:
             ctx = make_context(key=started.claim.key if started.claim else None)
             if step.kind == EffectKind.GUARDED:
                 if not _still_owned_before_effect(started):
-                    return "fenced"
+                    return "fenced", None
                 # From here on a death leaves the effect's outcome unknown.
                 faults.hit("after_claim", step.name)
                 ctx.fencing_token = fencing_token(started)
@@ -179,17 +190,17 @@ def run_attempt(started: Started) -> str:
             late_evidence = {"late_result": result}
             result = _checked(started, result)
             faults.hit("after_effect", step.name)
-            finish_attempt(started, result=result)
-        return "succeeded"
+            successor = finish_with_result(started, result, may_continue=may_continue)
+        return "succeeded", successor
     except AttemptFenced as exc:
         log.warning("late finish of step %s ignored: %s", step.key, exc)
         settle_late_finish(started, late_evidence)
-        return "fenced"
+        return "fenced", None
     except ClaimBusy as exc:
         log.warning("step %s attempt %s deferred: %s", step.key, started.attempt.number, exc)
-        return _defer(started, exc)
+        return _defer(started, exc), None
     except NotApplied as exc:
-        return _fail(started, exc, uncertain=False)
+        return _fail(started, exc, uncertain=False), None
     except Exception as exc:
         # The message may quote the step's data: its text is in the attempt's error,
         # and in the log only if RUNS_LOG_PAYLOADS allows.
@@ -200,7 +211,7 @@ def run_attempt(started: Started) -> str:
             type(exc).__name__,
             payload(str(exc)),
         )
-        return _fail(started, exc, uncertain=True)
+        return _fail(started, exc, uncertain=True), None
 
 
 def fencing_token(started: Started) -> FencingToken:
