@@ -58,7 +58,8 @@ def finish_attempt(
 ) -> None:
     """Record a successful attempt. For a transactional step, `effect` runs inside this
     transaction together with its claim, so the effect commits exactly when the
-    completion does."""
+    completion does. Returns nothing; raises AttemptFenced (nothing recorded) when
+    the attempt no longer holds its step."""
     step, run, attempt = started.step, started.run, started.attempt
     name = step.name
     with transaction.atomic(), events.buffered():

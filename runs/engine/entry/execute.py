@@ -44,6 +44,10 @@ def _describe(exc: BaseException) -> str:
 
 
 def _context_factory(started: Started) -> Any:
+    """A function that makes the `ctx` a step's function receives for this attempt
+    (its results so far, its heartbeat, a map item's key), called with the claim's key
+    and, for an item, the item and its key. Raises nothing; tests build a step's
+    context with it (runs.engine.tools)."""
     run, step, stepdef = started.run, started.step, started.stepdef
     # The start brought the dependencies' results along (perf); any earlier step's is
     # read when asked for (RunResults).
@@ -153,7 +157,9 @@ def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:
 
 
 def run_attempt(started: Started) -> str:
-    """Run a started attempt's effect as its kind requires, then finish or fail it."""
+    """Run a started attempt's effect as its kind requires, then finish or fail it.
+    Returns the word execute_step logs (how it ended); a step's own exception is
+    recorded as the attempt's failure, not raised."""
     step, stepdef = started.step, started.stepdef
     make_context = _context_factory(started)
     late_evidence: dict[str, Any] = {}

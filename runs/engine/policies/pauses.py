@@ -85,7 +85,8 @@ class Holding:
 
 def step_names(workflow: str) -> list[str]:
     """Every step name of every version of the workflow (compensations included), in
-    declaration order: what a pause of one step may name."""
+    declaration order: what a pause of one step may name. An unknown workflow has
+    none (an empty list); raises nothing."""
     names: dict[str, None] = {}
     for version in registry.versions(workflow):
         wf = registry.get(workflow, version)

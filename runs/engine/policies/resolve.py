@@ -83,6 +83,9 @@ def _json(value: Any, what: str) -> Any:
 
 
 def validate_outcome(outcome: str) -> None:
+    """Check that `outcome` is one a resolution may state (`succeeded` or `failed`),
+    before anything is read or written. Returns nothing; raises InvalidResolution
+    (field `outcome`) for any other."""
     if outcome not in OUTCOMES:
         raise InvalidResolution(
             f"outcome must be 'succeeded' or 'failed', not {outcome!r}", field="outcome"
@@ -90,7 +93,9 @@ def validate_outcome(outcome: str) -> None:
 
 
 def validate_resolution(outcome: str, note: str, result: Any) -> str:
-    """Check a decision before anything is written; return the cleaned note."""
+    """Check a decision before anything is written; return the cleaned note. Raises
+    InvalidResolution (with the field) for an unknown outcome, an empty note or one
+    with a NUL, or a result given with a failed outcome."""
     validate_outcome(outcome)
     note = (note or "").strip()
     if not note:
