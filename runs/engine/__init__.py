@@ -23,9 +23,10 @@ engine's layers"; `make lint` holds the code to it):
     state/      the run's state: its status and end, what a success makes ready, map
                 expansion, conditions, compensation, unresolved claims, results
     core/       what everything stands on: claim keys, the clock, JSON checks, the SQL
-                loader, locks, fault points, principals, publishing messages by name
+                loader, locks, fault points, publishing messages by name
 
-Every refusal is in runs/errors.py, each with a stable `code`, and handed on here.
+Every refusal is in runs/errors.py, each with a stable `code`, and handed on here; so
+are principals (runs/principals.py) and a resolution's data (runs/resolutions.py).
 """
 
 from runs.errors import (
@@ -66,6 +67,19 @@ from runs.errors import (
     WaitFinished,
     WorkflowVersionUnknown,
 )
+from runs.principals import Principal, actor_name, shown, user_principal
+from runs.resolutions import (
+    COMPENSATES,
+    FAILS_RUN,
+    FINISHES_RUN,
+    NOT_UNRESOLVED,
+    RECORDED_ONLY,
+    REFUSED,
+    RESUMES,
+    RETRIES,
+    Preview,
+    Resolution,
+)
 
 from .attempts import finish as _finish
 from .attempts import start as _start
@@ -73,7 +87,6 @@ from .attempts.lease import renew_lease
 from .core import faults, publish
 from .core.clock import db_now_plus, lease_for
 from .core.faults import SimulatedCrash
-from .core.principals import Principal, actor_name, shown, user_principal
 from .core.publish import queue_depths
 from .entry.execute import execute_step, start_attempt
 from .policies import retention
@@ -89,16 +102,6 @@ from .policies.pauses import Holding, Resumed, holding, pause, resume, step_name
 from .policies.probe import ProbeOutcome, probe_claim, reprobe_claim
 from .policies.recover import recover_attempt, sweep
 from .policies.resolve import (
-    COMPENSATES,
-    FAILS_RUN,
-    FINISHES_RUN,
-    NOT_UNRESOLVED,
-    RECORDED_ONLY,
-    REFUSED,
-    RESUMES,
-    RETRIES,
-    Preview,
-    Resolution,
     claim_resolved,
     preview_resolution,
     preview_resolutions,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs import engine
-from runs.engine.core.principals import user_principal
+from runs.principals import user_principal
 from tests.conftest import make_user
 from tests.support import factories
 from tests.support.api import token_client, written

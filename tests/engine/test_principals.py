@@ -1,4 +1,4 @@
-"""Who submitted a run, recorded on it for each way in (runs/engine/core/principals.py,
+"""Who submitted a run, recorded on it for each way in (runs/principals.py,
 docs/api.md "Principals"): the command line, a schedule's tick, the New run page, the
 API signed in (the API with a token: tests/api/test_signal_permissions.py). A submission
 key belongs to that principal too."""

@@ -15,7 +15,6 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.engine.core.locks import lock_run
-from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
 from runs.engine.state.compensation import begin_compensation, compensations_not_done
@@ -23,6 +22,7 @@ from runs.engine.state.ready import make_ready
 from runs.engine.state.stopped import settle_open_effects
 from runs.errors import RunNotActive, RunNotFound, StepNotRetryable
 from runs.models import Claim, Run, Step
+from runs.principals import actor_name
 from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 

@@ -43,7 +43,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 
 from runs import sql
-from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import bounded, publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING
 from runs.errors import (
@@ -54,6 +53,7 @@ from runs.errors import (
     UnknownWorkflow,
 )
 from runs.models import Pause, PauseChange
+from runs.principals import actor_name
 from runs.states import StepStatus
 from runs.workflows import registry
 

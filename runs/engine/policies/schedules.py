@@ -45,9 +45,9 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from runs import sql
-from runs.engine.core.principals import Principal
 from runs.errors import SubmissionKeyConflict
 from runs.models import Schedule
+from runs.principals import Principal
 from runs.workflows import registry
 from runs.workflows.definition import ScheduleDef
 

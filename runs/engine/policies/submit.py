@@ -27,7 +27,6 @@ from django.db.models.functions import Now
 
 from runs import events, sql
 from runs.engine.core.keys import canonical_json
-from runs.engine.core.principals import NOBODY, Principal
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state.ready import make_ready
 from runs.errors import (
@@ -38,6 +37,7 @@ from runs.errors import (
     UnknownWorkflow,
 )
 from runs.models import Run, Step, SubmissionKey
+from runs.principals import NOBODY, Principal
 from runs.states import StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
