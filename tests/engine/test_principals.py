@@ -12,7 +12,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from runs import engine
-from runs.engine.policies.schedules import db_now
+from runs.engine.tools import db_now
 from runs.models import Run, Schedule, SubmissionKey
 
 pytestmark = pytest.mark.django_db
