@@ -24,7 +24,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from runs import engine
+from runs.errors import EngineError, InvalidBatch, InvalidInput, InvalidResolution
 
 # Every code the API can answer with (the OpenAPI schema lists them as an enum).
 MALFORMED_JSON = "malformed_json"
@@ -147,15 +147,15 @@ def from_domain(exc: Exception) -> ApiError | None:
     EngineError), read from its code; None for anything else. A refusal without an
     answer of its own (e.g. a resolution this process cannot apply) is a 409 `refused`:
     nothing was written, and the message says why."""
-    if not isinstance(exc, engine.EngineError):
+    if not isinstance(exc, EngineError):
         return None
     message = str(exc)
     status, code, field = _BY_DOMAIN_CODE.get(exc.code, (409, REFUSED, None))
-    if isinstance(exc, engine.InvalidInput):
+    if isinstance(exc, InvalidInput):
         return ApiError(status, code, message, {"input": exc.problems})
-    if isinstance(exc, engine.InvalidResolution):
+    if isinstance(exc, InvalidResolution):
         field = exc.field
-    if isinstance(exc, engine.InvalidBatch):
+    if isinstance(exc, InvalidBatch):
         # The filter's own parameters are fields of the body's `filter`.
         own = exc.field in ("operation", "reason", "filter")
         field = exc.field if own else f"filter.{exc.field}"

@@ -26,6 +26,7 @@ from runs import engine, roles
 from runs import export as run_export
 from runs.batches import selection, service
 from runs.models import Attempt, Batch, BatchItem, Event, Pause, Run, RunSearchKey, Step
+from runs.principals import Principal, user_principal
 from runs.queries import run_detail, search_keys_matching, with_search_key
 from runs.workflows import registry
 
@@ -50,10 +51,10 @@ def validated(serializer_class: type[Serializer[Any]], data: Any) -> dict[str, A
     return dict(serializer.validated_data)
 
 
-def principal_of(request: Request) -> engine.Principal:
+def principal_of(request: Request) -> Principal:
     """Who submits: the user, by token or by their session."""
     via = "api-token" if request.auth is not None else "api-session"
-    return engine.Principal.of_user(request.user, via)
+    return Principal.of_user(request.user, via)
 
 
 class ApiViewSet(GenericViewSet[Any]):
@@ -75,7 +76,7 @@ class ApiViewSet(GenericViewSet[Any]):
         one does."""
         user = self.request.user
         if roles.reads_own_runs_only(user):
-            return Run.objects.filter(submitted_by=engine.user_principal(user.get_username()))
+            return Run.objects.filter(submitted_by=user_principal(user.get_username()))
         return Run.objects.all()
 
     def perform_authentication(self, request: Request) -> None:
@@ -188,7 +189,7 @@ class RunViewSet(ApiViewSet):
         of its own run is left out for it, as nothing is in the other answers."""
         doc = run_export.build(
             run_id,
-            exported_by=engine.user_principal(request.user.get_username()),
+            exported_by=user_principal(request.user.get_username()),
             runs=self.readable_runs(),
         )
         disposition = f'attachment; filename="{run_export.filename(run_id)}"'

@@ -110,6 +110,7 @@ from django.http import QueryDict  # noqa: E402
 from reconciliation import services as reconciliation  # noqa: E402
 from runs import engine  # noqa: E402
 from runs.batches import service as batches  # noqa: E402
+from runs.engine import tools  # noqa: E402
 from runs.metrics import DatabaseCollector  # noqa: E402
 from runs.models import Attempt, Batch, Claim, PauseChange, Run, Step  # noqa: E402
 from runs.processes import (  # noqa: E402
@@ -237,9 +238,9 @@ def unresolved_claims(count: int) -> list[int]:
     ]
     for n, run in enumerate(runs):
         step = Step.objects.get(run=run, status=StepStatus.QUEUED)
-        started = engine.start_attempt(step_id=step.id, worker=f"bench-setup:{n}")
+        started = tools.start_attempt(step_id=step.id, worker=f"bench-setup:{n}")
         assert started is not None
-        engine.renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
+        tools.renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
     with connection.cursor() as cursor:  # the worker died a lease ago
         cursor.execute(
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second'"

@@ -229,6 +229,7 @@ def explain_step_statements() -> None:
     from django.db import connection
 
     from runs import engine, events
+    from runs.engine import tools
     from runs.models import Step
 
     run = engine.submit_run(workflow="bench-chain-pure", input={"n": 1})
@@ -236,7 +237,7 @@ def explain_step_statements() -> None:
     text = str  # a parameter's type in the PREPARE: text unless named below
     statements = {
         "start (step -> running, attempt, run, dependency results)": (
-            engine.HOT_STATEMENTS["start"],
+            tools.HOT_STATEMENTS["start"],
             {
                 "step_id": (step.id, "bigint"),
                 "running": ("running", text),
@@ -250,7 +251,7 @@ def explain_step_statements() -> None:
             },
         ),
         "finish (fence, claim, step, run counter, dependents)": (
-            engine.HOT_STATEMENTS["finish"],
+            tools.HOT_STATEMENTS["finish"],
             {
                 "attempt": (0, "bigint"),
                 "attempt_succeeded": ("succeeded", text),

@@ -103,6 +103,7 @@ def _submit_round(count: int, with_search: bool) -> float:
     from django.db import transaction
 
     from runs import engine
+    from runs.engine import tools
     from runs.workflows import registry
 
     wf = registry.latest("merge-change")
@@ -114,7 +115,7 @@ def _submit_round(count: int, with_search: bool) -> float:
         pass
 
     try:
-        with mock.patch.object(engine.publish, "send"):
+        with mock.patch.object(tools.publish, "send"):
             t0 = time.perf_counter()
             try:
                 with transaction.atomic():

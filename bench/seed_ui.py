@@ -80,9 +80,9 @@ PaymentDeclined.__module__ = "payments"  # as a payment client library would nam
 @contextmanager
 def no_publishing() -> Iterator[None]:
     """The engine's messages go nowhere: this script drives the steps itself."""
-    from runs import engine
+    from runs.engine import tools
 
-    with mock.patch.object(engine.publish, "send"):
+    with mock.patch.object(tools.publish, "send"):
         yield
 
 
@@ -125,10 +125,11 @@ def crash(step_id: int) -> None:
     from django.db import connection
 
     from runs import engine
+    from runs.engine import tools
 
-    started = engine.start_attempt(step_id=step_id, worker="celery@web-9")
+    started = tools.start_attempt(step_id=step_id, worker="celery@web-9")
     assert started is not None
-    engine.renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
+    tools.renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE runs_attempt SET lease_expires_at = now() - interval '1 second' "

@@ -38,9 +38,11 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Now
 
 from runs import events, replica, sql
-from runs.engine import PostconditionFailed, Preview, db_now_plus, preview_resolutions, probe_of
+from runs.engine import db_now_plus, preview_resolutions, probe_of
+from runs.errors import PostconditionFailed
 from runs.history import snapshot
 from runs.models import Attempt, Claim, Event, Pause
+from runs.resolutions import Preview
 from runs.states import ClaimStatus
 
 from .services import Take

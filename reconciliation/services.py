@@ -37,26 +37,27 @@ from django.utils import timezone
 
 from runs import inputs, sql
 from runs.engine import (
-    ClaimAlreadyResolved,
-    ClaimNotFound,
-    ClaimNotUnresolved,
-    InvalidResolution,
-    NoProbe,
-    Preview,
-    ProbeError,
-    ProbeInFlight,
-    ProbeNotDue,
     ProbeOutcome,
-    Resolution,
-    ResolutionError,
-    actor_name,
     preview_resolutions,
     reprobe_claim,
     resolve_claim,
     validate_outcome,
     validate_resolution,
 )
+from runs.errors import (
+    ClaimAlreadyResolved,
+    ClaimNotFound,
+    ClaimNotUnresolved,
+    InvalidResolution,
+    NoProbe,
+    ProbeError,
+    ProbeInFlight,
+    ProbeNotDue,
+    ResolutionError,
+)
 from runs.models import Claim, Run, Step
+from runs.principals import actor_name
+from runs.resolutions import Preview, Resolution
 from runs.states import ClaimStatus
 from runs.words import json_short
 from runs.workflows import NotApplied

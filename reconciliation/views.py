@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import inputs
-from runs.engine import NOT_UNRESOLVED, REFUSED
+from runs.resolutions import NOT_UNRESOLVED, REFUSED
 from runs.states import ClaimStatus
 from runs.web.access import operator_required, viewer_required
 from runs.web.http import SignedInRequest

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from runs.engine import ClaimAlreadyResolved, ClaimNotUnresolved, ProbeInFlight, ProbeNotDue
+from runs.errors import ClaimAlreadyResolved, ClaimNotUnresolved, ProbeInFlight, ProbeNotDue
 from runs.models import Claim
 from runs.timefmt import humanize_delta
 

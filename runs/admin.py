@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 from runs import engine
 from runs.engine import retention
 from runs.models import RetentionPolicy, RetentionPolicyChange, RetentionPurge, Schedule
+from runs.principals import user_principal
 
 RECENT_PURGES = 10
 
@@ -251,7 +252,7 @@ class ScheduleAdmin(admin.ModelAdmin[Schedule]):
         return fields
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
-        by = engine.user_principal(request.user.get_username())
+        by = user_principal(request.user.get_username())
         if not change:
             engine.prepare_for_save(obj, None, by=by)
             super().save_model(request, obj, form, change)

@@ -4,7 +4,8 @@ A refusal is an exception whose message a person can act on; nothing was written
 one is raised. `code` never changes once published: the API's error mapping, the pages
 and scripts read it instead of the class's place in the code. The module sits below the
 engine and the workflow definitions (which refuse input with InvalidInput), so both
-raise from here; `runs.engine` hands them all on.
+raise from here, and every caller imports them from here: `runs.engine` hands none on
+(docs/architecture.md#refusals).
 """
 
 from __future__ import annotations

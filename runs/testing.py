@@ -45,7 +45,7 @@ from django.db.models.functions import Now
 from django.test import TestCase
 
 from runs import engine
-from runs.engine import SimulatedCrash, faults, publish
+from runs.engine.tools import SimulatedCrash, faults, publish, recover_attempt, wake_due
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, StepStatus
 from runs.workflows.definition import Workflow
@@ -171,7 +171,7 @@ def _recover_after_crash(run: Run, transport: _Transport, step_id: int) -> None:
         )
     for attempt_id in live:
         with _commits():
-            engine.recover_attempt(attempt_id=attempt_id)
+            recover_attempt(attempt_id=attempt_id)
     transport.steps.append(step_id)
     _redeliver_queued(run, transport)
 
@@ -221,7 +221,7 @@ def _next_moment(run: Run, transport: _Transport, pending_signals: dict[str, Any
     if timers.exists():
         timers.update(wake_at=Now())
         with _commits():
-            engine.wake_due()
+            wake_due()
         return bool(transport.steps)
     # A lost message (a crash between a commit and its publish): as the sweeper would.
     _redeliver_queued(run, transport)

@@ -15,6 +15,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import QueryDict
 
 from runs import engine
+from runs.errors import EngineError, InvalidBatch
 from runs.filters import COUNT_CAP, RunFilters, parse_filters, runs_matching
 from runs.models import Run
 from runs.states import RUN_ACTIVE, BatchOperation, RunStatus
@@ -37,7 +38,7 @@ OPERATIONS = {
 
 def check_operation(operation: str) -> str:
     if operation not in BatchOperation.values:
-        raise engine.InvalidBatch(
+        raise InvalidBatch(
             f"unknown operation {operation!r}: it is cancel or retry", field="operation"
         )
     return operation
@@ -49,7 +50,7 @@ def parse(params: QueryDict) -> RunFilters:
     filters = parse_filters(params)
     for name in FILTER_PARAMS:
         if name in filters.errors:
-            raise engine.InvalidBatch(f"{name}: {filters.errors[name]}", field=name)
+            raise InvalidBatch(f"{name}: {filters.errors[name]}", field=name)
     return filters
 
 
@@ -166,7 +167,7 @@ def _sample(operation: str, run: Run) -> Sample:
         return Sample(run.id, run.workflow, run.status)
     try:
         plan = engine.preview_retry_run(run_id=run.id)
-    except engine.EngineError as exc:
+    except EngineError as exc:
         return Sample(run.id, run.workflow, run.status, refused=str(exc))
     return Sample(run.id, run.workflow, run.status, plan=plan)
 

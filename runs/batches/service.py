@@ -29,8 +29,10 @@ from django.db.models.functions import Now
 from django.http import QueryDict
 
 from runs import engine
+from runs.errors import BatchSelectionRefused, EngineError, InvalidBatch
 from runs.inputs import BadInput, clean_text
 from runs.models import Batch, BatchItem
+from runs.principals import actor_name
 from runs.states import (
     BATCH_ACTIVE,
     BatchItemStatus,
@@ -61,14 +63,14 @@ def create_batch(
     try:
         why = clean_text(reason, "the reason")
     except BadInput as exc:
-        raise engine.InvalidBatch(str(exc), field="reason") from exc
+        raise InvalidBatch(str(exc), field="reason") from exc
     if not why:
-        raise engine.InvalidBatch(
+        raise InvalidBatch(
             "a reason is required: it is recorded on the batch and on every run it changes",
             field="reason",
         )
     filters = selection.parse(params)
-    who = engine.actor_name(actor)
+    who = actor_name(actor)
     with transaction.atomic():
         # The selection is frozen here: the runs that match now, read and written in one
         # transaction (a filter is the runs list's, built by the ORM, so its ids are read
@@ -77,11 +79,9 @@ def create_batch(
             selection.selection(filters).values_list("id", flat=True)[: selection.MAX_RUNS + 1]
         )
         if not chosen:
-            raise engine.BatchSelectionRefused(
-                "no run matches this filter: nothing to do", field="filter"
-            )
+            raise BatchSelectionRefused("no run matches this filter: nothing to do", field="filter")
         if len(chosen) > selection.MAX_RUNS:
-            raise engine.BatchSelectionRefused(
+            raise BatchSelectionRefused(
                 f"this filter matches more than {selection.MAX_RUNS:,} runs, more than one "
                 "batch takes: narrow it (by status, workflow or creation time)",
                 field="filter",
@@ -106,7 +106,7 @@ def create_batch(
 
 
 def send(batch_id: int) -> None:
-    engine.publish.send(PROCESS_BATCH, batch_id)
+    engine.send_task(PROCESS_BATCH, batch_id)
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def _process_next(batch: Batch) -> bool:
             # A savepoint: a refusal, or an error, undoes the engine's writes only.
             with transaction.atomic():
                 status, message = BatchItemStatus.APPLIED, _apply(batch, item.run_id)
-        except engine.EngineError as exc:
+        except EngineError as exc:
             status, message = BatchItemStatus.REFUSED, str(exc)
         except DB_UNREACHABLE:
             raise  # nothing was recorded: the item stays pending for the retried message

@@ -11,8 +11,15 @@
     engine.pause(workflow=..., step=..., actor=..., reason=...)   # -> Pause
     engine.resume(pause_id=..., actor=..., reason=...)            # -> Resumed
 
-Inside, five layers, each importing only those below it (docs/architecture.md, "The
-engine's layers"; `make lint` holds the code to it):
+It holds the verbs and their result types, nothing else (docs/architecture.md, "The
+engine's layers"). What they refuse is in runs/errors.py; principals and a resolution's
+data are in runs/principals.py and runs/resolutions.py, below the engine. The hooks of
+the tools and the tests (fault points, the hot statements, an attempt started by hand)
+are behind a second door, runs.engine.tools, which only bench/, runs.crashcheck,
+runs.testing and tests/ may import.
+
+Inside, five layers, each importing only those below it (`make lint` holds the code
+to it):
 
     entry/      where work comes in: a step's message (execute_step)
     policies/   what the engine decides around attempts: recovery, probes, resolutions,
@@ -23,59 +30,13 @@ engine's layers"; `make lint` holds the code to it):
     state/      the run's state: its status and end, what a success makes ready, map
                 expansion, conditions, compensation, unresolved claims, results
     core/       what everything stands on: claim keys, the clock, JSON checks, the SQL
-                loader, locks, fault points, principals, publishing messages by name
-
-Every refusal is in runs/errors.py, each with a stable `code`, and handed on here.
+                loader, locks, fault points, publishing messages by name
 """
 
-from runs.errors import (
-    AlreadyPaused,
-    AttemptFenced,
-    BatchSelectionRefused,
-    ClaimAlreadyResolved,
-    ClaimBusy,
-    ClaimNotFound,
-    ClaimNotTakeable,
-    ClaimNotUnresolved,
-    DuplicateSignal,
-    EngineError,
-    InvalidBatch,
-    InvalidInput,
-    InvalidResolution,
-    InvalidSubmissionKey,
-    NoProbe,
-    NotPaused,
-    PauseError,
-    PauseReasonRequired,
-    PostconditionFailed,
-    ProbeError,
-    ProbeInFlight,
-    ProbeNotDue,
-    ResolutionError,
-    RunNotActive,
-    RunNotFound,
-    SignalNotAllowed,
-    StepNotRetryable,
-    SubmissionKeyConflict,
-    SubmitterUnknown,
-    UnknownPolicy,
-    UnknownSignal,
-    UnknownStep,
-    UnknownVersion,
-    UnknownWorkflow,
-    WaitFinished,
-    WorkflowVersionUnknown,
-)
-
-from .attempts import finish as _finish
-from .attempts import start as _start
-from .attempts.lease import renew_lease
-from .core import faults, publish
+from .core import publish as _publish
 from .core.clock import db_now_plus, lease_for
-from .core.faults import SimulatedCrash
-from .core.principals import Principal, actor_name, shown, user_principal
 from .core.publish import queue_depths
-from .entry.execute import execute_step, start_attempt
+from .entry.execute import execute_step
 from .policies import retention
 from .policies.operate import (
     RetryPlan,
@@ -85,20 +46,10 @@ from .policies.operate import (
     retry_run,
     retry_steps,
 )
-from .policies.pauses import Holding, Resumed, holding, pause, resume, step_names
+from .policies.pauses import Resumed, pause, resume, step_names
 from .policies.probe import ProbeOutcome, probe_claim, reprobe_claim
-from .policies.recover import recover_attempt, sweep
+from .policies.recover import SweepReport, sweep
 from .policies.resolve import (
-    COMPENSATES,
-    FAILS_RUN,
-    FINISHES_RUN,
-    NOT_UNRESOLVED,
-    RECORDED_ONLY,
-    REFUSED,
-    RESUMES,
-    RETRIES,
-    Preview,
-    Resolution,
     claim_resolved,
     preview_resolution,
     preview_resolutions,
@@ -106,82 +57,34 @@ from .policies.resolve import (
     validate_outcome,
     validate_resolution,
 )
-from .policies.schedules import fire_due_schedules, prepare_for_save
+from .policies.schedules import FireReport, fire_due_schedules, prepare_for_save
 from .policies.submit import KEY_PATTERN, Submission, resolve_workflow, submit, submit_run
-from .policies.waits import send_signal, wake_due
+from .policies.waits import send_signal
 from .state.unresolved import probe_of
 
-# The hot path's two statements as PostgreSQL receives them, for tools that EXPLAIN them
-# (bench/scale.py --explain) without reaching past this door.
-HOT_STATEMENTS = {
-    "start": _start.SQL["start"],
-    "finish": _finish.SQL["succeed_and_dependents"],
-}
+
+def send_task(task: str, arg: int, countdown: float | None = None) -> None:
+    """Publish one message for the Celery task named `task` with its one argument (a
+    batch's id, for `runs.process_batch`), after `countdown` seconds if given; the
+    settings' routes pick its queue. Returns nothing; a broker that refuses raises
+    what kombu raises. It calls the publisher at call time, so runs.testing's in-memory
+    transport (which replaces it) sees these messages too."""
+    _publish.send(task, arg, countdown)
+
 
 __all__ = [
-    "COMPENSATES",
-    "FAILS_RUN",
-    "FINISHES_RUN",
-    "HOT_STATEMENTS",
     "KEY_PATTERN",
-    "NOT_UNRESOLVED",
-    "RECORDED_ONLY",
-    "REFUSED",
-    "RESUMES",
-    "RETRIES",
-    "AlreadyPaused",
-    "AttemptFenced",
-    "BatchSelectionRefused",
-    "ClaimAlreadyResolved",
-    "ClaimBusy",
-    "ClaimNotFound",
-    "ClaimNotTakeable",
-    "ClaimNotUnresolved",
-    "DuplicateSignal",
-    "EngineError",
-    "Holding",
-    "InvalidBatch",
-    "InvalidInput",
-    "InvalidResolution",
-    "InvalidSubmissionKey",
-    "NoProbe",
-    "NotPaused",
-    "PauseError",
-    "PauseReasonRequired",
-    "PostconditionFailed",
-    "Preview",
-    "Principal",
-    "ProbeError",
-    "ProbeInFlight",
-    "ProbeNotDue",
+    "FireReport",
     "ProbeOutcome",
-    "Resolution",
-    "ResolutionError",
     "Resumed",
     "RetryPlan",
-    "RunNotActive",
-    "RunNotFound",
-    "SignalNotAllowed",
-    "SimulatedCrash",
-    "StepNotRetryable",
     "Submission",
-    "SubmissionKeyConflict",
-    "SubmitterUnknown",
-    "UnknownPolicy",
-    "UnknownSignal",
-    "UnknownStep",
-    "UnknownVersion",
-    "UnknownWorkflow",
-    "WaitFinished",
-    "WorkflowVersionUnknown",
-    "actor_name",
+    "SweepReport",
     "cancel_run",
     "claim_resolved",
     "db_now_plus",
     "execute_step",
-    "faults",
     "fire_due_schedules",
-    "holding",
     "lease_for",
     "pause",
     "prepare_for_save",
@@ -191,10 +94,7 @@ __all__ = [
     "preview_retry_run",
     "probe_claim",
     "probe_of",
-    "publish",
     "queue_depths",
-    "recover_attempt",
-    "renew_lease",
     "reprobe_claim",
     "resolve_claim",
     "resolve_workflow",
@@ -203,14 +103,11 @@ __all__ = [
     "retry_run",
     "retry_steps",
     "send_signal",
-    "shown",
-    "start_attempt",
+    "send_task",
     "step_names",
     "submit",
     "submit_run",
     "sweep",
-    "user_principal",
     "validate_outcome",
     "validate_resolution",
-    "wake_due",
 ]

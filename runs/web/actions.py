@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from runs import engine, inputs
+from runs.errors import EngineError, RunNotActive, RunNotFound, StepNotRetryable
 from runs.queries import parse_run_id
 
 from .access import operator_required
@@ -41,9 +42,9 @@ def cancel(request: SignedInRequest, run_id: str) -> HttpResponse:
         return _done(request, run_id)
     try:
         run = engine.cancel_run(run_id=run_uuid, actor=request.user, reason=reason)
-    except engine.RunNotFound as exc:
+    except RunNotFound as exc:
         raise Http404(str(exc)) from exc
-    except engine.RunNotActive as exc:
+    except RunNotActive as exc:
         messages.warning(request, str(exc))
     else:
         messages.success(
@@ -69,9 +70,9 @@ def signal(request: SignedInRequest, run_id: str) -> HttpResponse:
         return _signal_refused(request, run_uuid, f"{exc}; nothing was sent.", status=422)
     try:
         engine.send_signal(run_id=run_uuid, name=name, payload=payload, actor=request.user)
-    except engine.RunNotFound as exc:
+    except RunNotFound as exc:
         raise Http404(str(exc)) from exc
-    except engine.EngineError as exc:
+    except EngineError as exc:
         # Refused by the engine (an approval by the run's submitter, a duplicate, a wait
         # that ended): said beside the form, as a bad payload is.
         return _signal_refused(request, run_uuid, f"{exc}; nothing was sent.", status=409)
@@ -107,9 +108,9 @@ def retry_preview(request: SignedInRequest, run_id: str) -> HttpResponse:
     try:
         plan = engine.preview_retry(run_id=parse_run_id(run_id), step_keys=_step_keys(request))
         error = ""
-    except (ValueError, engine.RunNotFound) as exc:
+    except (ValueError, RunNotFound) as exc:
         raise Http404(str(exc)) from exc
-    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
+    except (RunNotActive, StepNotRetryable) as exc:
         plan, error = None, str(exc)
     return render(
         request,
@@ -124,9 +125,9 @@ def retry(request: SignedInRequest, run_id: str) -> HttpResponse:
     keys = _step_keys(request)
     try:
         run = engine.retry_steps(run_id=parse_run_id(run_id), step_keys=keys, actor=request.user)
-    except (ValueError, engine.RunNotFound) as exc:
+    except (ValueError, RunNotFound) as exc:
         raise Http404(str(exc)) from exc
-    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
+    except (RunNotActive, StepNotRetryable) as exc:
         messages.warning(request, str(exc))
     else:
         messages.success(

@@ -11,8 +11,8 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from runs import engine
 from runs.batches import selection, service
+from runs.errors import InvalidBatch
 from runs.models import Batch, BatchItem
 from runs.states import BATCH_ACTIVE, BatchItemStatus, BatchStatus
 
@@ -48,14 +48,14 @@ def preview(request: SignedInRequest) -> HttpResponse:
                 actor=request.user,
                 reason=request.POST.get("reason", ""),
             )
-        except engine.InvalidBatch as exc:
+        except InvalidBatch as exc:
             context["errors"] = {exc.field: str(exc)}
             status = 422
         else:
             return redirect("runs:batch", batch_id=batch.id)
     try:
         context["preview"] = selection.preview(operation, params)
-    except engine.InvalidBatch as exc:
+    except InvalidBatch as exc:
         context["errors"] = {**{exc.field: str(exc)}, **context["errors"]}  # type: ignore[dict-item]
         context["preview"] = None
         status = 400

@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from runs import engine, inputs
+from runs.errors import NotPaused, PauseError, UnknownWorkflow
 
 from . import queries
 from .access import operator_required, viewer_required
@@ -68,9 +69,9 @@ def pause(request: SignedInRequest) -> HttpResponse:
                 actor=request.user,
                 reason=values["reason"],
             )
-        except engine.UnknownWorkflow as exc:
+        except UnknownWorkflow as exc:
             errors["workflow"] = str(exc)
-        except engine.PauseError as exc:
+        except PauseError as exc:
             errors[exc.field or "form"] = str(exc)
         else:
             what = f"step {made.step} of {made.workflow}" if made.step else made.workflow
@@ -94,10 +95,10 @@ def resume(request: SignedInRequest, pause_id: int) -> HttpResponse:
         resumed = engine.resume(pause_id=pause_id, actor=request.user, reason=reason)
     except inputs.BadInput as exc:
         error = str(exc)
-    except engine.NotPaused as exc:
+    except NotPaused as exc:
         messages.warning(request, str(exc))
         return redirect(back)
-    except engine.PauseError as exc:
+    except PauseError as exc:
         error = str(exc)
     else:
         what = resumed.pause.workflow + (

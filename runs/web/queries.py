@@ -29,6 +29,7 @@ from django.utils.functional import cached_property
 
 from reconciliation.queries import queue_summary
 from runs import engine, replica, sql
+from runs.errors import RunNotActive, StepNotRetryable
 from runs.filters import (
     COUNT_CAP,
     RunFilters,
@@ -39,6 +40,7 @@ from runs.filters import (
     search_filter,
 )
 from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
+from runs.principals import shown
 from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
@@ -142,10 +144,10 @@ class RunPage:
 
     @property
     def submitter(self) -> str:
-        who = engine.shown(self.run.submitted_by, self.run.submitted_via)
+        who = shown(self.run.submitted_by, self.run.submitted_via)
         if self.run.on_behalf_of:
             # Whom four eyes also refuses: the people who made or changed the schedule.
-            people = ", ".join(engine.shown(p) for p in self.run.on_behalf_of)
+            people = ", ".join(shown(p) for p in self.run.on_behalf_of)
             who += f", for {people}"
         return who
 
@@ -407,7 +409,7 @@ def retry_offer(data: RunPage) -> RetryOffer:
         )
     try:
         engine.preview_retry(run_id=run.id, step_keys=keys)
-    except (engine.RunNotActive, engine.StepNotRetryable) as exc:
+    except (RunNotActive, StepNotRetryable) as exc:
         return RetryOffer([], f"Not retryable: {exc}")
     return RetryOffer(keys)
 

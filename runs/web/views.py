@@ -12,7 +12,9 @@ from django.shortcuts import redirect, render
 from django_htmx.http import HttpResponseClientRedirect
 
 from runs import engine, export
+from runs.errors import EngineError, InvalidInput, RunNotFound
 from runs.models import Run
+from runs.principals import Principal, user_principal
 from runs.queries import parse_run_id
 from runs.roles import can_submit
 from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
@@ -141,9 +143,9 @@ def run_export(request: SignedInRequest, run_id: str) -> HttpResponse:
     (runs/export.py), as a download, for viewers and operators."""
     try:
         doc = export.build(
-            parse_run_id(run_id), exported_by=engine.user_principal(request.user.get_username())
+            parse_run_id(run_id), exported_by=user_principal(request.user.get_username())
         )
-    except (ValueError, engine.RunNotFound) as exc:
+    except (ValueError, RunNotFound) as exc:
         raise Http404(f"no run {run_id}") from exc
     response = HttpResponse(
         json.dumps(doc, indent=1, ensure_ascii=False), content_type="application/json"
@@ -187,7 +189,7 @@ def new_run(request: SignedInRequest) -> HttpResponse:
     try:
         version = int(version_text) if version_text else None
         wf = engine.resolve_workflow(chosen, version)
-    except (ValueError, engine.EngineError) as exc:
+    except (ValueError, EngineError) as exc:
         context["errors"] = [str(exc) if not isinstance(exc, ValueError) else "bad version"]
         return render(request, "runs/new.html", context, status=400 if data else 200)
     fields = forms.fields_from_schema(wf.input_schema())
@@ -200,9 +202,9 @@ def new_run(request: SignedInRequest) -> HttpResponse:
                     workflow=wf.name,
                     version=wf.version,
                     input=run_input,
-                    by=engine.Principal.of_user(request.user, "page"),
+                    by=Principal.of_user(request.user, "page"),
                 ).run
-            except engine.InvalidInput as exc:
+            except InvalidInput as exc:
                 context["errors"] = forms.attach_problems(fields, exc.by_field, exc.problems)
             else:
                 messages.success(request, f"Run submitted: {wf.name} v{wf.version}.")

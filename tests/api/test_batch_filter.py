@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from runs import engine
 from runs.batches import selection
+from runs.errors import InvalidBatch
 from runs.models import Batch, BatchItem, Run
 from runs.states import RunStatus
 from tests.support.api import token_client
@@ -131,7 +132,7 @@ def selected(params: QueryDict) -> tuple[str, frozenset[uuid.UUID] | str]:
     for."""
     try:
         filters = selection.parse(params)
-    except engine.InvalidBatch as exc:
+    except InvalidBatch as exc:
         return "refused", exc.field
     return "selects", frozenset(selection.selection(filters).values_list("id", flat=True))
 

@@ -47,6 +47,7 @@ import pytest
 from django.conf import settings
 
 from runs import engine
+from runs.principals import Principal
 from runs.processes import ChildProcess, stop_all
 from tests.conftest import make_user
 from tests.integration.servers import free_port
@@ -149,7 +150,7 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
     token = api_token(user)
     # Something for the links to lead to: runs (the submitter's own, so it reads them),
     # and unresolved claims to decide.
-    by = engine.Principal.of_user(user, "api-token")
+    by = Principal.of_user(user, "api-token")
     engine.submit_run(workflow="merge-change", input={"change_id": 1}, by=by)
     engine.submit_run(workflow="agent-refund", input={"ticket": 1, "amount": 5}, by=by)
     for change_id in range(2, 2 + UNRESOLVED_CLAIMS):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs import engine
-from runs.engine.core.principals import user_principal
+from runs.principals import Principal, user_principal
 from tests.conftest import make_user
 from tests.support import factories
 from tests.support.api import token_client, written
@@ -72,7 +72,7 @@ def run_of_someone():
     return engine.submit_run(
         workflow="merge-change",
         input={"change_id": 4},
-        by=engine.Principal(user_principal("someone"), "api-token"),
+        by=Principal(user_principal("someone"), "api-token"),
     )
 
 

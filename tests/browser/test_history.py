@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from reconciliation import views as reconciliation_views
 from runs import engine
-from runs.engine.policies.resolve import resolve_claim
+from runs.engine import resolve_claim
 from runs.testing import run_inline
 from runs.web import queries
 from tests.browser.conftest import wait_for_address

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from runs.engine.policies.resolve import resolve_claim
+from runs.engine import resolve_claim
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 from tests.support import factories

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from examples.fakes import CodeHost
 from reconciliation import services, views
-from runs.engine.policies.resolve import resolve_claim
+from runs.engine import resolve_claim
 from runs.models import Claim
 from runs.states import ClaimStatus
 from tests.browser.conftest import wait_for_address

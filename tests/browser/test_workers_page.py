@@ -9,6 +9,7 @@ from django.db import connection
 from playwright.sync_api import expect
 
 from runs import engine
+from runs.engine.tools import start_attempt
 from runs.models import Step, WorkerProcess
 from runs.states import StepStatus
 from tests.browser.conftest import wait_for_address
@@ -28,7 +29,7 @@ def test_the_workers_page_from_the_navigation_to_a_run_and_back(browser, transac
         )
     run = engine.submit_run(workflow="pure-chain", input={})
     step = Step.objects.get(run=run, status=StepStatus.QUEUED)
-    engine.start_attempt(step_id=step.id, worker="host-a:4242")
+    start_attempt(step_id=step.id, worker="host-a:4242")
     engine.submit_run(workflow="pure-chain", input={})  # its first step waits
 
     browser.login("vera", PASSWORD)

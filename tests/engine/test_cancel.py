@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runs import engine, events
-from runs.engine.attempts.finish import finish_with_result
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import finish_with_result, start_attempt
+from runs.errors import RunNotActive, RunNotFound
 from runs.models import Event, Run, Step
 from runs.states import RunStatus, StepStatus
 from tests.support.factories import run_queued
@@ -53,7 +53,7 @@ def test_cancel_a_failing_attempt_fails_its_step_instead_of_retrying(db):
     )
     started = start_attempt(step_id=step_of(run, "merge").id, worker="w")
     engine.cancel_run(run_id=run.id, actor="ann")
-    from runs.engine.attempts.finish import fail_attempt
+    from runs.engine.tools import fail_attempt
 
     assert fail_attempt(started, error="NotApplied: refused", uncertain=False) == "failed"
     assert step_of(run, "merge").status == StepStatus.FAILED
@@ -63,15 +63,15 @@ def test_cancel_a_failing_attempt_fails_its_step_instead_of_retrying(db):
 def test_cancel_twice_or_a_finished_run_is_refused(db):
     run = engine.submit_run(workflow="pure-chain", input={})
     run_queued(run)
-    with pytest.raises(engine.RunNotActive, match="is already succeeded; it cannot be cancelled"):
+    with pytest.raises(RunNotActive, match="is already succeeded; it cannot be cancelled"):
         engine.cancel_run(run_id=run.id, actor="ann")
     other = engine.submit_run(workflow="pure-chain", input={})
     engine.cancel_run(run_id=other.id, actor="ann")
-    with pytest.raises(engine.RunNotActive, match="already cancelled"):
+    with pytest.raises(RunNotActive, match="already cancelled"):
         engine.cancel_run(run_id=other.id, actor="bob")
     assert Event.objects.filter(type=events.RUN_CANCELLED).count() == 1
 
 
 def test_cancel_unknown_run_is_refused(db):
-    with pytest.raises(engine.RunNotFound):
+    with pytest.raises(RunNotFound):
         engine.cancel_run(run_id="00000000-0000-0000-0000-000000000000", actor="ann")

@@ -14,9 +14,8 @@ import pytest
 from django.db import transaction
 
 from runs import engine, events
-from runs.engine.attempts.finish import finish_with_result
-from runs.engine.entry.execute import start_attempt
-from runs.engine.state import ready as ready_module
+from runs.engine.tools import finish_with_result, start_attempt
+from runs.engine.tools import ready_module as ready_module
 from runs.models import Attempt, Event, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.support.factories import run_queued

@@ -13,9 +13,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from runs import engine
-from runs.engine.attempts.claims import insert_claim
-from runs.engine.core import faults
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import faults, insert_claim, start_attempt
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus
 from runs.workflows import IDEMPOTENT, PURE, Context, Retry, Workflow, registry

@@ -7,6 +7,7 @@ import pytest
 
 from reconciliation import queries
 from runs import engine
+from runs.errors import StepNotRetryable
 from runs.models import Claim, Event, Run, Step
 from runs.testing import run_inline
 
@@ -86,7 +87,7 @@ def test_an_unresolved_compensation_goes_to_the_queue_and_the_run_waits_for_it()
 
 
 def engine_resolve(claim_id: int) -> None:
-    from runs.engine.policies.resolve import resolve_claim
+    from runs.engine import resolve_claim
 
     resolve_claim(
         claim_id,
@@ -130,7 +131,7 @@ def test_a_failed_compensation_ends_the_run_failed_and_a_retry_resumes_compensat
     assert run.status == "failed"
     assert "step refund failed" in run.error
     assert Step.objects.get(run=run, name="release").status == "pending"
-    with pytest.raises(engine.StepNotRetryable, match="no failed step finish"):
+    with pytest.raises(StepNotRetryable, match="no failed step finish"):
         engine.retry_steps(run_id=run.id, step_keys=["finish"], actor="ada")
 
     reopened = engine.retry_steps(run_id=run.id, step_keys=["refund"], actor="ada")

@@ -19,12 +19,16 @@ from examples.fakes import PaymentAPI
 from examples.models import Merge, PaymentCharge, TargetRecord
 from reconciliation.services import resolve_claim
 from runs import engine, events, history
-from runs.engine.attempts.finish import fail_attempt, finish_with_result
-from runs.engine.core import keys
-from runs.engine.core.publish import step_queue_depth
-from runs.engine.entry import execute as execute_module
-from runs.engine.entry.execute import start_attempt
-from runs.engine.policies import recover as recover_module
+from runs.engine.tools import execute_module as execute_module
+from runs.engine.tools import (
+    fail_attempt,
+    finish_with_result,
+    keys,
+    publish,
+    start_attempt,
+    step_queue_depth,
+)
+from runs.engine.tools import recover_module as recover_module
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import FencingToken
@@ -503,7 +507,7 @@ def test_a_sweep_sends_no_more_messages_than_the_queue_lacks(backoff, published)
     runs = [engine.submit_run(workflow="merge-change", input={"change_id": n}) for n in (1, 2, 3)]
     merges = [step_of(run, "merge").id for run in runs]
     lose_messages()
-    engine.publish.publish_now(merges[1:])  # two still have theirs
+    publish.publish_now(merges[1:])  # two still have theirs
     earlier(merges, 61)
     published.clear()
 
@@ -569,7 +573,7 @@ def test_a_retry_due_in_an_hour_is_sent_in_messages_no_longer_than_the_bound(
 
 
 def test_a_probe_due_later_than_the_bound_is_sent_for_the_bound(published, settings):
-    from runs.engine.core.publish import publish_probes
+    from runs.engine.tools import publish_probes
 
     settings.RUNS_MAX_COUNTDOWN_SECONDS = 600
 

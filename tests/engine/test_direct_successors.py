@@ -12,7 +12,7 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from runs import engine, events, history
-from runs.engine.core.keys import step_claim_key
+from runs.engine.tools import step_claim_key
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry

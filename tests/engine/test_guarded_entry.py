@@ -9,8 +9,7 @@ import pytest
 
 from examples.models import Merge
 from runs import engine
-from runs.engine.attempts.finish import finish_with_result
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import finish_with_result, start_attempt
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import expire_leases, run_queued
@@ -55,9 +54,9 @@ def test_a_guarded_attempt_that_entered_its_effect_and_died_is_unresolved():
     step = step_of(run, "merge")
     started = start_attempt(step_id=step.id, worker="w")
     assert started is not None
-    from runs.engine.entry.execute import _still_owned_before_effect
+    from runs.engine.tools import still_owned_before_effect
 
-    assert _still_owned_before_effect(started)  # entered: the effect may be under way
+    assert still_owned_before_effect(started)  # entered: the effect may be under way
     expire_leases()
 
     engine.sweep()

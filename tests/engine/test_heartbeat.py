@@ -12,9 +12,7 @@ from django.db import connection, transaction
 
 from examples.models import TargetRecord
 from runs import engine
-from runs.engine.attempts import heartbeat
-from runs.engine.entry.execute import _context_factory, start_attempt
-from runs.engine.policies.recover import recover_attempt
+from runs.engine.tools import context_factory, heartbeat, recover_attempt, start_attempt
 from runs.errors import AttemptFenced
 from runs.models import Attempt, Claim, Step
 from runs.states import AttemptStatus, StepStatus
@@ -86,7 +84,7 @@ def test_a_paused_transactional_map_item_is_recovered_and_rolled_back():
 def test_a_heartbeat_in_a_transaction_renews_at_once_and_only_a_live_lease():
     run = engine.submit_run(workflow="heartbeat-write", input={})
     started = start_attempt(step_id=Step.objects.get(run=run).id, worker="w")
-    beat = _context_factory(started)(key=None).heartbeat
+    beat = context_factory(started)(key=None).heartbeat
 
     def lease():
         return Attempt.objects.values_list("lease_expires_at", flat=True).get(pk=started.attempt.id)

@@ -11,8 +11,7 @@ from django.db import transaction
 
 from examples.models import TargetRecord
 from runs import engine
-from runs.engine.attempts.items import _fence_item
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import fence_item, start_attempt
 from runs.errors import AttemptFenced
 from runs.models import Attempt, Claim, Step
 from runs.states import ClaimStatus
@@ -37,7 +36,7 @@ def lease_of(started) -> object:
 def test_a_fresh_lease_is_held_not_rewritten(started_batch):
     before = lease_of(started_batch)
     with transaction.atomic():
-        _fence_item(started_batch, claim_id=0, result=None)
+        fence_item(started_batch, claim_id=0, result=None)
     assert lease_of(started_batch) == before
 
 
@@ -45,7 +44,7 @@ def test_a_quarter_spent_lease_is_renewed_by_the_fence(started_batch):
     before = lease_of(started_batch)
     started_batch.lease.renewed(time.monotonic() - started_batch.lease_seconds / 4)
     with transaction.atomic():
-        _fence_item(started_batch, claim_id=0, result=None)
+        fence_item(started_batch, claim_id=0, result=None)
     assert lease_of(started_batch) > before
     assert time.monotonic() - started_batch.lease.set_at < 5  # counted from the renewal
 
@@ -55,19 +54,17 @@ def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(starte
     expire_leases()
     started_batch.lease.renewed(time.monotonic() - started_batch.lease_seconds * spent)
     with pytest.raises(AttemptFenced), transaction.atomic():
-        _fence_item(started_batch, claim_id=0, result=None)
+        fence_item(started_batch, claim_id=0, result=None)
 
 
 # --- the fence at the item's commit (migration 0019's deferred constraint trigger) ----
 def run_item(started, index: int = 0) -> bool:
-    from runs.engine.attempts.items import _transactional_item
-    from runs.engine.core import keys
-    from runs.engine.entry.execute import _context_factory
+    from runs.engine.tools import context_factory, keys, transactional_item
 
     pair = started.step.items[index]
     key = keys.item_key(started.run.id, started.step.name, started.parent_revision, pair["key"])
-    ctx = _context_factory(started)(item=pair["item"], item_key=pair["key"], key=key)
-    return _transactional_item(started, ctx, key, pair["key"], pair["item"])
+    ctx = context_factory(started)(item=pair["item"], item_key=pair["key"], key=key)
+    return transactional_item(started, ctx, key, pair["key"], pair["item"])
 
 
 def test_a_live_item_commits_with_its_claim_and_no_fence_statement(started_batch):

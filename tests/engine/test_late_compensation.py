@@ -10,10 +10,10 @@ import pytest
 
 from reconciliation.services import resolve_claim
 from runs import engine, events
-from runs.engine.attempts.finish import finish_with_result
-from runs.engine.entry.execute import start_attempt
-from runs.engine.policies.resolve import COMPENSATES, preview_resolution
+from runs.engine import preview_resolution
+from runs.engine.tools import finish_with_result, start_attempt
 from runs.models import Claim, Event, Run, Step
+from runs.resolutions import COMPENSATES
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.testing import _commits, run_inline
 from runs.workflows import Retry

@@ -24,10 +24,14 @@ from django.db import connection, transaction
 
 from examples.models import TargetRecord
 from runs import engine, events
-from runs.engine.attempts.finish import finish_with_result
-from runs.engine.attempts.start import Started
-from runs.engine.entry.execute import run_attempt, start_attempt
-from runs.engine.policies.recover import recover_attempt, settle_late_finish
+from runs.engine.tools import (
+    Started,
+    finish_with_result,
+    recover_attempt,
+    run_attempt,
+    settle_late_finish,
+    start_attempt,
+)
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.support import workflows as test_workflows

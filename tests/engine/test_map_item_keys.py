@@ -12,7 +12,7 @@ import pytest
 
 from examples.models import TargetRecord
 from runs import engine
-from runs.engine.core import keys
+from runs.engine.tools import keys
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.workflows import Workflow, WorkflowDefinitionError

@@ -12,8 +12,7 @@ from celery.signals import before_task_publish
 from examples.fakes import PaymentAPI
 from examples.models import PaymentCharge
 from runs import engine, events
-from runs.engine.attempts.finish import fail_attempt, finish_with_result
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import fail_attempt, finish_with_result, start_attempt
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support import workflows

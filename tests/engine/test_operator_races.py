@@ -10,11 +10,9 @@ import threading
 import pytest
 
 from runs import engine, events
-from runs.engine.attempts.finish import fail_attempt
-from runs.engine.attempts.start import Started
-from runs.engine.entry.execute import start_attempt
-from runs.engine.policies import recover as recover_module
-from runs.engine.policies.recover import recover_attempt
+from runs.engine.tools import Started, fail_attempt, recover_attempt, start_attempt
+from runs.engine.tools import recover_module as recover_module
+from runs.errors import StepNotRetryable
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import expire_leases, run_queued
@@ -65,7 +63,7 @@ def test_a_branch_failing_during_a_retry_does_not_silently_undo_it(monkeypatch):
     try:
         retry.join()
         retried = True
-    except engine.StepNotRetryable:
+    except StepNotRetryable:
         retried = False
     monkeypatch.undo()
 
@@ -167,7 +165,7 @@ def test_a_retry_waiting_on_a_crash_deciding_on_the_failed_run_is_refused(monkey
     retry.wait_blocked()  # on the run row the crash holds
     resume.set()
     assert crash.join() is True
-    with pytest.raises(engine.StepNotRetryable, match="other failed steps \\(send_receipt\\)"):
+    with pytest.raises(StepNotRetryable, match="other failed steps \\(send_receipt\\)"):
         retry.join()
     monkeypatch.undo()
 

@@ -7,7 +7,8 @@ import pytest
 
 from examples.models import Merge, PaymentCharge, PaymentRequest, TargetRecord
 from runs import engine, events
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import start_attempt
+from runs.errors import RunNotActive, StepNotRetryable
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import drain, expire_leases, run_queued
@@ -96,7 +97,7 @@ def test_retry_queues_steps_that_became_ready_while_the_run_had_failed(db):
     steady = start_attempt(step_id=step_of(run, "steady").id, worker="w")
     engine.execute_step(step_id=step_of(run, "doomed_branch").id, worker="w")
     assert Run.objects.get(pk=run.id).status == RunStatus.FAILED
-    from runs.engine.attempts.finish import finish_with_result
+    from runs.engine.tools import finish_with_result
 
     finish_with_result(steady, "steady")  # finishes while the run is failed
     assert step_of(run, "after_steady").status == StepStatus.PENDING
@@ -111,8 +112,8 @@ def test_retry_queues_steps_that_became_ready_while_the_run_had_failed(db):
 @pytest.mark.parametrize(
     ("keys", "error", "message"),
     [
-        (["nope"], engine.StepNotRetryable, "has no failed step nope"),
-        ([], engine.StepNotRetryable, "other failed steps"),
+        (["nope"], StepNotRetryable, "has no failed step nope"),
+        ([], StepNotRetryable, "other failed steps"),
     ],
 )
 def test_retry_refusals_change_nothing(db, keys, error, message):
@@ -131,5 +132,5 @@ def test_retry_refusals_change_nothing(db, keys, error, message):
 def test_retry_of_a_run_that_did_not_fail_is_refused(db):
     run = engine.submit_run(workflow="pure-chain", input={})
     run_queued(run)
-    with pytest.raises(engine.RunNotActive, match="only a failed run's steps are retried"):
+    with pytest.raises(RunNotActive, match="only a failed run's steps are retried"):
         engine.retry_steps(run_id=run.id, step_keys=["first"], actor="ann")

@@ -12,8 +12,7 @@ import pytest
 from django.db import transaction
 
 from runs import engine
-from runs.engine.attempts.start import start_queued
-from runs.engine.entry.execute import run_attempt, start_attempt
+from runs.engine.tools import run_attempt, start_attempt, start_queued
 from runs.models import Attempt, Pause, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.support.races import Background, is_waiting_on_lock

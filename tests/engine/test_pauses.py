@@ -10,7 +10,8 @@ import pytest
 
 from examples.models import Merge, TargetRecord
 from runs import engine, metrics
-from runs.engine.entry.execute import run_attempt, start_attempt
+from runs.engine.tools import run_attempt, start_attempt
+from runs.errors import AlreadyPaused, NotPaused, PauseReasonRequired, UnknownStep, UnknownWorkflow
 from runs.models import Attempt, Pause, PauseChange, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.support.factories import earlier
@@ -312,13 +313,13 @@ def test_pause_and_resume_are_audited_with_actor_and_reason():
     [
         (
             {"workflow": "merge-change", "reason": "  "},
-            engine.PauseReasonRequired,
+            PauseReasonRequired,
             "needs a reason",
         ),
-        ({"workflow": "nope", "reason": "r"}, engine.UnknownWorkflow, "unknown workflow 'nope'"),
+        ({"workflow": "nope", "reason": "r"}, UnknownWorkflow, "unknown workflow 'nope'"),
         (
             {"workflow": "merge-change", "step": "mreg", "reason": "r"},
-            engine.UnknownStep,
+            UnknownStep,
             "has no step 'mreg' in any version; its steps: merge",
         ),
     ],
@@ -331,7 +332,7 @@ def test_a_bad_pause_is_refused_and_writes_nothing(kwargs, error, says):
 
 def test_pausing_twice_is_refused_and_the_first_pause_stands():
     first = engine.pause(workflow="merge-change", step="merge", actor="ann", reason="first")
-    with pytest.raises(engine.AlreadyPaused, match=r"already paused \(by ann at .*: first\)"):
+    with pytest.raises(AlreadyPaused, match=r"already paused \(by ann at .*: first\)"):
         engine.pause(workflow="merge-change", step="merge", actor="bob", reason="second")
     assert list(Pause.objects.values_list("id", "actor", "reason")) == [(first.id, "ann", "first")]
     assert PauseChange.objects.count() == 1
@@ -342,13 +343,13 @@ def test_pausing_twice_is_refused_and_the_first_pause_stands():
 
 def test_a_resume_of_what_is_not_paused_is_refused_and_writes_nothing():
     pause = engine.pause(workflow="merge-change", actor="ann", reason="r")
-    with pytest.raises(engine.PauseReasonRequired):
+    with pytest.raises(PauseReasonRequired):
         engine.resume(pause_id=pause.id, actor="ann", reason="")
     assert Pause.objects.count() == 1
     engine.resume(pause_id=pause.id, actor="ann", reason="r")
-    with pytest.raises(engine.NotPaused, match=f"pause {pause.id} is not in effect"):
+    with pytest.raises(NotPaused, match=f"pause {pause.id} is not in effect"):
         engine.resume(pause_id=pause.id, actor="ann", reason="again")
-    with pytest.raises(engine.NotPaused):
+    with pytest.raises(NotPaused):
         engine.resume(pause_id=10**9, actor="ann", reason="never")
     assert list(PauseChange.objects.values_list("action", flat=True).order_by("id")) == [
         "pause",

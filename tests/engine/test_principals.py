@@ -1,4 +1,4 @@
-"""Who submitted a run, recorded on it for each way in (runs/engine/core/principals.py,
+"""Who submitted a run, recorded on it for each way in (runs/principals.py,
 docs/api.md "Principals"): the command line, a schedule's tick, the New run page, the
 API signed in (the API with a token: tests/api/test_signal_permissions.py). A submission
 key belongs to that principal too."""
@@ -12,7 +12,7 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from runs import engine
-from runs.engine.policies.schedules import db_now
+from runs.engine.tools import db_now
 from runs.models import Run, Schedule, SubmissionKey
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ import logging
 
 from examples.fakes import CodeHost
 from runs import engine, events, export, export_check
-from runs.engine.policies import probe
+from runs.engine.tools import probe_module as probe
 from runs.history import verify_run
 from runs.models import Claim, Event
 from runs.states import ClaimStatus

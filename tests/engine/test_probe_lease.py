@@ -11,8 +11,9 @@ import pytest
 from django.db import connection
 
 from runs import engine, events
-from runs.engine.policies import probe
-from runs.engine.policies.probe import reprobe_claim
+from runs.engine import reprobe_claim
+from runs.engine.tools import probe_module as probe
+from runs.engine.tools import publish
 from runs.errors import ProbeInFlight
 from runs.models import Claim, Event
 from runs.states import ClaimStatus
@@ -43,10 +44,10 @@ def sent(monkeypatch) -> list[int]:
     ids: list[int] = []
 
     def send(task: str, arg: int, countdown: float | None = None) -> None:
-        if task == engine.publish.PROBE_CLAIM:
+        if task == publish.PROBE_CLAIM:
             ids.append(arg)
 
-    monkeypatch.setattr(engine.publish, "send", send)
+    monkeypatch.setattr(publish, "send", send)
     return ids
 
 

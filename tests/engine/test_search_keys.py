@@ -12,7 +12,8 @@ from django.db import connection
 from django.db.models import F
 
 from runs import engine
-from runs.engine.policies import retention
+from runs.engine import retention
+from runs.errors import InvalidInput, SubmissionKeyConflict
 from runs.models import Run, RunSearchKey, Step
 from runs.queries import with_search_key
 
@@ -43,10 +44,10 @@ def test_a_workflow_without_search_fields_and_a_none_value_write_no_key(db):
 
 
 def test_a_refused_submission_writes_no_key(db):
-    with pytest.raises(engine.InvalidInput):
+    with pytest.raises(InvalidInput):
         engine.submit(workflow="merge-change", input={"change_id": "301"})
     engine.submit(workflow="merge-change", input={"change_id": 5}, key="k")
-    with pytest.raises(engine.SubmissionKeyConflict):
+    with pytest.raises(SubmissionKeyConflict):
         engine.submit(workflow="merge-change", input={"change_id": 6}, key="k")
     again = engine.submit(workflow="merge-change", input={"change_id": 5}, key="k")
     assert again.created is False

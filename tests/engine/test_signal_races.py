@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from runs import engine
-from runs.engine.attempts.finish import finish_with_result
-from runs.engine.entry.execute import start_attempt
-from runs.engine.policies import waits as waits_module
+from runs.engine.tools import finish_with_result, start_attempt
+from runs.engine.tools import waits_module as waits_module
 from runs.models import Run, Signal, Step
 from runs.states import RunStatus, StepStatus
 from tests.support.factories import run_queued

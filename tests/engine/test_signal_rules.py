@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from runs import engine
+from runs.errors import DuplicateSignal, WaitFinished
 from runs.models import Run, Signal, Step
 from runs.states import RunStatus, StepStatus
 from runs.testing import _commits, run_inline
@@ -33,7 +34,7 @@ def test_a_signal_whose_wait_timed_out_is_refused():
     assert step_of(run, "ping").result == {"timed_out": True}
     assert run.status == RunStatus.WAITING  # pong still waits
 
-    with pytest.raises(engine.WaitFinished) as refused:
+    with pytest.raises(WaitFinished) as refused:
         engine.send_signal(run_id=run.id, name="ping", payload={"late": True}, actor="ann")
 
     assert "ping" in str(refused.value) and "timed out" in str(refused.value)
@@ -53,7 +54,7 @@ def _past_a_skipped_wait() -> Run:
 def test_a_signal_to_a_wait_skipped_by_its_condition_is_refused():
     run = _past_a_skipped_wait()
 
-    with pytest.raises(engine.WaitFinished) as refused:
+    with pytest.raises(WaitFinished) as refused:
         engine.send_signal(run_id=run.id, name="go", payload=None, actor="ann")
 
     assert str(refused.value) == (
@@ -107,7 +108,7 @@ def _approval_taken() -> Run:
 def test_a_second_signal_after_its_wait_took_the_first_is_a_duplicate(operator):
     run = _approval_taken()
 
-    with pytest.raises(engine.DuplicateSignal, match="already received signal 'approval'"):
+    with pytest.raises(DuplicateSignal, match="already received signal 'approval'"):
         engine.send_signal(run_id=run.id, name="approval", payload="again", actor="bob")
     response = token_client(operator).post(
         f"/api/runs/{run.id}/signals/approval/", {"payload": "again"}, format="json"

@@ -8,9 +8,7 @@ from django.db import connection
 
 from examples.models import Merge, TargetRecord
 from runs import engine
-from runs.engine.attempts.finish import fail_attempt, finish_with_result
-from runs.engine.attempts.items import run_batch
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import fail_attempt, finish_with_result, run_batch, start_attempt
 from runs.errors import AttemptFenced
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
@@ -104,10 +102,10 @@ def test_zombie_transactional_item_rolls_back_whole(db):
     expire_leases()
     engine.sweep()
 
-    from runs.engine.entry.execute import _context_factory
+    from runs.engine.tools import context_factory
 
     with pytest.raises(AttemptFenced):
-        run_batch(started, _context_factory(started))
+        run_batch(started, context_factory(started))
 
     assert TargetRecord.objects.count() == 0
     assert not Claim.objects.filter(run=run).exists()

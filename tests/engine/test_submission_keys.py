@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runs import engine
+from runs.errors import InvalidInput, InvalidSubmissionKey, SubmissionKeyConflict
 from runs.models import Event, Run, SubmissionKey
 from tests.support.races import Background
 
@@ -28,7 +29,7 @@ def test_submit_same_key_same_request_returns_the_first_run(db):
 def test_submit_same_key_another_request_is_refused_naming_the_run(db):
     first = engine.submit(**MERGE, key="order-5")
     events_before = Event.objects.count()
-    with pytest.raises(engine.SubmissionKeyConflict) as refused:
+    with pytest.raises(SubmissionKeyConflict) as refused:
         engine.submit(workflow="merge-change", input={"change_id": 6}, key="order-5")
     assert str(first.run.id) in str(refused.value)
     assert "already used for a different request" in str(refused.value)
@@ -38,13 +39,13 @@ def test_submit_same_key_another_request_is_refused_naming_the_run(db):
 
 def test_submit_explicit_version_is_another_request_than_latest(db):
     engine.submit(**MERGE, key="k1")
-    with pytest.raises(engine.SubmissionKeyConflict):
+    with pytest.raises(SubmissionKeyConflict):
         engine.submit(workflow="merge-change", version=1, input={"change_id": 5}, key="k1")
 
 
 @pytest.mark.parametrize("key", ["", "has space", "x" * 201, "tab\t", "é"])
 def test_submit_bad_key_is_refused_and_nothing_written(db, key):
-    with pytest.raises(engine.InvalidSubmissionKey, match="idempotency key"):
+    with pytest.raises(InvalidSubmissionKey, match="idempotency key"):
         engine.submit(**MERGE, key=key)
     assert (Run.objects.count(), SubmissionKey.objects.count()) == (0, 0)
 
@@ -56,7 +57,7 @@ def test_submit_without_key_creates_a_run_each_time(db):
 
 
 def test_submit_invalid_input_with_a_key_claims_nothing(db):
-    with pytest.raises(engine.InvalidInput):
+    with pytest.raises(InvalidInput):
         engine.submit(workflow="merge-change", input={"change_id": "x"}, key="k2")
     assert SubmissionKey.objects.count() == 0
     assert engine.submit(**MERGE, key="k2").created

@@ -6,6 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from runs import engine
+from runs.errors import InvalidInput, UnknownVersion, UnknownWorkflow
 from runs.models import Claim, Event, Run, Step
 
 
@@ -21,85 +22,85 @@ def assert_nothing_written() -> None:
 @pytest.mark.parametrize(
     ("workflow", "version", "data", "error", "message"),
     [
-        ("no-such-flow", None, {}, engine.UnknownWorkflow, "unknown workflow 'no-such-flow'"),
+        ("no-such-flow", None, {}, UnknownWorkflow, "unknown workflow 'no-such-flow'"),
         (
             "merge-change",
             7,
             {"change_id": 1},
-            engine.UnknownVersion,
+            UnknownVersion,
             "workflow 'merge-change' has no version 7; known versions: 1",
         ),
-        ("merge-change", None, {}, engine.InvalidInput, "missing field 'change_id' (int)"),
+        ("merge-change", None, {}, InvalidInput, "missing field 'change_id' (int)"),
         (
             "merge-change",
             None,
             {"change_id": "42"},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'change_id' must be int, got str",
         ),
         (
             "merge-change",
             None,
             {"change_id": True},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'change_id' must be int, got bool",
         ),
         (
             "merge-change",
             None,
             {"change_id": 0},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'change_id' must be at least 1, got 0",
         ),
         (
             "charge-payment",
             1,
             {"amount": 5, "amuont": 5},
-            engine.InvalidInput,
+            InvalidInput,
             "unknown field 'amuont'",
         ),
-        ("migrate-records", 1, [500], engine.InvalidInput, "input must be a JSON object"),
-        ("typed-input", 1, {}, engine.InvalidInput, "missing field 'ids' (list[int])"),
+        ("migrate-records", 1, [500], InvalidInput, "input must be a JSON object"),
+        ("typed-input", 1, {}, InvalidInput, "missing field 'ids' (list[int])"),
         (
             "typed-input",
             1,
             {"ids": [1, 2, "3"]},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'ids'[2] must be int, got str",
         ),
         (
             "typed-input",
             1,
             {"ids": None},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'ids' must be list[int], got None",
         ),
         (
             "typed-input",
             1,
             {"ids": [], "weights": {"a": 1, "b": True}},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'weights'['b'] must be float, got bool",
         ),
         (
             "typed-input",
             1,
             {"ids": [], "groups": [{"x": [1]}, {"y": [2, None]}]},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'groups'[1]['y'][1] must be int, got None",
         ),
         (
             "typed-input",
             1,
             {"ids": [], "note": 5},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'note' must be str | None, got int",
         ),
         (
             "typed-input",
             1,
             {"ids": [], "ratio": -1},
-            engine.InvalidInput,
+            InvalidInput,
             "field 'ratio' must be at least 0, got -1",
         ),
     ],
@@ -114,7 +115,7 @@ def test_submit_run_refuses_bad_input_and_writes_nothing(
 
 
 def test_submit_run_reports_every_problem_of_parameterised_input(db):
-    with pytest.raises(engine.InvalidInput) as excinfo:
+    with pytest.raises(InvalidInput) as excinfo:
         engine.submit_run(
             workflow="typed-input", input={"ids": ["a", 2, "c"], "weights": [], "extra": 1}
         )
@@ -143,7 +144,7 @@ def test_submit_run_accepts_parameterised_input_and_fills_defaults(db):
 
 
 def test_submit_run_lists_known_workflows_for_unknown_name(db):
-    with pytest.raises(engine.UnknownWorkflow) as excinfo:
+    with pytest.raises(UnknownWorkflow) as excinfo:
         engine.submit_run(workflow="merge", input={})
     message = str(excinfo.value)
     assert message.startswith("unknown workflow 'merge'; known workflows: ")

@@ -14,8 +14,8 @@ from django.http import QueryDict
 
 from runs import engine
 from runs.batches import service
-from runs.engine.attempts.finish import fail_attempt, finish_with_result
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import fail_attempt, finish_with_result, start_attempt
+from runs.errors import WorkflowVersionUnknown
 from runs.models import Attempt, BatchItem, Claim, Event, Run, Step
 from runs.states import AttemptStatus, BatchItemStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
@@ -54,7 +54,7 @@ def test_a_cancel_without_the_version_is_refused_once_a_step_succeeded(db):
     ended cancelled and the held seat was never released."""
     run, _ = _seat_held_charge_running()
     before = _events(run)
-    with another_release("refundable-charge"), pytest.raises(engine.WorkflowVersionUnknown) as e:
+    with another_release("refundable-charge"), pytest.raises(WorkflowVersionUnknown) as e:
         engine.cancel_run(run_id=run.id, actor="ann")
     assert e.value.code == "workflow_version_unknown"
     assert "refundable-charge v1" in str(e.value)
@@ -105,7 +105,7 @@ def test_a_resolution_as_succeeded_without_the_version_is_refused_for_a_stopped_
     engine.cancel_run(run_id=run.id, actor="ann")
     claim = Claim.objects.get(run=run)
     before = _events(run)
-    with another_release("compensated-deploy"), pytest.raises(engine.WorkflowVersionUnknown):
+    with another_release("compensated-deploy"), pytest.raises(WorkflowVersionUnknown):
         engine.resolve_claim(claim.id, ClaimStatus.SUCCEEDED, actor="ops", note="it is live")
     assert Claim.objects.get(pk=claim.id).status == ClaimStatus.UNRESOLVED
     assert _events(run) == before
@@ -134,9 +134,9 @@ def test_a_retry_without_the_version_is_refused_and_never_strands_the_join(db):
     assert Run.objects.get(pk=run.id).status == RunStatus.FAILED
     before = _events(run)
     with another_release("fork-join"):
-        with pytest.raises(engine.WorkflowVersionUnknown):
+        with pytest.raises(WorkflowVersionUnknown):
             engine.preview_retry(run_id=run.id, step_keys=["failing_branch"])
-        with pytest.raises(engine.WorkflowVersionUnknown):
+        with pytest.raises(WorkflowVersionUnknown):
             engine.retry_steps(run_id=run.id, step_keys=["failing_branch"], actor="ann")
     assert (Run.objects.get(pk=run.id).status, _events(run)) == (RunStatus.FAILED, before)
 
@@ -150,7 +150,7 @@ def test_a_retry_without_the_version_is_refused_and_never_strands_the_join(db):
 def test_a_signal_without_the_version_is_refused_as_unknown_version_not_unknown_signal(db):
     run = engine.submit_run(workflow="wait-approval", input={"order": 1})
     run_queued(run)
-    with another_release("wait-approval"), pytest.raises(engine.WorkflowVersionUnknown):
+    with another_release("wait-approval"), pytest.raises(WorkflowVersionUnknown):
         engine.send_signal(run_id=run.id, name="approval", actor="ann")
 
 

@@ -7,7 +7,7 @@ map batches stayed `queued` for ever, and the event log agreed with them."""
 from __future__ import annotations
 
 from runs import engine, events, history
-from runs.engine.entry.execute import run_attempt, start_attempt
+from runs.engine.tools import run_attempt, start_attempt
 from runs.metrics import DatabaseCollector
 from runs.models import Attempt, Event, Run, Step
 from runs.states import RunStatus, StepStatus

@@ -12,7 +12,7 @@ from django.db.models import Count
 
 from examples.models import Merge, TargetRecord
 from runs import crashcheck
-from runs.engine.core.faults import POINTS
+from runs.engine import tools
 from runs.models import Claim, Run
 from runs.states import ClaimStatus, RunStatus
 
@@ -24,7 +24,7 @@ def table_rows(output: str, steps: tuple[str, ...]) -> dict[tuple[str, str], lis
     rows = {}
     for line in output.splitlines():
         cells = line.split()
-        if len(cells) >= 2 and cells[0] in steps and cells[1] in POINTS:
+        if len(cells) >= 2 and cells[0] in steps and cells[1] in tools.faults.POINTS:
             rows[(cells[0], cells[1])] = cells
     return rows
 
@@ -44,7 +44,7 @@ def test_crashcheck_migrate_records_recovers_every_crash_exactly_once(transactio
     output = out.getvalue()
     rows = table_rows(output, ("list_records", "migrate"))
     assert len(rows) == 8, output
-    assert list(rows) == [(s, p) for s in ("list_records", "migrate") for p in POINTS]
+    assert list(rows) == [(s, p) for s in ("list_records", "migrate") for p in tools.faults.POINTS]
     for cells in rows.values():
         # step, point, outcome, effects, expected, run status, history, run
         assert cells[2:8] == ["recovered", "60", "60", "succeeded", "ok", cells[7]], output

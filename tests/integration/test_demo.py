@@ -15,7 +15,7 @@ from django.core.management import call_command
 from examples.models import FundsHold, Merge
 from reconciliation.queries import queue_size, unresolved_queue
 from runs import engine
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import start_attempt
 from runs.management.commands.demo import NOT_PRODUCTION
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus

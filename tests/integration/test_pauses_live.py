@@ -11,6 +11,7 @@ from django.db.models.functions import Now
 
 from examples.models import Merge
 from runs import engine
+from runs.engine.tools import publish
 from runs.models import Attempt, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.support.waiting import wait_for
@@ -29,7 +30,7 @@ def test_a_paused_step_is_not_started_by_1000_duplicate_deliveries_plus_sweeps(c
 
     refused = f"step merge of run {run.id} is paused"
 
-    engine.publish.publish_now([merge.id] * 1000)
+    publish.publish_now([merge.id] * 1000)
     # A run submitted after them: its messages are behind the 1,000 in the queue, so when
     # it has finished the worker has taken every one of them.
     behind = engine.submit_run(workflow="pure-chain", input={})

@@ -17,7 +17,7 @@ from kombu import Connection, Queue
 
 from config.celery import app
 from runs import engine
-from runs.engine.policies.recover import republish_stale
+from runs.engine.tools import republish_stale
 from runs.models import Step
 from runs.states import StepStatus
 from tests.support.factories import earlier

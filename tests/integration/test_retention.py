@@ -20,7 +20,7 @@ from django.db.models import F
 
 from examples.models import Merge, TargetRecord
 from runs import engine
-from runs.engine.policies import retention
+from runs.engine import retention
 from runs.models import (
     Attempt,
     Claim,

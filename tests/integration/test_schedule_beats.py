@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 from datetime import timedelta
 
-from runs.engine.policies.schedules import db_now, next_tick_after, tick_key
+from runs.engine.tools import db_now, next_tick_after, tick_key
 from runs.models import Run, Schedule, SubmissionKey
 from tests.support.waiting import wait_for
 

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from runs import engine
+from runs.engine.tools import publish
 from runs.models import Event, Run, Step
 from runs.states import RunStatus, StepStatus
 from tests.support.waiting import wait_for
@@ -112,7 +113,7 @@ def test_two_concurrent_sweepers_wake_the_same_timers_once(tmp_path):
     from tests.support.places import ROOT
 
     runs = [engine.submit_run(workflow="sleepy", input={"seconds": 3600.0}) for _ in range(200)]
-    with mock.patch.object(engine.publish, "send"):
+    with mock.patch.object(publish, "send"):
         for run in runs:
             engine.execute_step(step_id=_step(run, "nap").id, worker="test")
     assert Step.objects.filter(status=StepStatus.WAITING).count() == 200

@@ -9,6 +9,8 @@ from django.http import QueryDict
 
 from runs import engine, events
 from runs.batches import selection, service
+from runs.engine.tools import publish
+from runs.errors import InvalidBatch
 from runs.models import Batch, BatchItem, Claim, Event, Run, Step
 from runs.states import BatchItemStatus, BatchStatus, RunStatus, StepStatus
 from tests.support.api import written
@@ -151,7 +153,7 @@ def test_preview_above_the_cap_says_more_than_and_confirming_is_refused(db, monk
 
     assert (preview.matched, preview.capped, preview.matched_label) == (3, True, "more than 2")
     assert not preview.confirmable
-    with pytest.raises(engine.InvalidBatch) as refused:
+    with pytest.raises(InvalidBatch) as refused:
         service.create_batch(operation="cancel", params=q(), actor="ann", reason="too many")
     assert refused.value.field == "filter"
     assert "more than 2 runs" in str(refused.value)
@@ -175,7 +177,7 @@ def test_bad_input_is_refused_naming_its_field_and_writes_nothing(
     active_runs(1)
     before = written()
 
-    with pytest.raises(engine.InvalidBatch) as refused:
+    with pytest.raises(InvalidBatch) as refused:
         service.create_batch(operation=operation, params=q(query), actor="ann", reason=reason)
 
     assert refused.value.field == field
@@ -191,9 +193,7 @@ def test_the_normalized_filter_selects_what_the_runs_list_selects(db):
 
 def test_resume_sends_again_the_batches_that_stopped_moving(db, monkeypatch, settings):
     sent: list[tuple[str, int]] = []
-    monkeypatch.setattr(
-        engine.publish, "send", lambda task, arg, countdown=None: sent.append((task, arg))
-    )
+    monkeypatch.setattr(publish, "send", lambda task, arg, countdown=None: sent.append((task, arg)))
     active_runs(2)
     batch = service.create_batch(operation="cancel", params=q(), actor="ann", reason="stop")
     settings.RUNS_BATCH_STALL_SECONDS = 3600

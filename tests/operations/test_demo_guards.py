@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from django.db.models.functions import Now
 
 from runs import engine
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import start_attempt
 from runs.management.commands.demo import REVIEWER_MARK
 from runs.models import Attempt, Claim, Run, Step
 from runs.roles import role_of

@@ -18,6 +18,7 @@ from django.core.management.base import CommandError
 from django.db.models import F
 
 from runs import engine, export
+from runs.errors import RunNotFound
 from runs.export_check import problems_of
 from runs.models import Attempt, Claim, Event, MapRegistry, Run
 from runs.testing import run_inline
@@ -204,7 +205,7 @@ def test_a_compacted_run_exports_its_summary_and_loses_no_event_from_its_account
 
 
 def test_an_unknown_run_is_not_found():
-    with pytest.raises(engine.RunNotFound):
+    with pytest.raises(RunNotFound):
         export.build(uuid.uuid4(), exported_by="cli")
 
 

@@ -24,10 +24,9 @@ from django.utils import timezone
 
 from examples.models import TargetRecord
 from runs import engine
-from runs.engine.attempts.items import completed_items, run_batch
-from runs.engine.attempts.start import LeaseClock, Started
-from runs.engine.entry.execute import _context_factory
-from runs.engine.policies import retention
+from runs.engine import retention
+from runs.engine.tools import LeaseClock, Started, completed_items, context_factory, run_batch
+from runs.errors import StepNotRetryable
 from runs.history import verify_run
 from runs.management.commands.createoperator import grant_role
 from runs.models import (
@@ -334,7 +333,7 @@ def test_a_compacted_run_cannot_be_retried(db):
     assert run.status == "failed"
     age(run, 100)
     retention.apply()
-    with pytest.raises(engine.StepNotRetryable, match="retention compacted"):
+    with pytest.raises(StepNotRetryable, match="retention compacted"):
         engine.retry_steps(run_id=run.id, step_keys=["copy_or_fail"], actor="ann")
 
 
@@ -369,7 +368,7 @@ def test_c_compacted_registry_still_skips_every_completed_item_when_a_batch_is_r
     parent_revision = Step.objects.get(run=run, key="copy_or_fail").plan_revision
 
     def done_now() -> dict[int, set[str]]:
-        from runs.engine.core import keys
+        from runs.engine.tools import keys
 
         result = {}
         for b in batches:
@@ -412,7 +411,7 @@ def test_c_compacted_registry_still_skips_every_completed_item_when_a_batch_is_r
         lease=LeaseClock(60),
     )
     rows_before = TargetRecord.objects.filter(run_id=run.id).count()
-    counts = run_batch(started, _context_factory(started))
+    counts = run_batch(started, context_factory(started))
     assert counts == {"items": 3, "completed": 1, "skipped": 2}
     assert sorted(
         TargetRecord.objects.filter(run_id=run.id).values_list("record_id", flat=True)
@@ -556,7 +555,7 @@ def test_a_resolved_claim_keeps_its_result_and_evidence_until_the_dedup_window_e
     """A recorded resolution is final (the database refuses any update of it): the
     payload stage leaves the resolved claim's result and evidence as they are, and
     they go with the claim at the end of the dedup window."""
-    from runs.engine.policies.resolve import resolve_claim
+    from runs.engine import resolve_claim
     from tests.support.factories import crashed_merge
 
     claim = crashed_merge()

@@ -5,7 +5,6 @@ first like every other transaction (docs/architecture.md, "Locks")."""
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -16,17 +15,16 @@ from django.db import transaction
 from django.db.models import F
 
 from runs import engine
-from runs.engine.core import faults
-from runs.engine.policies import operate, retention
+from runs.engine import retention
+from runs.engine.tools import faults, submit_module
+from runs.engine.tools import operate_module as operate
+from runs.errors import StepNotRetryable
 from runs.models import Claim, MapRegistry, RetentionPolicy, Run, Step, SubmissionKey
 from runs.states import RunStatus
 from tests.support.races import Background, is_waiting_on_lock
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-# runs.engine exports the function `submit`, which hides the module of that name.
-submit_module = importlib.import_module("runs.engine.policies.submit")
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -126,7 +124,7 @@ def test_a_run_whose_map_registry_was_compacted_cannot_be_retried():
     run.refresh_from_db()
     assert run.payloads_compacted_at is None
 
-    with pytest.raises(engine.StepNotRetryable, match="retention"):
+    with pytest.raises(StepNotRetryable, match="retention"):
         engine.retry_steps(run_id=run.id, step_keys=["gather"], actor="ann")
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED
@@ -137,7 +135,7 @@ def test_the_retry_preview_refuses_like_the_retry_once_the_registry_stage_ran():
     registry stage it listed none (and offered a retry that would read None for each)."""
     run = failed_after_its_map()
     run_stage("registry")
-    with pytest.raises(engine.StepNotRetryable, match="retention"):
+    with pytest.raises(StepNotRetryable, match="retention"):
         engine.preview_retry(run_id=run.id, step_keys=["gather"])
 
 
@@ -153,7 +151,7 @@ def test_a_retry_waits_for_the_registry_stage_in_flight_and_is_refused(monkeypat
     wait_for(lambda: _settled(retry), timeout=30, what="the retry to finish or wait")
     pause.resume.set()
     purge.join()
-    with pytest.raises(engine.StepNotRetryable, match="retention"):
+    with pytest.raises(StepNotRetryable, match="retention"):
         retry.join()
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED

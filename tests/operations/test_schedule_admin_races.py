@@ -12,7 +12,7 @@ import pytest
 
 from runs import engine
 from runs.admin import ScheduleAdmin
-from runs.engine.policies.schedules import db_now
+from runs.engine.tools import db_now
 from runs.models import Run, Schedule
 from tests.conftest import make_user
 from tests.support.races import Background

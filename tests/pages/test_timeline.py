@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 
 from reconciliation.services import resolve_claim
 from runs import engine, events, timefmt
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import start_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from runs.web import timeline, views

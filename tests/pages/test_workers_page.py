@@ -13,6 +13,7 @@ from django.db import connection
 from django.test import override_settings
 
 from runs import engine
+from runs.engine.tools import start_attempt
 from runs.models import Attempt, Run, Step, WorkerProcess
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from tests.pages.test_query_budgets import LAYOUT
@@ -32,7 +33,7 @@ def running_attempt(worker_name: str) -> Attempt:
     """A run whose first step an attempt of `worker_name` ("host:pid") runs now."""
     run = engine.submit_run(workflow="pure-chain", input={})
     step = Step.objects.get(run=run, status=StepStatus.QUEUED)
-    started = engine.start_attempt(step_id=step.id, worker=worker_name)
+    started = start_attempt(step_id=step.id, worker=worker_name)
     assert started is not None
     return started.attempt
 

@@ -9,8 +9,7 @@ from django.db import connection
 
 from examples.fakes import CodeHost
 from runs import engine, events
-from runs.engine.policies.probe import reprobe_claim
-from runs.engine.policies.resolve import resolve_claim
+from runs.engine import reprobe_claim, resolve_claim
 from runs.errors import ClaimAlreadyResolved, ClaimNotFound, NoProbe, ProbeNotDue
 from runs.models import Claim, Event, Run
 from runs.states import ClaimStatus, RunStatus

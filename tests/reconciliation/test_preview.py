@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runs import engine
-from runs.engine.entry.execute import start_attempt
-from runs.engine.policies.resolve import preview_resolution, preview_resolutions, resolve_claim
+from runs.engine import preview_resolution, preview_resolutions, resolve_claim
+from runs.engine.tools import start_attempt
 from runs.errors import ClaimNotFound, InvalidResolution
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus

@@ -10,7 +10,7 @@ from django.db import connection
 
 from reconciliation import queries, services
 from runs import engine, events
-from runs.engine.policies.resolve import resolve_claim
+from runs.engine import resolve_claim
 from runs.models import Claim, Step
 from runs.states import ClaimStatus
 from tests.support import factories

@@ -16,7 +16,7 @@ from reconciliation.services import (
     resolve_claim,
 )
 from runs import engine, events
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import start_attempt
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import enter_effect

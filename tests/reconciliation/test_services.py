@@ -23,7 +23,7 @@ from reconciliation.services import (
     Take,
 )
 from runs import engine, events
-from runs.engine.policies.resolve import resolve_claim
+from runs.engine import resolve_claim
 from runs.models import Claim, Event, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support import factories

@@ -9,9 +9,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from runs import engine
-from runs.engine.attempts.lease import renew_lease
-from runs.engine.attempts.start import Started
-from runs.engine.entry.execute import start_attempt
+from runs.engine.tools import Started, renew_lease, start_attempt
 from runs.models import Claim, Run, Step
 from runs.states import RUN_ACTIVE, ClaimStatus, RunStatus, StepStatus
 
@@ -158,7 +156,7 @@ def probe_contradicting_resolution(change_id: int = 7, requested_by: str = "") -
     ("no merge seen") while its probe was asking: the probe's answer, applied, comes
     after the resolution. Returns the claim (resolved, final)."""
     from examples.fakes import CodeHost
-    from runs.engine.policies import probe
+    from runs.engine.tools import probe_module as probe
 
     claim = crashed_merge(change_id=change_id, workflow="merge-change-probed")
     CodeHost().merge(change_id=change_id, run_id=str(claim.run_id))  # it did happen

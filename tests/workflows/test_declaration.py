@@ -4,7 +4,7 @@ from typing import Optional
 
 import pytest
 
-from runs.engine.core import faults
+from runs.engine.tools import faults
 from runs.workflows import Field, Retry, Workflow, WorkflowDefinitionError, registry
 
 KINDS_HELP = (

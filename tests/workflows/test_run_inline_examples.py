@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from examples.models import FundsHold, Merge, ModelCompletion, PaymentCharge, Refund, TargetRecord
-from runs.engine.core.faults import POINTS
+from runs.engine import tools
 from runs.models import Claim, Run
 from runs.testing import run_inline
 from runs.workflows import registry
@@ -74,7 +74,7 @@ def cases() -> list[tuple[str, str, str | None]]:
     for name in EXAMPLES:
         wf = registry.latest(name)
         assert wf is not None
-        out += [(name, step, point) for step in wf.steps for point in POINTS]
+        out += [(name, step, point) for step in wf.steps for point in tools.faults.POINTS]
     return out
 
 

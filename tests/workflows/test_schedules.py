@@ -8,15 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from runs import engine
-from runs.engine.policies import schedules
-from runs.engine.policies.schedules import (
-    db_now,
-    due_ticks,
-    next_tick_after,
-    sync_declared_schedules,
-    tick_key,
-)
+from runs.engine.tools import db_now, due_ticks, next_tick_after, sync_declared_schedules, tick_key
+from runs.engine.tools import schedules_module as schedules
 from runs.models import Run, Schedule, SubmissionKey
+from runs.principals import Principal
 from runs.workflows import PURE, Context, Workflow, WorkflowDefinitionError, registry
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +85,7 @@ def test_a_tick_submitted_before_the_beat_died_is_not_submitted_again():
         workflow="charge-payment",
         input={"amount": 5},
         key=key,
-        by=engine.Principal.schedule("nightly"),  # as the beat that died submitted it
+        by=Principal.schedule("nightly"),  # as the beat that died submitted it
     ).run
     report = engine.fire_due_schedules()
     assert report.submitted == [] and report.existing == 1

@@ -7,6 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from runs import engine
+from runs.errors import InvalidInput
 from runs.models import Run
 from runs.web.forms import fields_from_schema
 from runs.workflows import Workflow, WorkflowDefinitionError, registry
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def problems_of(data):
-    with pytest.raises(engine.InvalidInput) as caught:
+    with pytest.raises(InvalidInput) as caught:
         registry.get("typed-order", 1).validate_input(data)
     return caught.value
 
@@ -163,5 +164,5 @@ def test_a_model_without_extra_forbid_still_names_fields():
         n: int
 
     wf = Workflow("loose", version=1, input=Loose)
-    with pytest.raises(engine.InvalidInput, match="field 'n'"):
+    with pytest.raises(InvalidInput, match="field 'n'"):
         wf.validate_input({"n": "x"})

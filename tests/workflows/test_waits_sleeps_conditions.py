@@ -186,7 +186,7 @@ def test_retried_wait_starts_its_timer_again_and_takes_a_late_signal():
 
 
 def test_a_run_resumed_after_reconciliation_still_waits_for_its_signal():
-    from runs.engine.policies.resolve import resolve_claim
+    from runs.engine import resolve_claim
     from runs.models import Claim
 
     run = run_inline("branch-wait")

@@ -33,7 +33,9 @@ SQL = sql.load(__file__)
 
 
 def run_batch(started: Started, make_context: Any) -> dict[str, int]:
-    """Process a batch's items; return the counts for its batch_finished event."""
+    """Process a batch's items; return the counts for its batch_finished event.
+    Raises AttemptFenced when the attempt lost its lease (the item in hand rolls
+    back), or what an item's function raised (the attempt then fails)."""
     step, run = started.step, started.run
     assert step.parent_id is not None
     parent_revision = started.parent_revision

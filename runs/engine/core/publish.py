@@ -74,6 +74,9 @@ def publish_on_commit(
 
 
 def publish_probes(claim_ids: list[int], delays: dict[int, float] | None = None) -> None:
+    """One probe message per claim, each after its delay if `delays` names one. Returns
+    nothing and raises nothing: a message that cannot be sent is logged, and the
+    sweeper publishes it again."""
     for claim_id in claim_ids:
         delay = bounded((delays or {}).get(claim_id) or None)
         try:

@@ -51,6 +51,10 @@ def _describe(exc: BaseException) -> str:
 
 
 def _context_factory(started: Started) -> Any:
+    """A function that makes the `ctx` a step's function receives for this attempt
+    (its results so far, its heartbeat, a map item's key), called with the claim's key
+    and, for an item, the item and its key. Raises nothing; tests build a step's
+    context with it (runs.engine.tools)."""
     run, step, stepdef = started.run, started.step, started.stepdef
     # The start brought the dependencies' results along (perf); any earlier step's is
     # read when asked for (RunResults).

@@ -15,7 +15,6 @@ from django.db.models.functions import Now
 
 from runs import events
 from runs.engine.core.locks import lock_run
-from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
 from runs.engine.state.compensation import begin_compensation, compensations_not_done
@@ -23,6 +22,7 @@ from runs.engine.state.ready import make_ready
 from runs.engine.state.stopped import settle_open_effects
 from runs.errors import RunNotActive, RunNotFound, StepNotRetryable
 from runs.models import Claim, Run, Step
+from runs.principals import actor_name
 from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 
@@ -174,6 +174,10 @@ def _checked_run(run_id: uuid.UUID | str) -> Run:
 
 
 def preview_retry(*, run_id: uuid.UUID | str, step_keys: list[str]) -> RetryPlan:
+    """What retry_steps(run_id, step_keys) would do now, as a RetryPlan: the steps that
+    get a new attempt with the key each will use, and the effects that will not be
+    repeated. Writes nothing. Refuses as the retry would: RunNotFound, RunNotActive,
+    StepNotRetryable, WorkflowVersionUnknown."""
     run = _checked_run(run_id)
     steps = _failed_steps(run, step_keys)
     workflow_of(run, doing="retry its steps")  # refused here as the retry would be
@@ -328,14 +332,16 @@ def failed_step_keys(run: Run) -> list[str]:
 
 
 def preview_retry_run(*, run_id: uuid.UUID | str) -> RetryPlan:
-    """preview_retry for every failed step of the run (a bulk retry's preview)."""
+    """preview_retry for every failed step of the run (a bulk retry's preview): a
+    RetryPlan, nothing written. Refuses as preview_retry does."""
     run = _checked_run(run_id)
     return preview_retry(run_id=run.id, step_keys=failed_step_keys(run))
 
 
 def retry_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:
     """retry_steps for every failed step of the run (a bulk retry, one run): which steps
-    failed is read after the run is locked, so it is what retry_steps checks again."""
+    failed is read after the run is locked, so it is what retry_steps checks again.
+    Returns the run reopened; refuses as retry_steps does, nothing written."""
     with transaction.atomic():
         run = lock_run(run_id)
         if run is None:

@@ -43,7 +43,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 
 from runs import sql
-from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import bounded, publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING
 from runs.errors import (
@@ -54,6 +53,7 @@ from runs.errors import (
     UnknownWorkflow,
 )
 from runs.models import Pause, PauseChange
+from runs.principals import actor_name
 from runs.states import StepStatus
 from runs.workflows import registry
 
@@ -85,7 +85,8 @@ class Holding:
 
 def step_names(workflow: str) -> list[str]:
     """Every step name of every version of the workflow (compensations included), in
-    declaration order: what a pause of one step may name."""
+    declaration order: what a pause of one step may name. An unknown workflow has
+    none (an empty list); raises nothing."""
     names: dict[str, None] = {}
     for version in registry.versions(workflow):
         wf = registry.get(workflow, version)

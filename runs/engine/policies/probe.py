@@ -49,7 +49,6 @@ from django.db.models.functions import Now
 from runs import events, metrics, sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
-from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_probes
 from runs.engine.state.results import dependency_results
 from runs.engine.state.unresolved import probe_of, seconds_until_probe
@@ -64,6 +63,7 @@ from runs.errors import (
     ResolutionError,
 )
 from runs.models import Claim
+from runs.principals import actor_name
 from runs.states import ClaimStatus
 from runs.workflows import Context, ProbeResult, StepDef
 

@@ -71,7 +71,9 @@ def swept_runs(run_id_field: str) -> Q:
 
 
 def sweep(*, limit: int = 200) -> SweepReport:
-    """Crash up to `limit` expired attempts, republish lost step and probe messages."""
+    """Crash up to `limit` expired attempts, republish lost step and probe messages,
+    wake waits whose time came. Returns a SweepReport of what it did, each crash in a
+    transaction of its own."""
     report = SweepReport()
     tried: set[int] = set()
     while len(report.crashed) < limit:

@@ -40,7 +40,6 @@ from runs import events
 from runs.engine.core import keys
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
-from runs.engine.core.principals import actor_name
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
 from runs.engine.state.ready import succeed_step
@@ -54,6 +53,19 @@ from runs.errors import (
 )
 from runs.history import snapshot
 from runs.models import Claim, Run, Step
+from runs.principals import actor_name
+from runs.resolutions import (
+    COMPENSATES,
+    FAILS_RUN,
+    FINISHES_RUN,
+    NOT_UNRESOLVED,
+    RECORDED_ONLY,
+    REFUSED,
+    RESUMES,
+    RETRIES,
+    Preview,
+    Resolution,
+)
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 
@@ -65,16 +77,6 @@ OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
 claim_resolved = Signal()
 
 
-@dataclass(frozen=True)
-class Resolution:
-    claim: Claim
-    step_status: str
-    run_status: str
-    # The claim was already resolved by this very decision (a double submit): nothing
-    # was written this time; the statuses are the current ones.
-    replayed: bool = False
-
-
 def _json(value: Any, what: str) -> Any:
     try:
         return ensure_json(value, what)
@@ -83,6 +85,9 @@ def _json(value: Any, what: str) -> Any:
 
 
 def validate_outcome(outcome: str) -> None:
+    """Check that `outcome` is one a resolution may state (`succeeded` or `failed`),
+    before anything is read or written. Returns nothing; raises InvalidResolution
+    (field `outcome`) for any other."""
     if outcome not in OUTCOMES:
         raise InvalidResolution(
             f"outcome must be 'succeeded' or 'failed', not {outcome!r}", field="outcome"
@@ -90,7 +95,9 @@ def validate_outcome(outcome: str) -> None:
 
 
 def validate_resolution(outcome: str, note: str, result: Any) -> str:
-    """Check a decision before anything is written; return the cleaned note."""
+    """Check a decision before anything is written; return the cleaned note. Raises
+    InvalidResolution (with the field) for an unknown outcome, an empty note or one
+    with a NUL, or a result given with a failed outcome."""
     validate_outcome(outcome)
     note = (note or "").strip()
     if not note:
@@ -273,43 +280,7 @@ def _resume_if_reconciled(run_id: uuid.UUID) -> None:
 
 
 # --- previews -------------------------------------------------------------------------
-# Preview.action: what resolving would do, for machines (the pages style each one).
-RESUMES = "resumes"  # succeeded: the step succeeds and the run goes on
-FINISHES_RUN = "finishes_run"  # succeeded: it was the run's last unfinished step
-RETRIES = "retries"  # failed: the step is retried under a new claim
-FAILS_RUN = "fails_run"  # failed: no attempts remain, the step and the run fail
-RECORDED_ONLY = "recorded_only"  # the run already finished: the outcome is only recorded
-# succeeded, the run already finished, and the step names a compensation: it runs
-COMPENSATES = "compensates"
-NOT_UNRESOLVED = "not_unresolved"  # the claim is no longer (or never was) unresolved
-REFUSED = "refused"  # the resolution would be refused (no such claim, workflow unknown)
-
-
-@dataclass(frozen=True)
-class Preview:
-    """What resolving one claim with `outcome` would do, computed without writing:
-    `action` for machines, `summary` (one sentence) for people, and the details."""
-
-    claim_id: int
-    outcome: str
-    action: str
-    summary: str
-    claim_key: str = ""
-    run_id: uuid.UUID | None = None
-    workflow: str = ""
-    step: str = ""
-    # The step's and the run's statuses once the resolution is applied.
-    step_status: str = ""
-    run_status: str = ""
-    # resumes: steps that would be queued, and map steps that would expand into batches.
-    ready: tuple[str, ...] = ()
-    expands: tuple[str, ...] = ()
-    # retries: the next attempt (counted against max_attempts) and its new claim.
-    attempt: int | None = None
-    max_attempts: int | None = None
-    next_claim_key: str = ""
-
-
+# Preview, its actions (RESUMES, RETRIES, …) and Resolution are data: runs/resolutions.py.
 @dataclass
 class _RunState:
     """A run as the previewed decisions leave it (several of them, in a bulk preview)."""

@@ -45,9 +45,9 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from runs import sql
-from runs.engine.core.principals import Principal
 from runs.errors import SubmissionKeyConflict
 from runs.models import Schedule
+from runs.principals import Principal
 from runs.workflows import registry
 from runs.workflows.definition import ScheduleDef
 
@@ -125,6 +125,8 @@ def due_ticks(
 
 
 def tick_key(name: str, tick: datetime) -> str:
+    """The submission key of schedule `name`'s run for `tick` (UTC, to the second):
+    two beats firing one tick submit one run. Raises nothing."""
     return f"schedule:{name}:{tick.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
 
@@ -230,7 +232,9 @@ class FireReport:
 
 def fire_due_schedules(*, limit: int = 100) -> FireReport:
     """Submit every due tick of every enabled schedule (at most `limit` schedules per
-    call; the next beat does the rest). One short transaction per schedule."""
+    call; the next beat does the rest). One short transaction per schedule. Returns
+    a FireReport; a schedule whose submission is refused is counted in its `errors`
+    and does not stop the others."""
     sync_declared_schedules()
     declared = declared_schedules()
     report = FireReport()

@@ -27,7 +27,6 @@ from django.db.models.functions import Now
 
 from runs import events, sql
 from runs.engine.core.keys import canonical_json
-from runs.engine.core.principals import NOBODY, Principal
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state.ready import make_ready
 from runs.errors import (
@@ -38,6 +37,7 @@ from runs.errors import (
     UnknownWorkflow,
 )
 from runs.models import Run, Step, SubmissionKey
+from runs.principals import NOBODY, Principal
 from runs.states import StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow
@@ -54,8 +54,9 @@ class Submission:
 
 
 def resolve_workflow(name: str, version: int | None = None) -> Workflow:
-    """The registered workflow `name` at `version` (latest when None), or a refusal
-    that lists what is known."""
+    """The registered workflow `name` at `version` (latest when None). Refuses with
+    what is known: UnknownVersion (the workflow has other versions), else
+    UnknownWorkflow."""
     if version is None:
         wf = registry.latest(name)
     else:
@@ -88,6 +89,8 @@ def request_digest(workflow: str, version: int | None, input: Any) -> str:
 def submit_run(
     *, workflow: str, version: int | None = None, input: Any, by: Principal = NOBODY
 ) -> Run:
+    """submit() without a key, for callers that want only the run (scripts, bench,
+    tests): returns the new Run. Refuses as submit does, nothing written."""
     return submit(workflow=workflow, version=version, input=input, by=by).run
 
 

@@ -35,7 +35,6 @@ from django.db.models.functions import Now
 from runs import events, sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
-from runs.engine.core.principals import actor_name, shown, user_principal
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
 from runs.engine.state.ready import succeed_step
@@ -50,6 +49,7 @@ from runs.errors import (
     WaitFinished,
 )
 from runs.models import Run, Signal, Step
+from runs.principals import actor_name, shown, user_principal
 from runs.roles import can_operate, can_submit
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from runs.workflows import registry

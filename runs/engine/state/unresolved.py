@@ -100,7 +100,8 @@ def mark_unresolved(
 
 
 def probe_of(run: Run, step: Step) -> StepDef | None:
-    """The step's definition if it declares a probe (registry lookup, no query)."""
+    """The step's definition if it declares a probe, else None (also when this
+    process lacks the run's version): a registry lookup, no query, raises nothing."""
     wf = registry.get(run.workflow, run.version)
     stepdef = wf.stepdef(step.name) if wf else None
     return stepdef if stepdef is not None and stepdef.probe is not None else None

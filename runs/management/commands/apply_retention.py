@@ -7,7 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs.engine import UnknownPolicy, retention
+from runs.engine import retention
+from runs.errors import UnknownPolicy
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from runs import crashcheck, engine
-from runs.engine import faults
+from runs.errors import EngineError
 from runs.management.workflow_command import WorkflowCommand
 from runs.processes import ProcessError
 
@@ -79,12 +79,12 @@ class Command(WorkflowCommand):
         try:
             wf = engine.resolve_workflow(name, version)
             clean = wf.validate_input(data)
-        except engine.EngineError as exc:
+        except EngineError as exc:
             raise CommandError(str(exc)) from exc
 
         self.stderr.write(
             f"crashcheck {wf.name} v{wf.version}: {len(wf.steps)} step(s) x "
-            f"{len(faults.POINTS)} fault points, nth={nth}, timeout {timeout:g}s"
+            f"{len(crashcheck.FAULT_POINTS)} fault points, nth={nth}, timeout {timeout:g}s"
         )
         rows: list[crashcheck.CheckRow] = []
         started = time.monotonic()

@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs import engine
+from runs.errors import EngineError
 from runs.queries import parse_run_id
 
 
@@ -45,7 +46,7 @@ class Command(BaseCommand):
             signal = engine.send_signal(
                 run_id=run_id, name=str(options["name"]), payload=payload, actor=account
             )
-        except engine.EngineError as exc:
+        except EngineError as exc:
             raise CommandError(str(exc)) from exc
         state = "consumed" if signal.consumed_by_step_id else "kept for its wait"
         self.stdout.write(f"signal {signal.name!r} sent to run {run_id} by {username} ({state})")

@@ -4,7 +4,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError, CommandParser
 
 from runs import engine
+from runs.errors import EngineError
 from runs.management.workflow_command import WorkflowCommand
+from runs.principals import Principal
 from runs.roles import can_submit
 
 
@@ -31,12 +33,12 @@ class Command(WorkflowCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         workflow, version, data = self.workflow_arguments(options)
-        by = engine.Principal.cli(self._account(options["actor"]))
+        by = Principal.cli(self._account(options["actor"]))
         try:
             sub = engine.submit(
                 workflow=workflow, version=version, input=data, key=options["key"], by=by
             )
-        except engine.EngineError as exc:
+        except EngineError as exc:
             raise CommandError(str(exc)) from exc
         run = sub.run
         if sub.created:

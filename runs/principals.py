@@ -1,6 +1,7 @@
 """Who acts on a run: the principal that submitted it (recorded on the run) and what a
-signaller may do (policies/waits.py). The engine decides these rules, so the API, the
-pages, the command line and schedules share them (docs/api.md, "Roles").
+signaller may do (runs/engine/policies/waits.py). Plain data below the engine, so the
+engine, the API, the pages, the command line and schedules share one rule
+(docs/api.md, "Roles").
 
 A principal is a name and the way it came in:
 - a person or a service account: `user:<username>`, via `page`, `api-token` or
@@ -41,6 +42,7 @@ class Principal:
 
     @classmethod
     def of_user(cls, user: Any, via: str) -> Principal:
+        """A signed-in person or service account, come in `via` a page or the API."""
         return cls(user_principal(user.get_username()), via)
 
     @classmethod
@@ -53,6 +55,7 @@ class Principal:
 
     @classmethod
     def schedule(cls, name: str, people: tuple[str, ...] = ()) -> Principal:
+        """The schedule `name`, firing on behalf of `people` (its makers and changers)."""
         return cls(f"schedule:{name}", "schedule", tuple(sorted({p for p in people if p})))
 
     def answerable(self) -> set[str]:
@@ -79,6 +82,8 @@ def shown(submitted_by: str, via: str = "") -> str:
 
 
 def actor_name(actor: AbstractBaseUser | str) -> str:
+    """The name an action is recorded under: a user's username or the given string,
+    stripped. Raises InvalidResolution when it is empty (every action needs an actor)."""
     name = actor if isinstance(actor, str) else actor.get_username()
     name = name.strip()
     if not name:
