@@ -27,9 +27,9 @@ from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import inputs
 from runs.engine import NOT_UNRESOLVED, REFUSED
+from runs.pages.access import operator_required, viewer_required
+from runs.pages.http import SignedInRequest
 from runs.states import ClaimStatus
-from runs.web.access import operator_required, viewer_required
-from runs.web.http import SignedInRequest
 
 from . import queries, services, wording
 

@@ -14,10 +14,9 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
 from runs import engine, inputs
+from runs.pages.access import operator_required
+from runs.pages.http import SignedInRequest
 from runs.queries import parse_run_id
-
-from .access import operator_required
-from .http import SignedInRequest
 
 
 def _done(request: SignedInRequest, run_id: str) -> HttpResponse:

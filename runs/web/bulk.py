@@ -14,10 +14,10 @@ from django.views.decorators.http import require_http_methods
 from runs import engine
 from runs.batches import selection, service
 from runs.models import Batch, BatchItem
+from runs.pages.access import operator_required, viewer_required
+from runs.pages.http import SignedInRequest
 from runs.states import BATCH_ACTIVE, BatchItemStatus, BatchStatus
 
-from .access import operator_required, viewer_required
-from .http import SignedInRequest
 from .workers import batch_wait
 
 ITEMS_PER_PAGE = 50

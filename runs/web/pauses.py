@@ -13,10 +13,10 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from runs import engine, inputs
+from runs.pages.access import operator_required, viewer_required
+from runs.pages.http import SignedInRequest
 
 from . import queries
-from .access import operator_required, viewer_required
-from .http import SignedInRequest
 
 # Where a resume goes back to (the overview's Paused panel, or this page).
 BACK = {"overview": "runs:overview", "pauses": "runs:pauses"}

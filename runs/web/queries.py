@@ -27,7 +27,6 @@ from django.db.models import Count, F, Func, IntegerField, Max, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from reconciliation.queries import queue_summary
 from runs import engine, replica, sql
 from runs.filters import (
     COUNT_CAP,
@@ -39,6 +38,7 @@ from runs.filters import (
     search_filter,
 )
 from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
+from runs.pages import contributions
 from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
@@ -601,7 +601,9 @@ def throughput(minutes: int = 60) -> Throughput:
 def overview() -> dict[str, Any]:
     return {
         "counts": counts_by_status(),
-        "queue": queue_summary(),
+        # What other apps show here (the reconciliation queue's panel), registered by
+        # them: these pages never import them (runs/pages/contributions.py).
+        **contributions.panels(),
         "failures": recent_failures(),
         "throughput": throughput(),
     }

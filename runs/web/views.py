@@ -13,14 +13,14 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from runs import engine, export
 from runs.models import Run
+from runs.pages.access import submitter_required, viewer_required
+from runs.pages.http import SignedInRequest
 from runs.queries import parse_run_id
 from runs.roles import can_submit
 from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
 from runs.workflows import registry
 
 from . import forms, queries, timeline, workers
-from .access import submitter_required, viewer_required
-from .http import SignedInRequest
 
 
 @viewer_required
