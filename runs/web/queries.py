@@ -250,17 +250,18 @@ def run_page(
 
     marks = list(Event.objects.filter(run=run, type__in=timeline.MARK_TYPES).order_by("seq"))
     drawn = timeline.build(
-        run,
-        steps,
-        attempts,
-        marks,
+        timeline.Source(
+            run,
+            steps,
+            attempts,
+            marks,
+            items=progress,
+            items_done=items_done,
+            leases=_leases(run),
+            waits=waits,
+        ),
         now=now,
-        items=progress,
-        items_done=items_done,
-        expand=expand,
-        collapse=collapse,
-        leases=_leases(run),
-        waits=waits,
+        shown=timeline.Shown(expand=frozenset(expand), collapse=frozenset(collapse)),
     )
     for attempt in attempts:
         # Where the steps table says a crashed attempt's worker was last seen alive.

@@ -14,15 +14,13 @@ from .geometry import BAR_H, MIN_BAR_W, PLOT_X0, text_width
 from .lanes import LaneStack, solid
 from .model import Bar, Label, Marker, Shape, Toggle
 from .placement import Space, inside
-from .rows import Rows, items_in
+from .rows import AUTO_EXPAND_BATCHES, Rows, items_in
 from .shapes import triangle
 from .steps import not_started, step_body
 from .words import plural, short, word
 
 # A map step's batches get a lane each when there are at most this many (or on
 # request), and never more lanes than MAX_BATCH_LANES: the rest are summarized.
-AUTO_EXPAND_BATCHES = 10
-MAX_BATCH_LANES = 50
 MAX_MAP_MARKERS = 50
 
 
