@@ -92,12 +92,12 @@ def crashed(
     if x_expired > x_dead:
         lane.segments.append(
             Segment(
-                x_dead,
-                lane.bar_y,
-                round(x_expired - x_dead, 1),
-                BAR_H,
-                "tl-silent",
-                f"{step.key} attempt {n}: no sign of life from {who} after "
+                x=x_dead,
+                y=lane.bar_y,
+                width=round(x_expired - x_dead, 1),
+                height=BAR_H,
+                css="tl-silent",
+                title=f"{step.key} attempt {n}: no sign of life from {who} after "
                 f"{axis.when(seen)}; its lease ran out at {axis.when(expired)}",
                 fill="url(#tl-hatch-crashed)",
             )
@@ -105,37 +105,37 @@ def crashed(
     if x_declared > x_expired:
         lane.segments.append(
             Segment(
-                x_expired,
-                lane.mid - 0.75,
-                round(x_declared - x_expired, 1),
-                1.5,
-                "tl-detect",
-                f"{step.key} attempt {n}: lease expired at {axis.when(expired)}; "
+                x=x_expired,
+                y=lane.mid - 0.75,
+                width=round(x_declared - x_expired, 1),
+                height=1.5,
+                css="tl-detect",
+                title=f"{step.key} attempt {n}: lease expired at {axis.when(expired)}; "
                 f"recovery declared the attempt crashed at {axis.when(declared)}",
             )
         )
     top, bottom = lane.bar_y - 2, lane.bar_y + BAR_H + 2
     lane.markers.append(
         Marker(
-            x_expired,
-            lane.mid,
-            "lease-expired",
-            "mk-lease",
-            f"{step.key} attempt {n}: lease expired at {axis.when(expired)}",
-            [Shape("mk-line", vline(x_expired, top, bottom))],
+            x=x_expired,
+            y=lane.mid,
+            kind="lease-expired",
+            css="mk-lease",
+            title=f"{step.key} attempt {n}: lease expired at {axis.when(expired)}",
+            shapes=[Shape("mk-line", vline(x_expired, top, bottom))],
         )
     )
     lane.markers.append(
         Marker(
-            x_dead,
-            lane.mid,
-            "crash",
-            "mk-crash",
-            f"{step.key} attempt {n}: worker {who} died here\n"
+            x=x_dead,
+            y=lane.mid,
+            kind="crash",
+            css="mk-crash",
+            title=f"{step.key} attempt {n}: worker {who} died here\n"
             f"last sign of life: {axis.when(seen)}: {what}; nothing after it\n"
             f"lease expired: {axis.when(expired)}\n"
             f"declared crashed: {axis.when(declared)}",
-            [
+            shapes=[
                 Shape("mk-disc", circle(x_dead, lane.mid, 7.5)),
                 Shape("mk-x", cross(x_dead, lane.mid, 3.3)),
             ],
@@ -147,10 +147,12 @@ def crashed(
     tiny_y, tiny_w = lane.bar_y - 2.5, CHAR_W * 0.85
     said = "lease expired"
     if x_expired - 3 - len(said) * tiny_w > x_dead + 9:
-        lane.labels.append(Label(x_expired - 3, tiny_y, said, "tl-label tl-tiny", "end"))
+        lane.labels.append(
+            Label(x=x_expired - 3, y=tiny_y, text=said, css="tl-label tl-tiny", anchor="end")
+        )
     said = "declared crashed"
     if x_declared > x_expired + 1 and x_declared + 3 + len(said) * tiny_w < WIDTH - 2:
-        lane.labels.append(Label(x_declared + 3, tiny_y, said, "tl-label tl-tiny"))
+        lane.labels.append(Label(x=x_declared + 3, y=tiny_y, text=said, css="tl-label tl-tiny"))
     # Said in words next to the ✕ (over the hatching, which is not solid).
     lane.markers[-1].label = space.beside(
         x_dead,
@@ -170,14 +172,14 @@ def batch_crash(
     seen, what = log.last_sign_of_life(rows, attempt, taken)
     x = axis.x(seen)
     return Marker(
-        x,
-        lane.mid,
-        "crash",
-        "mk-crash mk-crash-map",
-        f"{batch.key} attempt {attempt.number}: worker {attempt.worker or '?'} died here\n"
+        x=x,
+        y=lane.mid,
+        kind="crash",
+        css="mk-crash mk-crash-map",
+        title=f"{batch.key} attempt {attempt.number}: worker {attempt.worker or '?'} died here\n"
         f"last sign of life: {axis.when(seen)}: {what}\n"
         f"lease expired: {axis.when(attempt.lease_expires_at)}",
-        [
+        shapes=[
             Shape("mk-disc", circle(x, lane.mid, 6.5)),
             Shape("mk-x", cross(x, lane.mid, 2.8)),
         ],

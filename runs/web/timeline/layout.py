@@ -72,10 +72,17 @@ def guides(rows: Rows) -> list[Guide]:
     if rows.finished and run.finished_at is not None:
         return [
             Guide(
-                axis.x(run.finished_at),
-                f"guide guide-{run.status}",
-                f"run {run.status} at {axis.when(run.finished_at)}",
-                run.status,
+                x=axis.x(run.finished_at),
+                css=f"guide guide-{run.status}",
+                title=f"run {run.status} at {axis.when(run.finished_at)}",
+                label=run.status,
             )
         ]
-    return [Guide(axis.x(rows.now), "guide guide-now", f"now: {axis.when(rows.now)}", "now")]
+    return [
+        Guide(
+            x=axis.x(rows.now),
+            css="guide guide-now",
+            title=f"now: {axis.when(rows.now)}",
+            label="now",
+        )
+    ]

@@ -94,13 +94,13 @@ def map_lanes(
                 x = axis.x(a.finished_at or a.started_at)
                 lane.markers.append(
                     Marker(
-                        x,
-                        lane.bar_y + BAR_H + 1,
-                        "failed",
-                        "mk-failed",
-                        f"{batch.key} attempt {a.number} failed at "
+                        x=x,
+                        y=lane.bar_y + BAR_H + 1,
+                        kind="failed",
+                        css="mk-failed",
+                        title=f"{batch.key} attempt {a.number} failed at "
                         f"{axis.when(a.finished_at or a.started_at)}: {short(a.error, 300)}",
-                        [Shape("mk-fill", triangle(x, lane.bar_y + BAR_H + 1, 4))],
+                        shapes=[Shape("mk-fill", triangle(x, lane.bar_y + BAR_H + 1, 4))],
                     )
                 )
                 drawn += 1
@@ -118,10 +118,10 @@ def map_lanes(
         key = first.title.split(" ", 1)[0]
         # Over the span bar the label sits above it, in the lane's own band.
         first.label = Label(
-            first.x + 9,
-            lane.bar_y - 2,
-            f"{key}: worker died",
-            "tl-label tl-crash-label tl-above",
+            x=first.x + 9,
+            y=lane.bar_y - 2,
+            text=f"{key}: worker died",
+            css="tl-label tl-crash-label tl-above",
         )
     expanded = (
         len(batches) <= AUTO_EXPAND_BATCHES or step.name in rows.expand
@@ -190,7 +190,9 @@ def more_lane(rows: Rows, stack: LaneStack, step: Step, omitted: list[Step]) -> 
     tries = [a for b in omitted for a in rows.attempts.get(b.pk, [])]
     if not tries:
         lane.labels.append(
-            Label(PLOT_X0 + 4, lane.mid + 3.5, f"not started: {said}", "tl-label tl-none")
+            Label(
+                x=PLOT_X0 + 4, y=lane.mid + 3.5, text=f"not started: {said}", css="tl-label tl-none"
+            )
         )
         return
     start = min(a.started_at for a in tries)
@@ -198,16 +200,16 @@ def more_lane(rows: Rows, stack: LaneStack, step: Step, omitted: list[Step]) -> 
     x0 = axis.x(start)
     x1 = max(axis.x(end), x0 + MIN_BAR_W)
     bar = Bar(
-        x0,
-        lane.bar_y,
-        round(x1 - x0, 1),
-        BAR_H,
-        "more-span",
-        f"{len(omitted)} batches of {step.key} not drawn one by one ({said}); "
+        x=x0,
+        y=lane.bar_y,
+        width=round(x1 - x0, 1),
+        height=BAR_H,
+        css="more-span",
+        title=f"{len(omitted)} batches of {step.key} not drawn one by one ({said}); "
         f"{done} of {items} items done\nfrom {axis.when(start)} to {axis.when(end)}\n"
         "the steps table below lists every batch",
     )
     lane.bars.append(bar)
     text = f"{len(omitted)} batches: {said}"
     if text_width(text) + 8 <= bar.width:
-        bar.label = Label(bar.x + 4, lane.mid + 3.5, text, "tl-label tl-in-more")
+        bar.label = Label(x=bar.x + 4, y=lane.mid + 3.5, text=text, css="tl-label tl-in-more")

@@ -30,13 +30,13 @@ def step_mark(
         y = lane.bar_y - 1
         lane.markers.append(
             Marker(
-                x,
-                y,
-                "claim",
-                "mk-claim",
-                f"{step.key} attempt {event.attempt_number}: claim taken at {when}{retaken}\n"
+                x=x,
+                y=y,
+                kind="claim",
+                css="mk-claim",
+                title=f"{step.key} attempt {event.attempt_number}: claim taken at {when}{retaken}\n"
                 f"idempotency key: {payload.get('key', '?')}",
-                [Shape("mk-fill", diamond(x, y, 4))],
+                shapes=[Shape("mk-fill", diamond(x, y, 4))],
             )
         )
     elif event.type == ev.CLAIM_RESOLVED:
@@ -46,11 +46,11 @@ def step_mark(
         top, bottom = lane.y + 2, lane.y + lane.height - 3
         lane.markers.append(
             Marker(
-                x,
-                cy,
-                "resolution",
-                f"mk-resolution mk-{outcome}" + (" mk-by-probe" if by_probe else ""),
-                f"{step.key}: claim resolved as {outcome} by {who} at {when}\n"
+                x=x,
+                y=cy,
+                kind="resolution",
+                css=f"mk-resolution mk-{outcome}" + (" mk-by-probe" if by_probe else ""),
+                title=f"{step.key}: claim resolved as {outcome} by {who} at {when}\n"
                 f"note: “{short(str(payload.get('note') or ''), 300)}”\n"
                 f"key: {payload.get('key', '?')}"
                 + (
@@ -58,7 +58,7 @@ def step_mark(
                     if payload.get("evidence")
                     else ""
                 ),
-                flag(x, top, bottom),
+                shapes=flag(x, top, bottom),
             )
         )
         space.take(x - 1, x + 10)
@@ -78,14 +78,14 @@ def step_mark(
         )
         lane.markers.append(
             Marker(
-                x,
-                cy,
-                "probe",
-                "mk-probe",
-                f"{step.key}: {said}"
+                x=x,
+                y=cy,
+                kind="probe",
+                css="mk-probe",
+                title=f"{step.key}: {said}"
                 + (f" (asked by {payload['requested_by']})" if payload.get("requested_by") else "")
                 + f"\nevidence: {json_short(payload.get('evidence'))}",
-                [Shape("mk-ring", circle(x, cy, 5.5)), Shape("mk-line", question(x, cy))],
+                shapes=[Shape("mk-ring", circle(x, cy, 5.5)), Shape("mk-line", question(x, cy))],
             )
         )
         space.take(x - 6, x + 6)
@@ -93,16 +93,16 @@ def step_mark(
         answer = "applied" if payload.get("answer") == "applied" else "not applied"
         lane.markers.append(
             Marker(
-                x,
-                cy,
-                "probe-disagrees",
-                "mk-probe mk-probe-disagrees",
-                f"{step.key}: probe found the effect {answer} at {when}"
+                x=x,
+                y=cy,
+                kind="probe-disagrees",
+                css="mk-probe mk-probe-disagrees",
+                title=f"{step.key}: probe found the effect {answer} at {when}"
                 + (f" (asked by {payload['requested_by']})" if payload.get("requested_by") else "")
                 + f"\nafter the claim was resolved as {payload.get('resolved_as')} by "
                 f"{payload.get('resolved_by')}: the resolution stands"
                 f"\nevidence: {json_short(payload.get('evidence'))}",
-                [
+                shapes=[
                     Shape("mk-ring", circle(x, cy, 5.5)),
                     Shape("mk-bang", f"M{num(x)} {num(cy - 3)}v3.6M{num(x)} {num(cy + 2)}v.8"),
                 ],
@@ -122,13 +122,13 @@ def step_mark(
         )
         lane.markers.append(
             Marker(
-                x,
-                cy,
-                "late",
-                "mk-late" + (" mk-late-after" if after else ""),
-                f"{step.key}: late result from attempt {event.attempt_number} at {when}"
+                x=x,
+                y=cy,
+                kind="late",
+                css="mk-late" + (" mk-late-after" if after else ""),
+                title=f"{step.key}: late result from attempt {event.attempt_number} at {when}"
                 f"{note}\nevidence: {json_short(payload.get('evidence'))}",
-                [
+                shapes=[
                     Shape("mk-fill", triangle(x, cy, 6)),
                     Shape("mk-bang", f"M{num(x)} {num(cy - 2.5)}v3.2"),
                 ],
@@ -141,13 +141,13 @@ def step_mark(
     elif event.type == ev.STEP_REFUSED:
         lane.markers.append(
             Marker(
-                x,
-                cy,
-                "refused",
-                "mk-refused",
-                f"{step.key}: refused by worker {payload.get('worker', '?')} at {when}: "
+                x=x,
+                y=cy,
+                kind="refused",
+                css="mk-refused",
+                title=f"{step.key}: refused by worker {payload.get('worker', '?')} at {when}: "
                 f"{payload.get('reason', '')}",
-                [
+                shapes=[
                     Shape("mk-ring", circle(x, cy, 5)),
                     Shape("mk-line", f"M{num(x - 3.5)} {num(cy + 3.5)}l7 -7"),
                 ],

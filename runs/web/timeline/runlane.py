@@ -49,23 +49,23 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
         lines.append(f"error: {run.error}")
     lane.bars.append(
         Bar(
-            x0,
-            cy - 3,
-            max(x1 - x0, MIN_BAR_W),
-            6,
-            f"run-span run-{run.status}",
-            "\n".join(lines),
-            run.status,
+            x=x0,
+            y=cy - 3,
+            width=max(x1 - x0, MIN_BAR_W),
+            height=6,
+            css=f"run-span run-{run.status}",
+            title="\n".join(lines),
+            outcome=run.status,
         )
     )
     lane.markers.append(
         Marker(
-            x0,
-            cy,
-            "submitted",
-            "mk-submitted",
-            f"submitted at {absolute(run.created_at)}\ninput: {json_short(run.input)}",
-            [Shape("mk-fill", play(x0 + 3, cy, 6))],
+            x=x0,
+            y=cy,
+            kind="submitted",
+            css="mk-submitted",
+            title=f"submitted at {absolute(run.created_at)}\ninput: {json_short(run.input)}",
+            shapes=[Shape("mk-fill", play(x0 + 3, cy, 6))],
         )
     )
     # Waiting for a decision: from each run_needs_reconciliation to run_resumed.
@@ -91,12 +91,12 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
         )
         lane.segments.append(
             Segment(
-                bx0,
-                cy - 5,
-                round(bx1 - bx0, 1),
-                10,
-                "tl-awaiting",
-                f"needs reconciliation: a claim's outcome is unknown and waits for a "
+                x=bx0,
+                y=cy - 5,
+                width=round(bx1 - bx0, 1),
+                height=10,
+                css="tl-awaiting",
+                title=f"needs reconciliation: a claim's outcome is unknown and waits for a "
                 f"decision\nfrom {axis.when(since)} {state}",
                 fill="url(#tl-hatch-awaiting)",
             )
@@ -107,13 +107,13 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
         who = str(event.payload.get("actor") or "?")
         reason = str(event.payload.get("reason") or "")
         marker = Marker(
-            x,
-            cy,
-            "cancelled",
-            "mk-cancelled",
-            f"cancelled by {who} at {axis.when(event.created_at)}"
+            x=x,
+            y=cy,
+            kind="cancelled",
+            css="mk-cancelled",
+            title=f"cancelled by {who} at {axis.when(event.created_at)}"
             + (f": {reason}" if reason else ""),
-            [Shape("mk-fill", square(x, cy, 4.5))],
+            shapes=[Shape("mk-fill", square(x, cy, 4.5))],
         )
         marker.label = above.beside(
             x, text_y, [f"cancelled by {who}", "cancelled"], gap=0, css="tl-label tl-note"
@@ -122,14 +122,14 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
     if rows.finished and run.finished_at is not None:
         fx = axis.x(run.finished_at)
         marker = Marker(
-            fx,
-            cy,
-            "finished",
-            f"mk-finished mk-{run.status}",
-            f"run {run.status} at {axis.when(run.finished_at)}, "
+            x=fx,
+            y=cy,
+            kind="finished",
+            css=f"mk-finished mk-{run.status}",
+            title=f"run {run.status} at {axis.when(run.finished_at)}, "
             f"{duration_text(total)} after submission"
             + (f"\nerror: {short(run.error, 400)}" if run.error else ""),
-            [Shape("mk-fill", circle(fx, cy, 5))],
+            shapes=[Shape("mk-fill", circle(fx, cy, 5))],
         )
         if not cancelled:  # "cancelled by …" says it already
             marker.label = above.beside(
