@@ -72,7 +72,7 @@ def step_body(rows: Rows, log: CrashLog, lane: Lane, step: Step) -> None:
         if bar.label is None:
             outside.append((bar, texts))
     for event in marks:
-        step_mark(rows, lane, space, step, event, taken)
+        step_mark(rows, lane, space, step, event)
     for bar, texts in outside:
         bar.label = space.beside(
             bar.x + bar.width,
@@ -120,7 +120,7 @@ def awaiting(
     rows: Rows, lane: Lane, step: Step, since: datetime, resolutions: list[Event]
 ) -> tuple[datetime, str]:
     """An unresolved step waits for a decision (a person's, or its probe's): hatched
-    from when it became unresolved to its resolution (flagged by _step_mark)."""
+    from when it became unresolved to its resolution (flagged by marks.claim_resolved)."""
     axis = rows.axis
     decided = next((e for e in resolutions if e.created_at >= since), None)
     until = decided.created_at if decided is not None else rows.active_end()
