@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.urls import path, re_path, register_converter
 
-from runs.web.replica import reads_replica
+from runs.pages.replica import reads_replica
 
 from . import docs, errors, views
 

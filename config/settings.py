@@ -153,8 +153,8 @@ MIDDLEWARE = [
     # Ends an idle login (and says so on the login page: after the messages).
     "runs.sessions.SessionLifetimeMiddleware",
     # After a request that may have written: the primary's WAL position, so that this
-    # client reads the primary until a replica has replayed it (runs/web/replica.py).
-    "runs.web.replica.WrittenPositionMiddleware",
+    # client reads the primary until a replica has replayed it (runs/pages/replica.py).
+    "runs.pages.replica.WrittenPositionMiddleware",
     # Nothing shown to a signed-in user is kept by a browser or proxy cache.
     "config.security.PrivateResponsesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -179,7 +179,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "runs.web.context.layout",
+                "runs.pages.layout.layout",
             ],
             # The site's template tags (`{% load durable %}`) live with the rest of the
             # web code, not in an app's templatetags package.

@@ -12,3 +12,11 @@ class ReconciliationConfig(AppConfig):
         from .services import release_on_resolution
 
         claim_resolved.connect(release_on_resolution, dispatch_uid="reconciliation.take")
+        # The queue's badge in every page's navigation and its panel on the overview:
+        # contributed here, so the run pages never import the queue.
+        from runs.pages import contributions
+
+        from .queries import queue_size, queue_summary
+
+        contributions.nav_badge("queue_size", queue_size)
+        contributions.overview_panel("queue", queue_summary)

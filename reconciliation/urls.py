@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.web.replica import reads_replica
+from runs.pages.replica import reads_replica
 
 from . import views
 

@@ -26,10 +26,11 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import inputs
+from runs.pages.access import operator_required, viewer_required
+from runs.pages.http import SignedInRequest
+from runs.pages.partials import is_partial, template_for
 from runs.resolutions import NOT_UNRESOLVED, REFUSED
 from runs.states import ClaimStatus
-from runs.web.access import operator_required, viewer_required
-from runs.web.http import SignedInRequest
 
 from . import queries, services, wording
 
@@ -145,16 +146,16 @@ def queue(request: SignedInRequest) -> HttpResponse:
         "filter_errors": errors,
     }
     status = 400 if errors else 200
-    if request.htmx and request.htmx.target in ("queue", "queue-rows"):
-        # A filter (the bulk form and the table), or a table whose rows were all decided
-        # fetching the next ones; with the heading's count for what it now lists.
-        template = "reconciliation/queue.html#" + (
-            "queue-table" if request.htmx.target == "queue" else "queue-rows"
-        )
+    # A filter (the bulk form and the table), or a table whose rows were all decided
+    # fetching the next ones; with the heading's count for what it now lists.
+    template = template_for(
+        request, "reconciliation/queue.html", {"queue": "queue-table", "queue-rows": "queue-rows"}
+    )
+    if is_partial(template):
         context["oob"] = request.htmx.target == "queue"  # each filter's problem, or none
         response = render(request, template, context, status=status)
         return _oob(request, response, count=count)
-    return render(request, "reconciliation/queue.html", context, status=status)
+    return render(request, template, context, status=status)
 
 
 @viewer_required
@@ -242,9 +243,8 @@ def history(request: SignedInRequest) -> HttpResponse:
         "filters": request.GET,
         "errors": errors,
     }
-    template = "reconciliation/history.html"
-    if request.htmx and request.htmx.target == "history":
-        template += "#history-table"
+    template = template_for(request, "reconciliation/history.html", {"history": "history-table"})
+    if is_partial(template):
         context["oob"] = True  # each filter's problem (or none), beside its field
     return render(request, template, context, status=400 if errors else 200)
 

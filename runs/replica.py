@@ -8,7 +8,7 @@ the queue's decide form, sessions and logins) stays on `default`, the primary.
 
 A replica runs behind its primary. How far is read from the replica itself, and a
 client that has just written carries the primary's WAL position of that write
-(runs/web/replica.py) so that it reads the primary until the replica has replayed it.
+(runs/pages/replica.py) so that it reads the primary until the replica has replayed it.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ server, whatever the page showed. Superusers count as operators.
 
 This module only answers "may this user ...?", for the engine (who may send a signal),
 the pages and the API alike; the pages' decorators that act on the answer (a login
-redirect, a 403) are runs/web/access.py.
+redirect, a 403) are runs/pages/access.py.
 """
 
 from __future__ import annotations

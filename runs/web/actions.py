@@ -15,10 +15,9 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from runs import engine, inputs
 from runs.errors import EngineError, RunNotActive, RunNotFound, StepNotRetryable
+from runs.pages.access import operator_required
+from runs.pages.http import SignedInRequest
 from runs.queries import parse_run_id
-
-from .access import operator_required
-from .http import SignedInRequest
 
 
 def _done(request: SignedInRequest, run_id: str) -> HttpResponse:

@@ -14,10 +14,11 @@ from django.views.decorators.http import require_http_methods
 from runs.batches import selection, service
 from runs.errors import InvalidBatch
 from runs.models import Batch, BatchItem
+from runs.pages.access import operator_required, viewer_required
+from runs.pages.http import SignedInRequest
+from runs.pages.partials import template_for
 from runs.states import BATCH_ACTIVE, BatchItemStatus, BatchStatus
 
-from .access import operator_required, viewer_required
-from .http import SignedInRequest
 from .workers import batch_wait
 
 ITEMS_PER_PAGE = 50
@@ -81,12 +82,9 @@ def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
         request.GET.get("page")
     )
     list_query = QueryDict(batch.filter)
-    template = "runs/batch.html"
-    if request.htmx and request.htmx.target == "batch-live":
-        template += "#batch-live"
     return render(
         request,
-        template,
+        template_for(request, "runs/batch.html", "batch-live"),
         {
             "batch": batch,
             "running": running,

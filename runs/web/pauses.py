@@ -14,10 +14,11 @@ from django.views.decorators.http import require_POST
 
 from runs import engine, inputs
 from runs.errors import NotPaused, PauseError, UnknownWorkflow
+from runs.pages.access import operator_required, viewer_required
+from runs.pages.http import SignedInRequest
+from runs.pages.partials import template_for
 
 from . import queries
-from .access import operator_required, viewer_required
-from .http import SignedInRequest
 
 # Where a resume goes back to (the overview's Paused panel, or this page).
 BACK = {"overview": "runs:overview", "pauses": "runs:pauses"}
@@ -46,9 +47,7 @@ def pauses_page(request: SignedInRequest) -> HttpResponse:
     """GET: the page. `?workflow=` picks the form's workflow (its steps come with it;
     htmx asks for the step field alone when the workflow select changes)."""
     context = _context(request.GET.get("workflow", ""))
-    template = "runs/pauses.html"
-    if request.htmx and request.htmx.target == "pause-step-field":
-        template += "#step-field"
+    template = template_for(request, "runs/pauses.html", {"pause-step-field": "step-field"})
     return render(request, template, context)
 
 

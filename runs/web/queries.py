@@ -27,7 +27,6 @@ from django.db.models import Count, F, Func, IntegerField, Max, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from reconciliation.queries import queue_summary
 from runs import engine, replica, sql
 from runs.errors import RunNotActive, StepNotRetryable
 from runs.filters import (
@@ -40,6 +39,7 @@ from runs.filters import (
     search_filter,
 )
 from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
+from runs.pages import contributions
 from runs.principals import shown
 from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
@@ -252,17 +252,18 @@ def run_page(
 
     marks = list(Event.objects.filter(run=run, type__in=timeline.MARK_TYPES).order_by("seq"))
     drawn = timeline.build(
-        run,
-        steps,
-        attempts,
-        marks,
+        timeline.Source(
+            run,
+            steps,
+            attempts,
+            marks,
+            items=progress,
+            items_done=items_done,
+            leases=_leases(run),
+            waits=waits,
+        ),
         now=now,
-        items=progress,
-        items_done=items_done,
-        expand=expand,
-        collapse=collapse,
-        leases=_leases(run),
-        waits=waits,
+        shown=timeline.Shown(expand=frozenset(expand), collapse=frozenset(collapse)),
     )
     for attempt in attempts:
         # Where the steps table says a crashed attempt's worker was last seen alive.
@@ -603,7 +604,9 @@ def throughput(minutes: int = 60) -> Throughput:
 def overview() -> dict[str, Any]:
     return {
         "counts": counts_by_status(),
-        "queue": queue_summary(),
+        # What other apps show here (the reconciliation queue's panel), registered by
+        # them: these pages never import them (runs/pages/contributions.py).
+        **contributions.panels(),
         "failures": recent_failures(),
         "throughput": throughput(),
     }

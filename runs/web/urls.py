@@ -1,7 +1,8 @@
 from django.urls import path
 
+from runs.pages.replica import reads_replica
+
 from . import actions, bulk, pauses, views
-from .replica import reads_replica
 
 app_name = "runs"
 

@@ -14,6 +14,9 @@ from django_htmx.http import HttpResponseClientRedirect
 from runs import engine, export
 from runs.errors import EngineError, InvalidInput, RunNotFound
 from runs.models import Run
+from runs.pages.access import submitter_required, viewer_required
+from runs.pages.http import SignedInRequest
+from runs.pages.partials import is_partial, template_for
 from runs.principals import Principal, user_principal
 from runs.queries import parse_run_id
 from runs.roles import can_submit
@@ -21,8 +24,6 @@ from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
 from runs.workflows import registry
 
 from . import forms, queries, timeline, workers
-from .access import submitter_required, viewer_required
-from .http import SignedInRequest
 
 
 @viewer_required
@@ -33,19 +34,14 @@ def overview(request: SignedInRequest) -> HttpResponse:
         Run.objects.defer("input", "result").order_by("-created_at", "-id")[:15]
     )
     queries.mark_paused(context["recent"], context["pauses"])
-    template = "runs/overview.html"
-    if request.htmx and request.htmx.target == "overview-live":
-        template += "#overview-live"
-    return render(request, template, context)
+    return render(request, template_for(request, "runs/overview.html", "overview-live"), context)
 
 
 @viewer_required
 def worker_list(request: SignedInRequest) -> HttpResponse:
     """Workers, the attempts they run, waiting steps and queue depths; the live part
     polls itself (`workers-live`), a full page otherwise, so Back and a reload work."""
-    template = "runs/workers.html"
-    if request.htmx and request.htmx.target == "workers-live":
-        template += "#workers-live"
+    template = template_for(request, "runs/workers.html", "workers-live")
     return render(request, template, {"page": workers.workers_page()})
 
 
@@ -69,9 +65,8 @@ def run_list(request: SignedInRequest) -> HttpResponse:
         "search_fields": registry.search_fields(),
         "can_submit": can_submit(request.user),
     }
-    template = "runs/list.html"
-    if request.htmx and request.htmx.target == "runs":
-        template += "#runs-results"
+    template = template_for(request, "runs/list.html", {"runs": "runs-results"})
+    if is_partial(template):
         context["oob"] = True  # the Clear button and each filter's problem follow the filters
     return render(request, template, context, status=400 if filters.errors else 200)
 
@@ -99,13 +94,11 @@ def run_detail(request: SignedInRequest, run_id: str) -> HttpResponse:
         )
     except (ValueError, Run.DoesNotExist) as exc:
         raise Http404(f"no run {run_id}") from exc
-    template = "runs/detail.html"
-    if target == "run-view":
-        template += "#run-view"
-    elif target == "events":
-        template += "#events"
-    elif live:
-        template += "#live-update"
+    template = template_for(
+        request,
+        "runs/detail.html",
+        {"run-view": "run-view", "events": "events", "run-live": "live-update"},
+    )
     toggles = []
     if data.timeline is not None:
         toggles = [(t, toggle_url(request.GET, t)) for t in data.timeline.toggles]
@@ -213,7 +206,4 @@ def new_run(request: SignedInRequest) -> HttpResponse:
                 return redirect("runs:detail", run_id=str(run.id))
         # A refused form is the page again with its problems (200, as Django forms do).
         return render(request, "runs/new.html", context)
-    template = "runs/new.html"
-    if request.htmx and request.htmx.target == "submit-fields":
-        template += "#submit-fields"
-    return render(request, template, context)
+    return render(request, template_for(request, "runs/new.html", "submit-fields"), context)

@@ -25,7 +25,7 @@ from tests.support.factories import crashed, run_queued
 HTMX_RUNS = {"HX-Request": "true", "HX-Target": "runs"}
 
 # Every page pays for the layout: the session, the user and the navigation's queue
-# badge (runs/web/context.py), and the user's role (its groups: operators are not
+# badge (runs/pages/layout.py), and the user's role (its groups: operators are not
 # superusers, they reach the admin through their group's permissions).
 LAYOUT = 4
 

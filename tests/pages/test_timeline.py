@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 import uuid
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -136,9 +137,19 @@ class Story:
         self.events.append(event)
         return event
 
-    def build(self, now: float = 3600, **kwargs: Any) -> timeline.Timeline:
+    def build(
+        self,
+        now: float = 3600,
+        *,
+        expand: Collection[str] = (),
+        collapse: Collection[str] = (),
+        max_batch_lanes: int = timeline.MAX_BATCH_LANES,
+        **source: Any,
+    ) -> timeline.Timeline:
         return timeline.build(
-            self.run, self.steps, self.attempts, self.events, now=at(now), **kwargs
+            timeline.Source(self.run, self.steps, self.attempts, self.events, **source),
+            now=at(now),
+            shown=timeline.Shown(frozenset(expand), frozenset(collapse), max_batch_lanes),
         )
 
 

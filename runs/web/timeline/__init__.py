@@ -28,9 +28,8 @@ drawing in words), model.py (what the template draws), geometry.py, shapes.py, w
 
 from .geometry import CHAR_W, MIN_BAR_W, PLOT_X0, PLOT_X1, WIDTH
 from .layout import build
-from .maps import AUTO_EXPAND_BATCHES, MAX_BATCH_LANES
 from .model import Bar, Guide, Label, Lane, Marker, Segment, Shape, Tick, Timeline, Toggle
-from .rows import MARK_TYPES, ItemProgress
+from .rows import AUTO_EXPAND_BATCHES, MARK_TYPES, MAX_BATCH_LANES, ItemProgress, Shown, Source
 from .scale import MAX_TICKS, Axis, nice_axis, tick_label
 
 __all__ = [
@@ -52,6 +51,8 @@ __all__ = [
     "Marker",
     "Segment",
     "Shape",
+    "Shown",
+    "Source",
     "Tick",
     "Timeline",
     "Toggle",

@@ -56,6 +56,25 @@ class CrashLog:
         return seen, what
 
 
+@dataclass(frozen=True)
+class Death:
+    """One crashed attempt as its lane draws it: who, its last sign of life (`seen`,
+    and `what` it was), when its lease expired and when recovery declared it crashed,
+    and where each of those three falls on the lane."""
+
+    lane: Lane
+    key: str
+    number: int
+    who: str
+    seen: datetime
+    what: str
+    expired: datetime
+    declared: datetime
+    x_dead: float
+    x_expired: float
+    x_declared: float
+
+
 def crashed(
     rows: Rows,
     log: CrashLog,
@@ -73,7 +92,6 @@ def crashed(
     seen, what = log.last_sign_of_life(rows, attempt, taken)
     expired, declared = attempt.lease_expires_at, attempt.finished_at
     worked = duration_text((seen - attempt.started_at).total_seconds())
-    who = attempt.worker or "?"
     extra = [
         f"last sign of life: {axis.when(seen)}: {what}",
         f"lease expired: {axis.when(expired)} (the worker never renewed it)",
@@ -88,78 +106,109 @@ def crashed(
     pending.append((bar, [f"#{n} crashed", "crashed"]))
     x_dead = bar.x + bar.width
     x_expired = max(axis.x(expired), x_dead)
-    x_declared = max(axis.x(declared), x_expired)
-    if x_expired > x_dead:
-        lane.segments.append(
-            Segment(
-                x_dead,
-                lane.bar_y,
-                round(x_expired - x_dead, 1),
-                BAR_H,
-                "tl-silent",
-                f"{step.key} attempt {n}: no sign of life from {who} after "
-                f"{axis.when(seen)}; its lease ran out at {axis.when(expired)}",
-                fill="url(#tl-hatch-crashed)",
-            )
-        )
-    if x_declared > x_expired:
-        lane.segments.append(
-            Segment(
-                x_expired,
-                lane.mid - 0.75,
-                round(x_declared - x_expired, 1),
-                1.5,
-                "tl-detect",
-                f"{step.key} attempt {n}: lease expired at {axis.when(expired)}; "
-                f"recovery declared the attempt crashed at {axis.when(declared)}",
-            )
-        )
-    top, bottom = lane.bar_y - 2, lane.bar_y + BAR_H + 2
-    lane.markers.append(
-        Marker(
-            x_expired,
-            lane.mid,
-            "lease-expired",
-            "mk-lease",
-            f"{step.key} attempt {n}: lease expired at {axis.when(expired)}",
-            [Shape("mk-line", vline(x_expired, top, bottom))],
-        )
+    death = Death(
+        lane=lane,
+        key=step.key,
+        number=n,
+        who=attempt.worker or "?",
+        seen=seen,
+        what=what,
+        expired=expired,
+        declared=declared,
+        x_dead=x_dead,
+        x_expired=x_expired,
+        x_declared=max(axis.x(declared), x_expired),
     )
-    lane.markers.append(
-        Marker(
-            x_dead,
-            lane.mid,
-            "crash",
-            "mk-crash",
-            f"{step.key} attempt {n}: worker {who} died here\n"
-            f"last sign of life: {axis.when(seen)}: {what}; nothing after it\n"
-            f"lease expired: {axis.when(expired)}\n"
-            f"declared crashed: {axis.when(declared)}",
-            [
-                Shape("mk-disc", circle(x_dead, lane.mid, 7.5)),
-                Shape("mk-x", cross(x_dead, lane.mid, 3.3)),
-            ],
-        )
-    )
+    silence(rows, death)
+    lane.markers.append(lease_mark(rows, death))
+    lane.markers.append(death_mark(rows, death))
     space.take(x_dead - 8, x_dead + 8)
     log.crashes.append((step, attempt, seen))
-    # Above the bar, small: when the lease ran out and when recovery noticed.
-    tiny_y, tiny_w = lane.bar_y - 2.5, CHAR_W * 0.85
-    said = "lease expired"
-    if x_expired - 3 - len(said) * tiny_w > x_dead + 9:
-        lane.labels.append(Label(x_expired - 3, tiny_y, said, "tl-label tl-tiny", "end"))
-    said = "declared crashed"
-    if x_declared > x_expired + 1 and x_declared + 3 + len(said) * tiny_w < WIDTH - 2:
-        lane.labels.append(Label(x_declared + 3, tiny_y, said, "tl-label tl-tiny"))
+    tiny_labels(death)
     # Said in words next to the ✕ (over the hatching, which is not solid).
     lane.markers[-1].label = space.beside(
         x_dead,
         lane.mid + 3.5,
-        [f"worker died · {short(who, 24)}", "worker died", "died"],
+        [f"worker died · {short(death.who, 24)}", "worker died", "died"],
         gap=11,
         css="tl-label tl-crash-label",
     )
     return declared, f"attempt {n} was declared crashed"
+
+
+def silence(rows: Rows, d: Death) -> None:
+    """Hatched while the lease ran out, then dotted until recovery declared the crash."""
+    axis, lane = rows.axis, d.lane
+    if d.x_expired > d.x_dead:
+        lane.segments.append(
+            Segment(
+                x=d.x_dead,
+                y=lane.bar_y,
+                width=round(d.x_expired - d.x_dead, 1),
+                height=BAR_H,
+                css="tl-silent",
+                title=f"{d.key} attempt {d.number}: no sign of life from {d.who} after "
+                f"{axis.when(d.seen)}; its lease ran out at {axis.when(d.expired)}",
+                fill="url(#tl-hatch-crashed)",
+            )
+        )
+    if d.x_declared > d.x_expired:
+        lane.segments.append(
+            Segment(
+                x=d.x_expired,
+                y=lane.mid - 0.75,
+                width=round(d.x_declared - d.x_expired, 1),
+                height=1.5,
+                css="tl-detect",
+                title=f"{d.key} attempt {d.number}: lease expired at {axis.when(d.expired)}; "
+                f"recovery declared the attempt crashed at {axis.when(d.declared)}",
+            )
+        )
+
+
+def lease_mark(rows: Rows, d: Death) -> Marker:
+    lane = d.lane
+    top, bottom = lane.bar_y - 2, lane.bar_y + BAR_H + 2
+    return Marker(
+        x=d.x_expired,
+        y=lane.mid,
+        kind="lease-expired",
+        css="mk-lease",
+        title=f"{d.key} attempt {d.number}: lease expired at {rows.axis.when(d.expired)}",
+        shapes=[Shape("mk-line", vline(d.x_expired, top, bottom))],
+    )
+
+
+def death_mark(rows: Rows, d: Death) -> Marker:
+    axis, lane = rows.axis, d.lane
+    return Marker(
+        x=d.x_dead,
+        y=lane.mid,
+        kind="crash",
+        css="mk-crash",
+        title=f"{d.key} attempt {d.number}: worker {d.who} died here\n"
+        f"last sign of life: {axis.when(d.seen)}: {d.what}; nothing after it\n"
+        f"lease expired: {axis.when(d.expired)}\n"
+        f"declared crashed: {axis.when(d.declared)}",
+        shapes=[
+            Shape("mk-disc", circle(d.x_dead, lane.mid, 7.5)),
+            Shape("mk-x", cross(d.x_dead, lane.mid, 3.3)),
+        ],
+    )
+
+
+def tiny_labels(d: Death) -> None:
+    """Above the bar, small: when the lease ran out and when recovery noticed."""
+    lane = d.lane
+    tiny_y, tiny_w = lane.bar_y - 2.5, CHAR_W * 0.85
+    said = "lease expired"
+    if d.x_expired - 3 - len(said) * tiny_w > d.x_dead + 9:
+        lane.labels.append(
+            Label(x=d.x_expired - 3, y=tiny_y, text=said, css="tl-label tl-tiny", anchor="end")
+        )
+    said = "declared crashed"
+    if d.x_declared > d.x_expired + 1 and d.x_declared + 3 + len(said) * tiny_w < WIDTH - 2:
+        lane.labels.append(Label(x=d.x_declared + 3, y=tiny_y, text=said, css="tl-label tl-tiny"))
 
 
 def batch_crash(
@@ -170,14 +219,14 @@ def batch_crash(
     seen, what = log.last_sign_of_life(rows, attempt, taken)
     x = axis.x(seen)
     return Marker(
-        x,
-        lane.mid,
-        "crash",
-        "mk-crash mk-crash-map",
-        f"{batch.key} attempt {attempt.number}: worker {attempt.worker or '?'} died here\n"
+        x=x,
+        y=lane.mid,
+        kind="crash",
+        css="mk-crash mk-crash-map",
+        title=f"{batch.key} attempt {attempt.number}: worker {attempt.worker or '?'} died here\n"
         f"last sign of life: {axis.when(seen)}: {what}\n"
         f"lease expired: {axis.when(attempt.lease_expires_at)}",
-        [
+        shapes=[
             Shape("mk-disc", circle(x, lane.mid, 6.5)),
             Shape("mk-x", cross(x, lane.mid, 2.8)),
         ],

@@ -67,7 +67,15 @@ def solid(
     x1 = max(axis.x(t1), x0 + MIN_BAR_W)
     if x1 > PLOT_X1 + MIN_BAR_W:
         x0, x1 = PLOT_X1, PLOT_X1 + MIN_BAR_W
-    bar = Bar(x0, lane.bar_y, round(x1 - x0, 1), BAR_H, css, title, outcome)
+    bar = Bar(
+        x=x0,
+        y=lane.bar_y,
+        width=round(x1 - x0, 1),
+        height=BAR_H,
+        css=css,
+        title=title,
+        outcome=outcome,
+    )
     lane.bars.append(bar)
     space.take(bar.x, bar.x + bar.width)
     return bar

@@ -4,64 +4,26 @@ guide where the run finished (or now), and the whole in words."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 
-from runs.models import Attempt, Event, Run, Step
 from runs.timefmt import absolute
-from runs.workflows.definition import WaitSpec
 
 from .crashes import CrashLog
 from .geometry import FOOT_H, PLOT_X0, PLOT_X1, WIDTH
 from .lanes import LaneStack
-from .maps import MAX_BATCH_LANES, map_lanes
+from .maps import map_lanes
 from .model import Guide, Tick, Timeline, Toggle
-from .rows import ItemProgress, Rows
+from .rows import Rows, Shown, Source
 from .runlane import run_lane
 from .scale import Axis, tick_label
 from .steps import step_lane
 from .summary import summary, used
 
 
-def build(
-    run: Run,
-    steps: Iterable[Step],
-    attempts: Iterable[Attempt],
-    marks: Iterable[Event],
-    *,
-    now: datetime,
-    items: Mapping[int, ItemProgress] | None = None,
-    items_done: Mapping[int, int] | None = None,
-    expand: Collection[str] = (),
-    collapse: Collection[str] = (),
-    max_batch_lanes: int = MAX_BATCH_LANES,
-    leases: Mapping[str, float] | None = None,
-    waits: Mapping[str, WaitSpec] | None = None,
-) -> Timeline:
-    """The timeline of one run.
-
-    `steps` are all its steps (top-level and batches), `attempts` all their attempts,
-    `marks` its events of MARK_TYPES. `items` maps an attempt id to the map items it
-    committed; `items_done` a batch's step id to its items done. A map step's batches
-    get one lane each when it has at most AUTO_EXPAND_BATCHES of them or is named in
-    `expand`, and not when it is named in `collapse`. `leases`: each step's lease
-    length, by name, as its workers use it (to date a crashed attempt's last lease
-    renewal). `waits`: the workflow's wait and sleep steps, by name (their lanes say
-    "wait" or "sleep", not an effect kind, and when a waiting one times out)."""
-    rows = Rows(
-        run,
-        list(steps),
-        list(attempts),
-        list(marks),
-        now=now,
-        items=items or {},
-        items_done=items_done or {},
-        expand=set(expand),
-        collapse=set(collapse),
-        max_batch_lanes=max_batch_lanes,
-        leases=leases or {},
-        waits=waits or {},
-    )
+def build(source: Source, *, now: datetime, shown: Shown) -> Timeline:
+    """The timeline of one run, drawn from `source` as it stood at `now`, with the map
+    steps' batches `shown` as the page asks."""
+    rows = Rows(source, now=now, shown=shown)
     stack, log = LaneStack(), CrashLog()
     toggles: list[Toggle] = []
     run_lane(rows, stack)
@@ -110,10 +72,17 @@ def guides(rows: Rows) -> list[Guide]:
     if rows.finished and run.finished_at is not None:
         return [
             Guide(
-                axis.x(run.finished_at),
-                f"guide guide-{run.status}",
-                f"run {run.status} at {axis.when(run.finished_at)}",
-                run.status,
+                x=axis.x(run.finished_at),
+                css=f"guide guide-{run.status}",
+                title=f"run {run.status} at {axis.when(run.finished_at)}",
+                label=run.status,
             )
         ]
-    return [Guide(axis.x(rows.now), "guide guide-now", f"now: {axis.when(rows.now)}", "now")]
+    return [
+        Guide(
+            x=axis.x(rows.now),
+            css="guide guide-now",
+            title=f"now: {axis.when(rows.now)}",
+            label="now",
+        )
+    ]

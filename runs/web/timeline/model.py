@@ -41,7 +41,7 @@ class Tick:
         return "end" if self.x + text_width(self.label) / 2 > WIDTH - 2 else "middle"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Label:
     x: float
     y: float
@@ -56,7 +56,7 @@ class Shape:
     d: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Bar:
     """An attempt (or a span of batches): a rectangle, its <title>, maybe a label."""
 
@@ -70,7 +70,7 @@ class Bar:
     label: Label | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Segment:
     """A stretch of time that is not work: the silence before a crash was noticed, the
     wait for a retry or for a decision. `fill` names an SVG pattern (hatching)."""
@@ -97,7 +97,7 @@ class Segment:
         return round(self.y + self.height / 2, 1)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Marker:
     x: float
     y: float
@@ -160,7 +160,7 @@ class Lane:
         return [text for _, text in sorted(placed, key=lambda p: p[0]) if text]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Guide:
     """A vertical line across the lanes: the run finished here, or now."""
 

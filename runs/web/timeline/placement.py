@@ -32,10 +32,10 @@ class Space:
             width = text_width(text)
             if self.free(x + gap, x + gap + width):
                 self.take(x + gap, x + gap + width)
-                return Label(x + gap, y, text, css)
+                return Label(x=x + gap, y=y, text=text, css=css)
             if self.free(x - gap - width, x - gap):
                 self.take(x - gap - width, x - gap)
-                return Label(x - gap, y, text, css, anchor="end")
+                return Label(x=x - gap, y=y, text=text, css=css, anchor="end")
         return None
 
 
@@ -55,5 +55,5 @@ def inside(bar: Bar, texts: Sequence[str], lane: Lane, css: str) -> Label | None
     for text in texts:
         for a, b in free:
             if text_width(text) <= b - a:
-                return Label(round(a, 1), lane.mid + 3.5, text, css)
+                return Label(x=round(a, 1), y=lane.mid + 3.5, text=text, css=css)
     return None

@@ -4,8 +4,8 @@ once (steps by parent, attempts by step, marks by step) with the axis they span.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from runs import events as ev
@@ -32,6 +32,10 @@ MARK_TYPES = (
     ev.RUN_RESUMED,
     ev.RUN_CANCELLED,
 )
+# A map step with at most this many batches shows one lane per batch unless collapsed;
+# more, only when expanded, and then at most MAX_BATCH_LANES of them (maps.py).
+AUTO_EXPAND_BATCHES = 10
+MAX_BATCH_LANES = 50
 
 
 @dataclass(frozen=True)
@@ -44,32 +48,51 @@ class ItemProgress:
     last_at: datetime | None
 
 
+@dataclass(frozen=True)
+class Source:
+    """What the timeline is drawn from, as runs/web/queries.py reads it.
+
+    `steps` are all the run's steps (top-level and batches), `attempts` all their
+    attempts, `marks` its events of MARK_TYPES. `items` maps an attempt id to the map
+    items it committed; `items_done` a batch's step id to its items done. `leases`:
+    each step's lease length, by name, as its workers use it (to date a crashed
+    attempt's last lease renewal). `waits`: the workflow's wait and sleep steps, by
+    name (their lanes say "wait" or "sleep", not an effect kind, and when a waiting
+    one times out)."""
+
+    run: Run
+    steps: Sequence[Step]
+    attempts: Sequence[Attempt]
+    marks: Sequence[Event]
+    items: Mapping[int, ItemProgress] = field(default_factory=dict)
+    items_done: Mapping[int, int] = field(default_factory=dict)
+    leases: Mapping[str, float] = field(default_factory=dict)
+    waits: Mapping[str, WaitSpec] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Which map steps show their batches, one lane each: a map step with at most
+    AUTO_EXPAND_BATCHES of them or named in `expand`, and not one named in `collapse`;
+    at most `max_batch_lanes` lanes a map."""
+
+    expand: frozenset[str] = frozenset()
+    collapse: frozenset[str] = frozenset()
+    max_batch_lanes: int = MAX_BATCH_LANES
+
+
 class Rows:
     """One run's rows as the timeline reads them, and the axis from its submission to
     the last thing that happened (or now, while it runs)."""
 
-    def __init__(
-        self,
-        run: Run,
-        steps: list[Step],
-        attempts: list[Attempt],
-        marks: list[Event],
-        *,
-        now: datetime,
-        items: Mapping[int, ItemProgress],
-        items_done: Mapping[int, int],
-        expand: set[str],
-        collapse: set[str],
-        max_batch_lanes: int,
-        leases: Mapping[str, float],
-        waits: Mapping[str, WaitSpec],
-    ) -> None:
+    def __init__(self, source: Source, *, now: datetime, shown: Shown) -> None:
+        run, steps, attempts, marks = source.run, source.steps, source.attempts, source.marks
         self.run, self.now = run, now
-        self.waits = waits
+        self.waits = source.waits
         self.finished = run.status in RUN_FINISHED
-        self.items, self.items_done, self.leases = items, items_done, leases
-        self.expand, self.collapse = expand, collapse
-        self.max_batch_lanes = max(1, max_batch_lanes)
+        self.items, self.items_done, self.leases = source.items, source.items_done, source.leases
+        self.expand, self.collapse = shown.expand, shown.collapse
+        self.max_batch_lanes = max(1, shown.max_batch_lanes)
         self.top = sorted((s for s in steps if s.parent_id is None), key=lambda s: s.pk)
         self.batches: dict[int, list[Step]] = defaultdict(list)
         for step in steps:

@@ -72,7 +72,7 @@ def step_body(rows: Rows, log: CrashLog, lane: Lane, step: Step) -> None:
         if bar.label is None:
             outside.append((bar, texts))
     for event in marks:
-        step_mark(rows, lane, space, step, event, taken)
+        step_mark(rows, lane, space, step, event)
     for bar, texts in outside:
         bar.label = space.beside(
             bar.x + bar.width,
@@ -120,7 +120,7 @@ def awaiting(
     rows: Rows, lane: Lane, step: Step, since: datetime, resolutions: list[Event]
 ) -> tuple[datetime, str]:
     """An unresolved step waits for a decision (a person's, or its probe's): hatched
-    from when it became unresolved to its resolution (flagged by _step_mark)."""
+    from when it became unresolved to its resolution (flagged by marks.claim_resolved)."""
     axis = rows.axis
     decided = next((e for e in resolutions if e.created_at >= since), None)
     until = decided.created_at if decided is not None else rows.active_end()
@@ -133,12 +133,12 @@ def awaiting(
         state = "still waiting" if not rows.finished else "never decided"
     lane.segments.append(
         Segment(
-            x0,
-            lane.bar_y + 2,
-            round(x1 - x0, 1),
-            BAR_H - 4,
-            "tl-awaiting",
-            f"{step.key}: the effect's outcome is unknown; waiting for a decision "
+            x=x0,
+            y=lane.bar_y + 2,
+            width=round(x1 - x0, 1),
+            height=BAR_H - 4,
+            css="tl-awaiting",
+            title=f"{step.key}: the effect's outcome is unknown; waiting for a decision "
             f"from {axis.when(since)} {state}",
             fill="url(#tl-hatch-awaiting)",
         )
@@ -162,12 +162,12 @@ def gap(
         return
     lane.segments.append(
         Segment(
-            x0,
-            lane.mid - 1,
-            round(x1 - x0, 1),
-            2,
-            "tl-retry",
-            f"retry: attempt {attempt.number} started "
+            x=x0,
+            y=lane.mid - 1,
+            width=round(x1 - x0, 1),
+            height=2,
+            css="tl-retry",
+            title=f"retry: attempt {attempt.number} started "
             f"{duration_text((until - since).total_seconds())} after {why}",
         )
     )
@@ -190,34 +190,35 @@ def after_last(
         x0, x1 = axis.x(last_end), axis.x(max(due, last_end))
         lane.segments.append(
             Segment(
-                x0,
-                lane.mid - 1,
-                round(max(x1 - x0, 1), 1),
-                2,
-                "tl-retry tl-pending",
-                f"retry: attempt {tries[-1].number + 1} is due at {axis.when(due)}, after {why}",
+                x=x0,
+                y=lane.mid - 1,
+                width=round(max(x1 - x0, 1), 1),
+                height=2,
+                css="tl-retry tl-pending",
+                title=f"retry: attempt {tries[-1].number + 1} is due at {axis.when(due)}, "
+                f"after {why}",
             )
         )
         lane.markers.append(
             Marker(
-                x1,
-                lane.mid,
-                "retry-due",
-                "mk-due",
-                f"{step.key}: next attempt due at {axis.when(due)}",
-                [Shape("mk-ring", circle(x1, lane.mid, 3.5))],
+                x=x1,
+                y=lane.mid,
+                kind="retry-due",
+                css="mk-due",
+                title=f"{step.key}: next attempt due at {axis.when(due)}",
+                shapes=[Shape("mk-ring", circle(x1, lane.mid, 3.5))],
             )
         )
     elif step.status == StepStatus.QUEUED:
         x0, x1 = axis.x(last_end), axis.x(rows.now)
         lane.segments.append(
             Segment(
-                x0,
-                lane.mid - 1,
-                round(max(x1 - x0, 1), 1),
-                2,
-                "tl-retry tl-pending",
-                f"queued for attempt {tries[-1].number + 1} since {why}",
+                x=x0,
+                y=lane.mid - 1,
+                width=round(max(x1 - x0, 1), 1),
+                height=2,
+                css="tl-retry tl-pending",
+                title=f"queued for attempt {tries[-1].number + 1} since {why}",
             )
         )
 
@@ -228,12 +229,12 @@ def not_started(rows: Rows, lane: Lane, step: Step) -> None:
         x0, x1 = rows.axis.x(step.queued_at), rows.axis.x(rows.now)
         lane.segments.append(
             Segment(
-                x0,
-                lane.mid - 1,
-                round(max(x1 - x0, 1), 1),
-                2,
-                "tl-retry tl-pending",
-                f"{step.key}: queued since {rows.axis.when(step.queued_at)}, "
+                x=x0,
+                y=lane.mid - 1,
+                width=round(max(x1 - x0, 1), 1),
+                height=2,
+                css="tl-retry tl-pending",
+                title=f"{step.key}: queued since {rows.axis.when(step.queued_at)}, "
                 "no attempt started yet",
             )
         )
@@ -247,4 +248,6 @@ def not_started(rows: Rows, lane: Lane, step: Step) -> None:
     text = words.get(StepStatus(step.status), step.status.replace("_", " "))
     if step.error:
         text += f" ({short(step.error, 60)})"
-    lane.labels.append(Label(PLOT_X0 + 4, lane.mid + 3.5, short(text, 120), "tl-label tl-none"))
+    lane.labels.append(
+        Label(x=PLOT_X0 + 4, y=lane.mid + 3.5, text=short(text, 120), css="tl-label tl-none")
+    )

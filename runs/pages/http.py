@@ -8,7 +8,7 @@ from django_htmx.middleware import HtmxDetails
 
 
 class SignedInRequest(HttpRequest):
-    """A request to a page behind runs.web.access' viewer_required or operator_required, which
+    """A request to a page behind runs.pages.access' viewer_required or operator_required, which
     turn away anyone not signed in, after django-htmx's middleware: `user` is a user, never
     the anonymous one, and `htmx` tells whether htmx sent it.
 

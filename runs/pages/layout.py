@@ -1,6 +1,7 @@
-"""What every page's layout needs: the user's role and the queue size for the badge in
-the navigation (one indexed count; the badge then refreshes itself with htmx), and how
-stale a page read from a replica is."""
+"""What every page's layout needs: the user's role, the navigation's badges (each an
+app's contribution, contributions.py: the reconciliation queue's size is one indexed
+count; the badge then refreshes itself with htmx), and how stale a page read from a
+replica is."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from reconciliation.queries import queue_size
 from runs import roles
+
+from . import contributions
 
 
 def layout(request: HttpRequest) -> dict[str, Any]:
@@ -21,7 +23,7 @@ def layout(request: HttpRequest) -> dict[str, Any]:
         "can_view": True,
         "can_operate": roles.can_operate(user),
         "role": roles.role_of(user),
-        "queue_size": queue_size(),
+        **contributions.badges(),
         "replica_lag": replica_lag(request),
     }
 
