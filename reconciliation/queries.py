@@ -44,6 +44,7 @@ from runs.models import Attempt, Claim, Event, Pause
 from runs.states import ClaimStatus
 
 from .services import Take
+from .wording import preview_summary
 
 SQL = sql.load(__file__)
 
@@ -329,6 +330,7 @@ class ClaimDetail:
     probe_contradictions: list[EventRow]
     probe_due: bool  # "check again" would be accepted now (if the step has a probe)
     previews: dict[str, Preview]  # what resolving as succeeded / failed would do
+    said: dict[str, str]  # the same, in words (wording.preview_summary)
 
 
 def claim_detail(claim_id: int) -> ClaimDetail | None:
@@ -400,6 +402,7 @@ def _claim_detail(claim_id: int) -> ClaimDetail | None:
         probe_contradictions=contradictions,
         probe_due=bool(claim.probe_due),
         previews=previews,
+        said={outcome: preview_summary(p) for outcome, p in previews.items()},
     )
 
 

@@ -9,6 +9,7 @@ from unittest import mock
 import pytest
 
 from reconciliation.services import resolve_claim
+from reconciliation.wording import preview_summary
 from runs import engine, events
 from runs.engine.attempts.finish import finish_attempt
 from runs.engine.entry.execute import start_attempt
@@ -142,7 +143,7 @@ def test_resolving_a_cancelled_runs_compensable_step_previews_and_shows_its_comp
         "roll_back runs (the run compensates, then ends cancelled again)"
     )
     preview = preview_resolution(claim_id=claim.id, outcome=ClaimStatus.SUCCEEDED)
-    assert (preview.action, preview.summary) == (COMPENSATES, said)
+    assert (preview.action, preview_summary(preview)) == (COMPENSATES, said)
     assert (preview.step_status, preview.run_status) == ("succeeded", RunStatus.COMPENSATING)
 
     page = operator_client.get(f"/reconciliation/claims/{claim.pk}/").content.decode()

@@ -28,6 +28,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
 from typing import Any, NoReturn
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -50,7 +52,6 @@ from runs.errors import (
     ClaimNotFound,
     ClaimNotUnresolved,
     InvalidResolution,
-    resolved_as,
 )
 from runs.history import snapshot
 from runs.models import Claim, Run, Step
@@ -295,27 +296,57 @@ REFUSED = "refused"  # the resolution would be refused (no such claim, workflow 
 
 @dataclass(frozen=True)
 class Preview:
-    """What resolving one claim with `outcome` would do, computed without writing:
-    `action` for machines, `summary` (one sentence) for people, and the details."""
+    """What resolving one claim with `outcome` would do, computed without writing: the
+    facts only (`action`, `because` and the details); the sentences that say them are
+    the pages' (reconciliation/wording.py, preview_summary)."""
+
+    class Because(StrEnum):
+        """Why a refused, left-out or recorded-only decision is so."""
+
+        NO_CLAIM = "no_claim"  # refused: no claim with that id
+        DECIDED_EARLIER = "decided_earlier"  # not_unresolved: an earlier entry decides it
+        CLAIM_NOT_UNRESOLVED = "claim_not_unresolved"  # not_unresolved: resolved, or never was
+        WORKFLOW_UNKNOWN = "workflow_unknown"  # refused: this process lacks the version
+        STEP_GOES_ON = "step_goes_on"  # recorded_only: the step is no longer unresolved
+        RUN_FINISHED = "run_finished"  # recorded_only: the run already ended
 
     claim_id: int
     outcome: str
     action: str
-    summary: str
+    because: Because | None = None
     claim_key: str = ""
     run_id: uuid.UUID | None = None
     workflow: str = ""
+    version: int | None = None
     step: str = ""
+    # The claim as it is (not_unresolved: what it became, who decided, when).
+    claim_status: str = ""
+    resolved_by: str = ""
+    resolved_at: datetime | None = None
+    # The run's status before the decision, and whether it had already ended (for the
+    # step: docs/architecture.md#run-states).
+    run_was: str = ""
+    run_finished: bool = False
     # The step's and the run's statuses once the resolution is applied.
     step_status: str = ""
     run_status: str = ""
-    # resumes: steps that would be queued, and map steps that would expand into batches.
+    # compensates: the step's compensation, which runs.
+    compensation: str = ""
+    # resumes: steps that would be queued, map steps that would expand into batches, and
+    # dependents that still wait on other steps.
     ready: tuple[str, ...] = ()
     expands: tuple[str, ...] = ()
-    # retries: the next attempt (counted against max_attempts) and its new claim.
+    waiting: tuple[str, ...] = ()
+    # resumes / retries: the run leaves needs_reconciliation, or how many other claims
+    # of the run stay unresolved.
+    resumes: bool = False
+    other_unresolved: int = 0
+    # retries: the next attempt (counted against max_attempts) and its new claim;
+    # fails_run: the attempts used.
     attempt: int | None = None
     max_attempts: int | None = None
     next_claim_key: str = ""
+    attempts_used: int | None = None
 
 
 @dataclass
@@ -365,7 +396,7 @@ def preview_resolutions(*, claim_ids: Sequence[int], outcome: str) -> list[Previ
         return [
             _preview(claims[pk], outcome, state)
             if pk in claims
-            else Preview(pk, outcome, REFUSED, f"no claim with id {pk}")
+            else Preview(pk, outcome, REFUSED, Preview.Because.NO_CLAIM)
             for pk in claim_ids
         ]
 
@@ -410,47 +441,45 @@ def _preview_state(claims: list[Claim]) -> _PreviewState:
 
 def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
     run, step = claim.run, claim.step
+    current = state.runs[run.id]
+    finished = current.status not in statuses_going_on(step)
     base = Preview(
         claim.id,
         outcome,
         action="",
-        summary="",
         claim_key=claim.key,
         run_id=run.id,
         workflow=run.workflow,
+        version=run.version,
         step=step.key,
+        claim_status=claim.status,
+        resolved_by=claim.resolved_by,
+        resolved_at=claim.resolved_at,
+        run_was=current.status,
+        run_finished=finished,
     )
-    current = state.runs[run.id]
     if claim.id in state.decided:
         return replace(
             base,
             action=NOT_UNRESOLVED,
-            summary="already decided by an earlier entry of this list",
+            because=Preview.Because.DECIDED_EARLIER,
             step_status=step.status,
             run_status=current.status,
         )
     if claim.status != ClaimStatus.UNRESOLVED:
-        said = resolved_as(claim) if claim.resolved_at else f"{claim.status}, not unresolved"
         return replace(
             base,
             action=NOT_UNRESOLVED,
-            summary=f"already {said}" if claim.resolved_at else f"the claim is {said}",
+            because=Preview.Because.CLAIM_NOT_UNRESOLVED,
             step_status=step.status,
             run_status=current.status,
         )
     wf = registry.get(run.workflow, run.version)
-    finished = current.status not in statuses_going_on(step)
     if outcome == ClaimStatus.SUCCEEDED and wf is None and step.status == StepStatus.UNRESOLVED:
         return replace(
             base,
             action=REFUSED,
-            summary=f"refused: this process does not know workflow {run.workflow} "
-            f"v{run.version}, so it cannot "
-            + (
-                "queue the steps that follow"
-                if not finished
-                else "tell whether a compensation runs"
-            ),
+            because=Preview.Because.WORKFLOW_UNKNOWN,
             step_status=step.status,
             run_status=current.status,
         )
@@ -460,7 +489,7 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
         return replace(
             base,
             action=RECORDED_ONLY,
-            summary=f"recorded only: step {step.key} is {step.status} and goes on by itself",
+            because=Preview.Because.STEP_GOES_ON,
             step_status=step.status,
             run_status=current.status,
         )
@@ -470,9 +499,7 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
             return replace(
                 base,
                 action=COMPENSATES,
-                summary=f"the run already {current.status}: step {step.key} succeeds and its "
-                f"compensation {undo} runs (the run compensates, then ends {current.status} "
-                "again)",
+                compensation=undo,
                 step_status=outcome,
                 run_status=RunStatus.COMPENSATING,
             )
@@ -480,7 +507,7 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
         return replace(
             base,
             action=RECORDED_ONLY,
-            summary=f"recorded only: the run already {current.status}; nothing is scheduled",
+            because=Preview.Because.RUN_FINISHED,
             step_status=outcome,
             run_status=current.status,
         )
@@ -490,14 +517,12 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
     return _preview_failed(base, claim, state)
 
 
-def _resumed(current: _RunState) -> str:
+def _resumed(base: Preview, current: _RunState) -> Preview:
     """needs_reconciliation → running once the decisions leave no unresolved claim."""
     if current.status == RunStatus.NEEDS_RECONCILIATION and current.unresolved == 0:
         current.status = RunStatus.RUNNING
-        return "; the run resumes"
-    if current.unresolved > 0:
-        return f"; the run still waits on {current.unresolved} other unresolved claim(s)"
-    return ""
+        return replace(base, resumes=True)
+    return replace(base, other_unresolved=max(current.unresolved, 0))
 
 
 def _preview_succeeded(
@@ -511,7 +536,6 @@ def _preview_succeeded(
         return replace(
             base,
             action=FINISHES_RUN,
-            summary=f"step {step.key} succeeds, and so does the run: it was its last step",
             step_status=StepStatus.SUCCEEDED,
             run_status=RunStatus.SUCCEEDED,
         )
@@ -527,56 +551,39 @@ def _preview_succeeded(
             waiting.append(dependent.key)
         elif dependent.status == StepStatus.PENDING:
             (expands if dependent.is_map else ready).append(dependent.key)
-    parts = [f"step {step.key} succeeds"]
-    if ready:
-        parts.append(f"{', '.join(ready)} {'becomes' if len(ready) == 1 else 'become'} ready")
-    if expands:
-        parts.append(f"{', '.join(expands)} would expand into batches")
-    if waiting:
-        parts.append(f"{', '.join(waiting)} still {'waits' if len(waiting) == 1 else 'wait'}")
-        parts[-1] += " on other steps"
-    if not (ready or expands or waiting):
-        parts.append("no step waits on it")
-    summary = "; ".join(parts) + _resumed(current)
+    resumed = _resumed(base, current)
     return replace(
-        base,
+        resumed,
         action=RESUMES,
-        summary=summary,
         step_status=StepStatus.SUCCEEDED,
         run_status=current.status,
         ready=tuple(ready),
         expands=tuple(expands),
+        waiting=tuple(waiting),
     )
 
 
 def _preview_failed(base: Preview, claim: Claim, state: _PreviewState) -> Preview:
     step, current = claim.step, state.runs[claim.run_id]
     if step.has_attempts_left:
-        attempt = step.counted_attempts + 1
-        next_key = keys.retry_key(claim.key, step.claim_generation)
-        summary = (
-            f"step {step.key} retried: attempt {attempt} of {step.max_attempts}, "
-            f"new claim {next_key}"
-        ) + _resumed(current)
+        resumed = _resumed(base, current)
         return replace(
-            base,
+            resumed,
             action=RETRIES,
-            summary=summary,
             step_status=StepStatus.QUEUED,
             run_status=current.status,
-            attempt=attempt,
+            attempt=step.counted_attempts + 1,
             max_attempts=step.max_attempts,
-            next_claim_key=next_key,
+            next_claim_key=keys.retry_key(claim.key, step.claim_generation),
         )
     current.status = RunStatus.FAILED
     return replace(
         base,
         action=FAILS_RUN,
-        summary=f"step {step.key} fails and the run fails: no attempts remain "
-        f"({step.counted_attempts} of {step.max_attempts} used)",
         step_status=StepStatus.FAILED,
         run_status=RunStatus.FAILED,
         max_attempts=step.max_attempts,
+        attempts_used=step.counted_attempts,
     )
 
 
