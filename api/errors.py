@@ -6,14 +6,14 @@
 the fault lies in named inputs. An unexpected exception anywhere under /api/ (a view,
 a middleware) is a 500 `server_error` in the same shape (`server_error`, Django's
 handler500), never Django's HTML page. The domain's refusals (engine and reconciliation services)
-are mapped here by class, so views only call services and never catch: a refusal writes
+are mapped here by class (`ANSWERS`), so views only call services and never catch: a refusal writes
 nothing (the services promise it) and becomes its status and code below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
@@ -24,7 +24,8 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from runs.errors import EngineError, InvalidBatch, InvalidInput, InvalidResolution
+from reconciliation.services import ClaimSetAside, ClaimTakenByOther
+from runs import errors
 
 # Every code the API can answer with (the OpenAPI schema lists them as an enum).
 MALFORMED_JSON = "malformed_json"
@@ -113,49 +114,90 @@ class ApiError(exceptions.APIException):
         self.fields = {k: [str(m) for m in v] for k, v in (fields or {}).items()} or None
 
 
-# The API's answer to each refusal, by the refusal's stable code (runs/errors.py): the
-# status, the API's own code, and the input it names (`fields`), if one.
-_BY_DOMAIN_CODE: dict[str, tuple[int, str, str | None]] = {
-    "unknown_workflow": (400, UNKNOWN_WORKFLOW, "workflow"),
-    "unknown_version": (400, UNKNOWN_VERSION, "version"),
-    "invalid_input": (400, INVALID_INPUT, "input"),
-    "invalid_submission_key": (400, INVALID_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER),
-    "invalid_resolution": (400, INVALID, None),
-    "invalid_batch": (400, INVALID, None),
-    "batch_selection_refused": (409, BATCH_SELECTION_REFUSED, None),
-    "signal_not_allowed": (403, PERMISSION_DENIED, None),
-    "run_not_found": (404, NOT_FOUND, None),
-    "claim_not_found": (404, NOT_FOUND, None),
-    "unknown_signal": (404, NOT_FOUND, None),
-    "submission_key_conflict": (409, IDEMPOTENCY_KEY_CONFLICT, None),
-    "run_not_active": (409, RUN_NOT_ACTIVE, None),
-    "duplicate_signal": (409, DUPLICATE_SIGNAL, None),
-    "wait_finished": (409, WAIT_FINISHED, None),
-    "claim_already_resolved": (409, CLAIM_ALREADY_RESOLVED, None),
-    "claim_not_unresolved": (409, CLAIM_NOT_UNRESOLVED, None),
-    "claim_taken": (409, CLAIM_TAKEN, None),
-    "unknown_step": (400, UNKNOWN_STEP, "step"),
-    "pause_reason_required": (400, INVALID, "reason"),
-    "already_paused": (409, ALREADY_PAUSED, None),
-    "not_paused": (409, NOT_PAUSED, None),
-    "workflow_version_unknown": (409, WORKFLOW_VERSION_UNKNOWN, None),
+class Answer(NamedTuple):
+    """The API's answer to one refusal: its status, the API's own code, and the input
+    it names (`fields`), if one."""
+
+    status: int
+    code: str
+    field: str | None = None
+
+
+_REFUSED = Answer(409, REFUSED)
+
+# The API's answer to each refusal, by its class: every refusal of the engine's catalogue
+# (runs/errors.py) and of the reconciliation services has a row, those without an answer
+# of their own a 409 `refused` (tests/engine/test_error_codes.py holds the map to the
+# catalogue, the OpenAPI enum and docs/api.md#pagination-and-errors).
+ANSWERS: dict[type[errors.EngineError], Answer] = {
+    errors.EngineError: _REFUSED,
+    # submitting and operating runs
+    errors.UnknownWorkflow: Answer(400, UNKNOWN_WORKFLOW, "workflow"),
+    errors.UnknownVersion: Answer(400, UNKNOWN_VERSION, "version"),
+    errors.InvalidInput: Answer(400, INVALID_INPUT, "input"),
+    errors.InvalidSubmissionKey: Answer(400, INVALID_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER),
+    errors.SubmissionKeyConflict: Answer(409, IDEMPOTENCY_KEY_CONFLICT),
+    errors.SubmitterUnknown: _REFUSED,
+    errors.RunNotFound: Answer(404, NOT_FOUND),
+    errors.RunNotActive: Answer(409, RUN_NOT_ACTIVE),
+    errors.StepNotRetryable: _REFUSED,
+    errors.WorkflowVersionUnknown: Answer(409, WORKFLOW_VERSION_UNKNOWN),
+    errors.InvalidBatch: Answer(400, INVALID),
+    errors.BatchSelectionRefused: Answer(409, BATCH_SELECTION_REFUSED),
+    errors.UnknownPolicy: _REFUSED,
+    errors.UnknownSignal: Answer(404, NOT_FOUND),
+    errors.SignalNotAllowed: Answer(403, PERMISSION_DENIED),
+    errors.WaitFinished: Answer(409, WAIT_FINISHED),
+    errors.DuplicateSignal: Answer(409, DUPLICATE_SIGNAL),
+    # pausing and resuming
+    errors.PauseError: _REFUSED,
+    errors.PauseReasonRequired: Answer(400, INVALID, "reason"),
+    errors.UnknownStep: Answer(400, UNKNOWN_STEP, "step"),
+    errors.AlreadyPaused: Answer(409, ALREADY_PAUSED),
+    errors.NotPaused: Answer(409, NOT_PAUSED),
+    # attempts and claims (the engine's own refusals; no request of the API meets them)
+    errors.AttemptFenced: _REFUSED,
+    errors.ClaimBusy: _REFUSED,
+    errors.ClaimNotTakeable: _REFUSED,
+    # resolutions
+    errors.ResolutionError: _REFUSED,
+    errors.ClaimNotFound: Answer(404, NOT_FOUND),
+    errors.ClaimAlreadyResolved: Answer(409, CLAIM_ALREADY_RESOLVED),
+    errors.ClaimNotUnresolved: Answer(409, CLAIM_NOT_UNRESOLVED),
+    errors.InvalidResolution: Answer(400, INVALID),
+    ClaimTakenByOther: Answer(409, CLAIM_TAKEN),
+    ClaimSetAside: _REFUSED,
+    # probes ("check again")
+    errors.ProbeError: _REFUSED,
+    errors.NoProbe: _REFUSED,
+    errors.ProbeNotDue: _REFUSED,
+    errors.ProbeInFlight: _REFUSED,
 }
+
+
+def answer_for(exc: errors.EngineError) -> Answer:
+    """The row of the refusal's class, or of the nearest class above it that has one (a
+    refusal defined outside the catalogue answers as what it refines)."""
+    for cls in type(exc).__mro__:
+        if cls in ANSWERS:
+            return ANSWERS[cls]
+    return _REFUSED  # unreachable: EngineError has a row
 
 
 def from_domain(exc: Exception) -> ApiError | None:
     """The API's answer to a refusal of the engine or the reconciliation services (any
-    EngineError), read from its code; None for anything else. A refusal without an
+    EngineError), read from its class; None for anything else. A refusal without an
     answer of its own (e.g. a resolution this process cannot apply) is a 409 `refused`:
     nothing was written, and the message says why."""
-    if not isinstance(exc, EngineError):
+    if not isinstance(exc, errors.EngineError):
         return None
     message = str(exc)
-    status, code, field = _BY_DOMAIN_CODE.get(exc.code, (409, REFUSED, None))
-    if isinstance(exc, InvalidInput):
+    status, code, field = answer_for(exc)
+    if isinstance(exc, errors.InvalidInput):
         return ApiError(status, code, message, {"input": exc.problems})
-    if isinstance(exc, InvalidResolution):
+    if isinstance(exc, errors.InvalidResolution):
         field = exc.field
-    if isinstance(exc, InvalidBatch):
+    if isinstance(exc, errors.InvalidBatch):
         # The filter's own parameters are fields of the body's `filter`.
         own = exc.field in ("operation", "reason", "filter")
         field = exc.field if own else f"filter.{exc.field}"

@@ -9,14 +9,19 @@ services' results.
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from datetime import datetime
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from rest_framework import serializers
 
 from reconciliation.services import REFERENCE_MAX
-from runs import export
+from runs import export_shape
 from runs.states import (
     AttemptStatus,
     BatchItemStatus,
@@ -321,9 +326,7 @@ class Error(serializers.Serializer[Any]):
 
 
 # --- runs ------------------------------------------------------------------------------
-SUBMITTED_BY_HELP = (
-    "Who submitted it: user:<username>, cli, schedule:<name>, or empty (not recorded)."
-)
+SUBMITTED_BY_HELP = export_shape.SUBMITTED_BY
 
 
 class RunSerializer(serializers.Serializer[Any]):
@@ -610,194 +613,59 @@ class WorkflowSerializer(serializers.Serializer[Any]):
     versions = WorkflowVersion(many=True)
 
 
-# --- a run's export (docs/api.md, "Run export") ---------------------------------------
-# The document runs/export.py builds, described field by field for the schema: the
-# view answers the document as built, these only say what it holds.
-def _when(help_text: str = "", **kwargs: Any) -> serializers.DateTimeField:
-    return serializers.DateTimeField(help_text=help_text, **kwargs)
+# --- a run's export (docs/api.md#run-export) ---------------------------------------------
+# The document's one description is runs/export_shape.py: its serializers here are made
+# from it, field by field, only to say it in the schema (the view answers the document
+# as built).
+def _export_field(info: FieldInfo) -> serializers.Field[Any, Any, Any, Any]:
+    kwargs: dict[str, Any] = {"help_text": info.description} if info.description else {}
+    annotation, metadata = info.annotation, list(info.metadata)
+    if get_origin(annotation) in (Union, UnionType) and type(None) in get_args(annotation):
+        (annotation,) = [a for a in get_args(annotation) if a is not type(None)]
+        kwargs["allow_null"] = True
+    if get_origin(annotation) is Annotated:
+        annotation, *more = get_args(annotation)
+        metadata += more
+    choices = [m for m in metadata if isinstance(m, export_shape.Choices)]
+    if choices:
+        return serializers.ChoiceField(choices=list(choices[0].choices), **kwargs)
+    if any(isinstance(m, export_shape.JSONObject) for m in metadata):
+        return JSONObjectField(**kwargs)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _export_serializer(annotation)(**kwargs)
+    if get_origin(annotation) is list:
+        (item,) = get_args(annotation)
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            return _export_serializer(item)(many=True, **kwargs)
+        return serializers.ListField(child=serializers.CharField(), **kwargs)
+    if get_origin(annotation) is dict:
+        if get_args(annotation)[1] is int:
+            kwargs["child"] = serializers.IntegerField()
+        return serializers.DictField(**kwargs)
+    simple: dict[Any, Any] = {
+        int: serializers.IntegerField,
+        uuid.UUID: serializers.UUIDField,
+        datetime: serializers.DateTimeField,
+        Any: serializers.JSONField,
+    }
+    if annotation is str:
+        text = any(isinstance(m, export_shape.Text) for m in metadata)
+        return serializers.CharField(allow_blank=text, **kwargs)
+    return simple[annotation](**kwargs)  # type: ignore[no-any-return]
 
 
-def _maybe_when(help_text: str = "") -> serializers.DateTimeField:
-    return _when(help_text, allow_null=True)
-
-
-def _text(help_text: str = "") -> serializers.CharField:
-    return serializers.CharField(allow_blank=True, help_text=help_text)
-
-
-class ExportRun(serializers.Serializer[Any]):
-    id = serializers.UUIDField()
-    workflow = serializers.CharField()
-    version = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=RunStatus.choices)
-    input = JSONObjectField(help_text="Compacted by retention: its size and sha256.")
-    result = serializers.JSONField(allow_null=True)
-    error = _text("Why it failed or was cancelled (empty: it did not).")
-    ends_as = _text("While compensating: how it ends (cancelled or failed).")
-    plan_revision = serializers.IntegerField()
-    last_seq = serializers.IntegerField(help_text="Its last event's seq.")
-    submitted_by = _text(SUBMITTED_BY_HELP)
-    submitted_via = _text("page, api-token, api-session, cli, schedule (empty: not recorded).")
-    created_at = _when()
-    updated_at = _when()
-    finished_at = _maybe_when()
-    retention_started_at = _maybe_when("When retention first touched it.")
-    payloads_compacted_at = _maybe_when("Inputs and results replaced by sizes and digests.")
-    compacted_at = _maybe_when("Events removed; history.summary keeps what they said.")
-    claims_purged_at = _maybe_when("Claims, registries and submission keys removed.")
-
-
-class ExportStep(serializers.Serializer[Any]):
-    id = serializers.IntegerField()
-    key = serializers.CharField(help_text='Unique in the run: the name, or "name[i]" for a batch.')
-    name = serializers.CharField()
-    kind = serializers.ChoiceField(choices=EffectKind.choices)
-    status = serializers.ChoiceField(choices=StepStatus.choices)
-    depends_on = serializers.ListField(child=serializers.CharField())
-    # A declared field, taken out of the class (see ErrorDetail.fields).
-    parent = serializers.CharField(  # type: ignore[assignment]
-        allow_null=True, help_text="A batch's map step (its key)."
+def _export_serializer(
+    model: type[BaseModel], name: str | None = None
+) -> type[serializers.Serializer[Any]]:
+    fields = {field: _export_field(info) for field, info in model.model_fields.items()}
+    made: type[serializers.Serializer[Any]] = type(
+        name or model.__name__, (serializers.Serializer,), {"__module__": __name__, **fields}
     )
-    batch_index = serializers.IntegerField(allow_null=True)
-    item_count = serializers.IntegerField(allow_null=True, help_text="A batch's items.")
-    compensates = _text("A compensation: the step it undoes.")
-    plan_revision = serializers.IntegerField()
-    claim_generation = serializers.IntegerField()
-    attempts = serializers.IntegerField(help_text="Attempts started.")
-    deferred_attempts = serializers.IntegerField()
-    max_attempts = serializers.IntegerField()
-    result = serializers.JSONField(allow_null=True)
-    error = _text()
-    created_at = _when()
-    queued_at = _maybe_when()
-    started_at = _maybe_when()
-    finished_at = _maybe_when()
-    wake_at = _maybe_when("A wait or sleep: when the sweeper wakes it.")
-    next_attempt_at = _maybe_when()
+    return made
 
 
-class ExportAttempt(serializers.Serializer[Any]):
-    step = serializers.CharField(help_text="Its step's key.")
-    number = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=AttemptStatus.choices)
-    worker = _text()
-    started_at = _when()
-    lease_expires_at = _when()
-    effect_entered_at = _maybe_when("A guarded attempt: when it entered its effect.")
-    finished_at = _maybe_when()
-    error = _text()
-
-
-class ExportResolution(serializers.Serializer[Any]):
-    outcome = serializers.ChoiceField(
-        choices=[ClaimStatus.SUCCEEDED.value, ClaimStatus.FAILED.value]
-    )
-    by = serializers.CharField(help_text="Who decided: an operator, or `probe`.")
-    at = _when()
-    note = serializers.CharField(help_text="Why.")
-    evidence = serializers.JSONField(
-        allow_null=True, help_text="What the decision rests on (a reference, a probe's answer)."
-    )
-
-
-class ExportClaim(serializers.Serializer[Any]):
-    id = serializers.IntegerField()
-    key = serializers.CharField(help_text="The effect's idempotency key.")
-    step = serializers.CharField(help_text="Its step's key.")
-    attempt = serializers.IntegerField(allow_null=True, help_text="The attempt that held it.")
-    item_key = serializers.CharField(allow_null=True, help_text="A map item's key.")
-    kind = serializers.ChoiceField(choices=EffectKind.choices)
-    status = serializers.ChoiceField(choices=ClaimStatus.choices)
-    result = serializers.JSONField(allow_null=True)
-    error = _text()
-    evidence = serializers.JSONField(allow_null=True, help_text="Cause, reason, probe answers.")
-    created_at = _when()
-    unresolved_at = _maybe_when()
-    completed_at = _maybe_when()
-    probe_requested_at = _maybe_when()
-    probe_after = _maybe_when()
-    probed_at = _maybe_when()
-    probe_tries = serializers.IntegerField()
-    resolution = ExportResolution(allow_null=True, help_text="Null: nobody resolved it.")
-
-
-class ExportRegistry(serializers.Serializer[Any]):
-    step = serializers.CharField(help_text="The map step's key.")
-    items = serializers.IntegerField()
-    batch_size = serializers.IntegerField()
-    watermark = serializers.IntegerField(help_text="Items numbered below it completed…")
-    exceptions = serializers.ListField(
-        child=serializers.CharField(), help_text="…except these item keys."
-    )
-    updated_at = _when()
-
-
-class ExportSignal(serializers.Serializer[Any]):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    payload = serializers.JSONField(allow_null=True)
-    actor = serializers.CharField()
-    created_at = _when()
-    consumed_at = _maybe_when()
-    consumed_by = serializers.CharField(allow_null=True, help_text="The wait step that took it.")
-
-
-class ExportSummary(serializers.Serializer[Any]):
-    events_removed = serializers.IntegerField()
-    first_seq = serializers.IntegerField()
-    last_seq = serializers.IntegerField()
-    counts = serializers.DictField(
-        child=serializers.IntegerField(), help_text="Removed events by type."
-    )
-    projection = serializers.DictField(
-        help_text="What the removed events said of the run, its steps, claims and batches."
-    )
-    removed_at = _when()
-
-
-class ExportEvent(serializers.Serializer[Any]):
-    seq = serializers.IntegerField()
-    type = serializers.CharField()
-    step = serializers.CharField(allow_null=True)
-    attempt_number = serializers.IntegerField(allow_null=True)
-    schema_version = serializers.IntegerField()
-    payload = JSONObjectField()
-    created_at = _when()
-
-
-class ExportHistory(serializers.Serializer[Any]):
-    summary = ExportSummary(
-        allow_null=True, help_text="What retention kept of the events it removed (seq 1..S)."
-    )
-    events = ExportEvent(many=True, help_text="The events there are (seq S+1..last_seq).")
-
-
-class ExportCounts(serializers.Serializer[Any]):
-    steps = serializers.IntegerField()
-    attempts = serializers.IntegerField()
-    claims = serializers.IntegerField()
-    item_claims = serializers.IntegerField()
-    signals = serializers.IntegerField()
-    events = serializers.IntegerField()
-    events_removed = serializers.IntegerField()
-
-
-class RunExportSerializer(serializers.Serializer[Any]):
-    # Their enums are RunExportFormatEnum and RunExportVersionEnum (ENUM_NAME_OVERRIDES).
-    format = serializers.ChoiceField(choices=export.FORMATS)
-    version = serializers.ChoiceField(
-        choices=export.VERSIONS, help_text="The document's version: a reader refuses others."
-    )
-    exported_at = _when("The snapshot's instant (database clock).")
-    exported_by = serializers.CharField(help_text="user:<username> or cli.")
-    run = ExportRun()
-    steps = ExportStep(many=True, help_text="In plan order, map batches included.")
-    attempts = ExportAttempt(many=True)
-    claims = ExportClaim(many=True, help_text="Step and map item claims alike.")
-    registries = ExportRegistry(many=True, help_text="Compacted map registries.")
-    signals = ExportSignal(many=True)
-    history = ExportHistory()
-    counts = ExportCounts()
+# Its enums are RunExportFormatEnum and RunExportVersionEnum (ENUM_NAME_OVERRIDES).
+RunExportSerializer = _export_serializer(export_shape.RunExport, "RunExportSerializer")
 
 
 # --- batches (bulk operations) -----------------------------------------------------------

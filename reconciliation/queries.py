@@ -46,6 +46,7 @@ from runs.resolutions import Preview
 from runs.states import ClaimStatus
 
 from .services import Take
+from .wording import preview_summary
 
 SQL = sql.load(__file__)
 
@@ -331,6 +332,7 @@ class ClaimDetail:
     probe_contradictions: list[EventRow]
     probe_due: bool  # "check again" would be accepted now (if the step has a probe)
     previews: dict[str, Preview]  # what resolving as succeeded / failed would do
+    said: dict[str, str]  # the same, in words (wording.preview_summary)
 
 
 def claim_detail(claim_id: int) -> ClaimDetail | None:
@@ -402,6 +404,7 @@ def _claim_detail(claim_id: int) -> ClaimDetail | None:
         probe_contradictions=contradictions,
         probe_due=bool(claim.probe_due),
         previews=previews,
+        said={outcome: preview_summary(p) for outcome, p in previews.items()},
     )
 
 

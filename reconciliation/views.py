@@ -389,7 +389,7 @@ def bulk_preview(request: SignedInRequest) -> HttpResponse:
     lines = []
     for preview in previews:
         claim = claims.get(preview.claim_id)
-        summary = preview.summary
+        summary = wording.preview_summary(preview)
         if claim is not None and claim.resolved_at and preview.action == NOT_UNRESOLVED:
             summary = f"already {wording.resolved(claim)}; left out"
         key = wording.short_key(preview.claim_key) if preview.claim_key else preview.claim_id

@@ -3,7 +3,9 @@
 timestamps; a time of day where a person waits for it ("at 14:33, in 28 min").
 
 The engine's and the services' exception messages stay exact (the REST API and the logs
-use them); the pages phrase the same facts from the exceptions' attributes.
+use them); the pages phrase the same facts from the exceptions' attributes. What a
+decision would do (the engine's Preview, facts only) is said here too: only the pages
+show it (the API has no resolution preview).
 """
 
 from __future__ import annotations
@@ -14,6 +16,16 @@ from django.utils import timezone
 
 from runs.errors import ClaimAlreadyResolved, ClaimNotUnresolved, ProbeInFlight, ProbeNotDue
 from runs.models import Claim
+from runs.resolutions import (
+    COMPENSATES,
+    FAILS_RUN,
+    FINISHES_RUN,
+    NOT_UNRESOLVED,
+    RECORDED_ONLY,
+    RESUMES,
+    RETRIES,
+    Preview,
+)
 from runs.timefmt import humanize_delta
 
 from .services import ClaimTakenByOther
@@ -90,3 +102,77 @@ def refusal(exc: Exception, claim: Claim | None = None) -> str:
         )
     message = str(exc).replace(f"claim {claim.key}", label)
     return capfirst(message).rstrip(".") + "."
+
+
+# --- what a decision would do ---------------------------------------------------------
+def preview_summary(preview: Preview) -> str:
+    """One sentence (lower case, no full stop) for what resolving the claim with the
+    preview's outcome would do: "step merge retried: attempt 2 of 3, new claim …"."""
+    step, because = preview.step, preview.because
+    if preview.action == NOT_UNRESOLVED:
+        if because == Preview.Because.DECIDED_EARLIER:
+            return "already decided by an earlier entry of this list"
+        if preview.resolved_at is None:
+            return f"the claim is {preview.claim_status}, not unresolved"
+        when = preview.resolved_at.isoformat(timespec="seconds")
+        return f"already resolved as {preview.claim_status} by {preview.resolved_by} at {when}"
+    if preview.action == RECORDED_ONLY:
+        if because == Preview.Because.STEP_GOES_ON:
+            return f"recorded only: step {step} is {preview.step_status} and goes on by itself"
+        return f"recorded only: the run already {preview.run_was}; nothing is scheduled"
+    if preview.action == COMPENSATES:
+        return (
+            f"the run already {preview.run_was}: step {step} succeeds and its compensation "
+            f"{preview.compensation} runs (the run compensates, then ends {preview.run_was} "
+            "again)"
+        )
+    if preview.action == FINISHES_RUN:
+        return f"step {step} succeeds, and so does the run: it was its last step"
+    if preview.action == RESUMES:
+        return "; ".join(_goes_on(preview)) + _run_goes_on(preview)
+    if preview.action == RETRIES:
+        return (
+            f"step {step} retried: attempt {preview.attempt} of {preview.max_attempts}, "
+            f"new claim {preview.next_claim_key}"
+        ) + _run_goes_on(preview)
+    if preview.action == FAILS_RUN:
+        return (
+            f"step {step} fails and the run fails: no attempts remain "
+            f"({preview.attempts_used} of {preview.max_attempts} used)"
+        )
+    # refused
+    if because == Preview.Because.WORKFLOW_UNKNOWN:
+        cannot = (
+            "tell whether a compensation runs"
+            if preview.run_finished
+            else "queue the steps that follow"
+        )
+        return (
+            f"refused: this process does not know workflow {preview.workflow} "
+            f"v{preview.version}, so it cannot {cannot}"
+        )
+    return f"no claim with id {preview.claim_id}"
+
+
+def _goes_on(preview: Preview) -> list[str]:
+    """What a success sets going: the steps it makes ready, expands or leaves waiting."""
+    ready, expands, waiting = preview.ready, preview.expands, preview.waiting
+    parts = [f"step {preview.step} succeeds"]
+    if ready:
+        parts.append(f"{', '.join(ready)} {'becomes' if len(ready) == 1 else 'become'} ready")
+    if expands:
+        parts.append(f"{', '.join(expands)} would expand into batches")
+    if waiting:
+        verb = "waits" if len(waiting) == 1 else "wait"
+        parts.append(f"{', '.join(waiting)} still {verb} on other steps")
+    if not (ready or expands or waiting):
+        parts.append("no step waits on it")
+    return parts
+
+
+def _run_goes_on(preview: Preview) -> str:
+    if preview.resumes:
+        return "; the run resumes"
+    if preview.other_unresolved > 0:
+        return f"; the run still waits on {preview.other_unresolved} other unresolved claim(s)"
+    return ""

@@ -15,98 +15,29 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 from django.db import connection
 from django.db.models import QuerySet
 
+from . import export_shape as shape
 from .errors import RunNotFound
+
+# Re-exported: readers (export_check, the schema's enum names in settings) name them here.
+from .export_shape import FORMAT as FORMAT
+from .export_shape import FORMATS as FORMATS
+from .export_shape import VERSION as VERSION
+from .export_shape import VERSIONS as VERSIONS
 from .history import snapshot
 from .models import Attempt, Claim, Event, MapRegistry, Run, RunHistorySummary, Signal, Step
 
-FORMAT = "durable-runs.run-export"
-VERSION = 1
-# What the API schema lists (RunExportFormatEnum, RunExportVersionEnum), as choices.
-FORMATS = ((FORMAT, FORMAT),)
-VERSIONS = ((VERSION, str(VERSION)),)
-
-# The document's sections, in their order; each one's meaning is in docs/api.md.
-SECTIONS = ("run", "steps", "attempts", "claims", "registries", "signals", "history", "counts")
-
-RUN_FIELDS = (
-    "id",
-    "workflow",
-    "version",
-    "status",
-    "input",
-    "result",
-    "error",
-    "ends_as",
-    "plan_revision",
-    "last_seq",
-    "submitted_by",
-    "submitted_via",
-    "created_at",
-    "updated_at",
-    "finished_at",
-    "retention_started_at",
-    "payloads_compacted_at",
-    "compacted_at",
-    "claims_purged_at",
-)
-STEP_FIELDS = (
-    "id",
-    "key",
-    "name",
-    "kind",
-    "status",
-    "depends_on",
-    "batch_index",
-    "compensates",
-    "plan_revision",
-    "claim_generation",
-    "attempts",
-    "deferred_attempts",
-    "max_attempts",
-    "result",
-    "error",
-    "created_at",
-    "queued_at",
-    "started_at",
-    "finished_at",
-    "wake_at",
-    "next_attempt_at",
-)
-ATTEMPT_FIELDS = (
-    "number",
-    "status",
-    "worker",
-    "started_at",
-    "lease_expires_at",
-    "effect_entered_at",
-    "finished_at",
-    "error",
-)
-CLAIM_FIELDS = (
-    "id",
-    "key",
-    "item_key",
-    "kind",
-    "status",
-    "result",
-    "error",
-    "evidence",
-    "created_at",
-    "unresolved_at",
-    "completed_at",
-    "probe_requested_at",
-    "probe_after",
-    "probed_at",
-    "probe_tries",
-)
-SIGNAL_FIELDS = ("id", "name", "payload", "actor", "created_at", "consumed_at")
-EVENT_FIELDS = ("seq", "type", "attempt_number", "schema_version", "payload", "created_at")
+# The document's shape is runs/export_shape.py's; the columns read are its fields.
+RUN_FIELDS = shape.fields_of(shape.ExportRun)
+STEP_FIELDS = shape.fields_of(shape.ExportStep, but=("parent", "item_count"))
+ATTEMPT_FIELDS = shape.fields_of(shape.ExportAttempt, but=("step",))
+CLAIM_FIELDS = shape.fields_of(shape.ExportClaim, but=("step", "attempt", "resolution"))
+SIGNAL_FIELDS = shape.fields_of(shape.ExportSignal, but=("consumed_by",))
+EVENT_FIELDS = shape.fields_of(shape.ExportEvent, but=("step",))
 
 
 def filename(run_id: uuid.UUID | str) -> str:
@@ -121,7 +52,10 @@ def build(
     caller may read (a submitter: its own); a run outside them is RunNotFound, as an
     unknown one is. `exported_by` is the principal (`user:<name>`, `cli`)."""
     with snapshot():
-        return _build(run_id, exported_by, Run.objects.all() if runs is None else runs)
+        doc = _build(run_id, exported_by, Run.objects.all() if runs is None else runs)
+    # Written through the document's one description: a field it lacks, or one of the
+    # wrong type, fails here rather than in a reader's hands.
+    return shape.RunExport.model_validate(doc).model_dump(mode="json")
 
 
 def _build(run_id: uuid.UUID, exported_by: str, runs: QuerySet[Run]) -> dict[str, Any]:
@@ -142,9 +76,9 @@ def _build(run_id: uuid.UUID, exported_by: str, runs: QuerySet[Run]) -> dict[str
     return {
         "format": FORMAT,
         "version": VERSION,
-        "exported_at": _json(exported_at),
+        "exported_at": exported_at,
         "exported_by": exported_by,
-        "run": {name: _json(value) for name, value in run.items()},
+        "run": run,
         "steps": steps,
         "attempts": attempts,
         "claims": claims,
@@ -175,18 +109,6 @@ def counts_of(
     }
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value
-
-
-def _row(values: dict[str, Any]) -> dict[str, Any]:
-    return {name: _json(value) for name, value in values.items()}
-
-
 def _steps(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
     """Plan order (id). A batch names its map step by key; its items are counted, not
     copied (they are the mapped step's result, and the item claims carry their keys)."""
@@ -200,7 +122,7 @@ def _steps(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
     for values in rows:
         parent_id = values.pop("parent_id")
         items = values.pop("items")
-        step = _row(values)
+        step = dict(values)
         step["parent"] = None if parent_id is None else keys[parent_id]
         step["item_count"] = len(items) if isinstance(items, list) else None
         yield step
@@ -215,7 +137,7 @@ def _attempts(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
     )
     for values in rows:
         step = values.pop("step__key")
-        yield {"step": step, **_row(values)}
+        yield {"step": step, **values}
 
 
 def _claims(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
@@ -238,7 +160,7 @@ def _claims(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
         step = values.pop("step__key")
         attempt = values.pop("attempt__number")
         by, at, note = (values.pop(k) for k in ("resolved_by", "resolved_at", "resolution_note"))
-        claim = {"step": step, "attempt": attempt, **_row(values)}
+        claim = {"step": step, "attempt": attempt, **values}
         evidence = values["evidence"]
         claim["resolution"] = (
             None
@@ -246,7 +168,7 @@ def _claims(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
             else {
                 "outcome": values["status"],
                 "by": by,
-                "at": _json(at),
+                "at": at,
                 "note": note,
                 "evidence": evidence.get("resolution") if isinstance(evidence, dict) else None,
             }
@@ -266,7 +188,7 @@ def _registries(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
     for row in rows:
         values: dict[str, Any] = dict(row)
         step = values.pop("step__key")
-        yield {"step": step, **_row(values)}
+        yield {"step": step, **values}
 
 
 def _signals(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
@@ -278,7 +200,7 @@ def _signals(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
     )
     for values in rows:
         consumed_by = values.pop("consumed_by_step__key")
-        yield {**_row(values), "consumed_by": consumed_by}
+        yield {**values, "consumed_by": consumed_by}
 
 
 def _summary(run_id: uuid.UUID) -> dict[str, Any] | None:
@@ -289,7 +211,7 @@ def _summary(run_id: uuid.UUID) -> dict[str, Any] | None:
         .values("events_removed", "first_seq", "last_seq", "counts", "projection", "removed_at")
         .first()
     )
-    return None if values is None else _row(dict(values))
+    return None if values is None else dict(values)
 
 
 def _events(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
@@ -301,7 +223,7 @@ def _events(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
     )
     for values in rows:
         step = values.pop("step__key")
-        event = _row(values)
+        event = dict(values)
         yield {
             "seq": event.pop("seq"),
             "type": event.pop("type"),

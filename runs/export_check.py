@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from . import export
+from . import export, export_shape
 from .errors import RunNotFound
 
 # Fields that say when and by whom the document was made, not what the run is.
@@ -65,22 +65,13 @@ def read(path: Path) -> dict[str, Any]:
 # --- the document alone ----------------------------------------------------------------
 def problems_of(doc: dict[str, Any]) -> list[str]:
     """What is wrong with the document by itself; empty when it is consistent."""
-    shapes: dict[str, type] = {
-        "run": dict,
-        "steps": list,
-        "attempts": list,
-        "claims": list,
-        "registries": list,
-        "signals": list,
-        "history": dict,
-        "counts": dict,
-    }
-    missing = [name for name in export.SECTIONS if name not in doc]
+    # The sections and their shapes are the document's description's (export_shape).
+    missing = [name for name in export_shape.SECTIONS if name not in doc]
     if missing:
         return [f"missing section{'s' if len(missing) > 1 else ''}: {', '.join(missing)}"]
     wrong = [
         f"section {name} is not {'an object' if shape is dict else 'a list'}"
-        for name, shape in shapes.items()
+        for name, shape in export_shape.SECTIONS.items()
         if not isinstance(doc[name], shape)
     ]
     history = doc["history"]

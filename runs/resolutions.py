@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
 
 from runs.models import Claim
 
@@ -40,24 +42,54 @@ class Resolution:
 
 @dataclass(frozen=True)
 class Preview:
-    """What resolving one claim with `outcome` would do, computed without writing:
-    `action` for machines, `summary` (one sentence) for people, and the details."""
+    """What resolving one claim with `outcome` would do, computed without writing: the
+    facts only (`action`, `because` and the details); the sentences that say them are
+    the pages' (reconciliation/wording.py, preview_summary)."""
+
+    class Because(StrEnum):
+        """Why a refused, left-out or recorded-only decision is so."""
+
+        NO_CLAIM = "no_claim"  # refused: no claim with that id
+        DECIDED_EARLIER = "decided_earlier"  # not_unresolved: an earlier entry decides it
+        CLAIM_NOT_UNRESOLVED = "claim_not_unresolved"  # not_unresolved: resolved, or never was
+        WORKFLOW_UNKNOWN = "workflow_unknown"  # refused: this process lacks the version
+        STEP_GOES_ON = "step_goes_on"  # recorded_only: the step is no longer unresolved
+        RUN_FINISHED = "run_finished"  # recorded_only: the run already ended
 
     claim_id: int
     outcome: str
     action: str
-    summary: str
+    because: Because | None = None
     claim_key: str = ""
     run_id: uuid.UUID | None = None
     workflow: str = ""
+    version: int | None = None
     step: str = ""
+    # The claim as it is (not_unresolved: what it became, who decided, when).
+    claim_status: str = ""
+    resolved_by: str = ""
+    resolved_at: datetime | None = None
+    # The run's status before the decision, and whether it had already ended (for the
+    # step: docs/architecture.md#run-states).
+    run_was: str = ""
+    run_finished: bool = False
     # The step's and the run's statuses once the resolution is applied.
     step_status: str = ""
     run_status: str = ""
-    # resumes: steps that would be queued, and map steps that would expand into batches.
+    # compensates: the step's compensation, which runs.
+    compensation: str = ""
+    # resumes: steps that would be queued, map steps that would expand into batches, and
+    # dependents that still wait on other steps.
     ready: tuple[str, ...] = ()
     expands: tuple[str, ...] = ()
-    # retries: the next attempt (counted against max_attempts) and its new claim.
+    waiting: tuple[str, ...] = ()
+    # resumes / retries: the run leaves needs_reconciliation, or how many other claims
+    # of the run stay unresolved.
+    resumes: bool = False
+    other_unresolved: int = 0
+    # retries: the next attempt (counted against max_attempts) and its new claim;
+    # fails_run: the attempts used.
     attempt: int | None = None
     max_attempts: int | None = None
     next_claim_key: str = ""
+    attempts_used: int | None = None

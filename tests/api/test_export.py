@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from runs import engine, export
+from runs import engine, export, export_shape
 from runs.testing import run_inline
 from tests.conftest import make_user
 from tests.support.api import error_of, token_client
@@ -135,3 +135,19 @@ def test_the_schema_describes_the_export_and_its_download_header(operator):
     }
     assert document["properties"]["format"] == {"$ref": "#/components/schemas/RunExportFormatEnum"}
     assert schemas["RunExportFormatEnum"]["enum"] == ["durable-runs.run-export"]
+
+
+def test_the_schema_of_the_document_is_made_from_its_one_description(operator):
+    """Each section's component lists the fields of its model in runs/export_shape.py,
+    none more, none less, and the same ones are required."""
+    schemas = token_client(operator).get("/api/schema/").json()["components"]["schemas"]
+    models = {"RunExport": export_shape.RunExport} | {
+        name: getattr(export_shape, name)
+        for name in dir(export_shape)
+        if name.startswith("Export") and name in schemas
+    }
+    assert len(models) == 12
+    for component, model in models.items():
+        said = schemas[component]
+        assert set(said["properties"]) == set(model.model_fields), component
+        assert set(said["required"]) == set(model.model_fields), component

@@ -9,6 +9,7 @@ from unittest import mock
 import pytest
 
 from reconciliation.services import resolve_claim
+from reconciliation.wording import preview_summary
 from runs import engine, events
 from runs.engine import preview_resolution
 from runs.engine.tools import finish_with_result, start_attempt
@@ -142,7 +143,7 @@ def test_resolving_a_cancelled_runs_compensable_step_previews_and_shows_its_comp
         "roll_back runs (the run compensates, then ends cancelled again)"
     )
     preview = preview_resolution(claim_id=claim.id, outcome=ClaimStatus.SUCCEEDED)
-    assert (preview.action, preview.summary) == (COMPENSATES, said)
+    assert (preview.action, preview_summary(preview)) == (COMPENSATES, said)
     assert (preview.step_status, preview.run_status) == ("succeeded", RunStatus.COMPENSATING)
 
     page = operator_client.get(f"/reconciliation/claims/{claim.pk}/").content.decode()

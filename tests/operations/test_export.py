@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import F
+from pydantic import ValidationError
 
 from runs import engine, export
 from runs.errors import RunNotFound
@@ -372,3 +373,18 @@ def test_export_reads_attempts_in_the_order_of_their_steps():
     )
     assert len(doc["attempts"]) == Attempt.objects.filter(run=run).count()
     assert problems_of(doc) == []
+
+
+# --- the document's one description (runs/export_shape.py) ------------------------------
+def test_a_section_of_the_wrong_shape_is_named_as_the_description_has_it():
+    doc = export.build(migrated().id, exported_by="cli")
+    doc["steps"], doc["run"] = {}, []
+    assert problems_of(doc) == ["section run is not an object", "section steps is not a list"]
+
+
+def test_the_builder_writes_nothing_its_description_lacks(monkeypatch):
+    run = migrated()
+    steps = export._steps
+    monkeypatch.setattr(export, "_steps", lambda run_id: ({**s, "x": 1} for s in steps(run_id)))
+    with pytest.raises(ValidationError, match=r"steps\.0\.x"):
+        export.build(run.id, exported_by="cli")

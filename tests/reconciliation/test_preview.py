@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconciliation.wording import preview_summary
 from runs import engine
 from runs.engine import preview_resolution, preview_resolutions, resolve_claim
 from runs.engine.tools import start_attempt
@@ -45,7 +46,8 @@ def test_preview_succeeded_resumes_and_names_the_steps_that_become_ready(db):
     preview = previewed_then_resolved(claim, "succeeded", result="v1")
 
     assert (preview.action, preview.ready, preview.expands) == ("resumes", ("announce",), ())
-    assert preview.summary == "step deploy succeeds; announce becomes ready; the run resumes"
+    said = preview_summary(preview)
+    assert said == "step deploy succeeds; announce becomes ready; the run resumes"
     assert (preview.step, preview.workflow, preview.run_id) == ("deploy", "fan-out", run.id)
     assert Step.objects.get(run=run, key="announce").status == StepStatus.QUEUED
 
@@ -57,7 +59,7 @@ def test_preview_succeeded_says_a_map_dependent_would_expand(db):
     preview = previewed_then_resolved(claim, "succeeded", result=[1, 2, 3])
 
     assert (preview.action, preview.ready, preview.expands) == ("resumes", (), ("record_change",))
-    assert preview.summary == (
+    assert preview_summary(preview) == (
         "step fetch_changes succeeds; record_change would expand into batches; the run resumes"
     )
     assert sorted(
@@ -75,7 +77,8 @@ def test_preview_succeeded_of_the_last_step_finishes_the_run(db):
         StepStatus.SUCCEEDED,
         RunStatus.SUCCEEDED,
     )
-    assert preview.summary == "step merge succeeds, and so does the run: it was its last step"
+    said = preview_summary(preview)
+    assert said == "step merge succeeds, and so does the run: it was its last step"
 
 
 def test_preview_failed_retries_with_the_attempt_numbers_and_the_new_claim(db):
@@ -85,7 +88,7 @@ def test_preview_failed_retries_with_the_attempt_numbers_and_the_new_claim(db):
 
     assert (preview.action, preview.attempt, preview.max_attempts) == ("retries", 2, 3)
     assert preview.next_claim_key == f"{claim.key}/retry-2"
-    assert preview.summary == (
+    assert preview_summary(preview) == (
         f"step merge retried: attempt 2 of 3, new claim {claim.key}/retry-2; the run resumes"
     )
     retry = start_attempt(step_id=claim.step_id, worker="w")
@@ -116,7 +119,7 @@ def test_preview_failed_without_attempts_left_fails_the_run(db):
         StepStatus.FAILED,
         RunStatus.FAILED,
     )
-    assert preview.summary == (
+    assert preview_summary(preview) == (
         "step merge fails and the run fails: no attempts remain (3 of 3 used)"
     )
 
@@ -129,7 +132,7 @@ def test_preview_of_a_finished_run_is_recorded_only(db, outcome):
 
     preview = previewed_then_resolved(claim, outcome)
 
-    assert (preview.action, preview.summary) == (
+    assert (preview.action, preview_summary(preview)) == (
         "recorded_only",
         "recorded only: the run already failed; nothing is scheduled",
     )
@@ -144,14 +147,14 @@ def test_preview_of_a_claim_no_longer_unresolved(db):
     preview = preview_resolution(claim_id=claim.id, outcome="succeeded")
 
     when = claim.resolved_at.isoformat(timespec="seconds")
-    assert (preview.action, preview.summary) == (
+    assert (preview.action, preview_summary(preview)) == (
         "not_unresolved",
         f"already resolved as failed by ann at {when}",
     )
     run = engine.submit_run(workflow="charge-payment", input={"amount": 1})
     started = start_attempt(step_id=Step.objects.get(run=run).id, worker="w")
     preview = preview_resolution(claim_id=started.claim.id, outcome="failed")
-    assert (preview.action, preview.summary) == (
+    assert (preview.action, preview_summary(preview)) == (
         "not_unresolved",
         "the claim is in_flight, not unresolved",
     )
@@ -181,7 +184,7 @@ def test_previews_of_one_run_see_the_decisions_before_them(db):
         (),
         RunStatus.NEEDS_RECONCILIATION,
     )
-    assert first.summary == (
+    assert preview_summary(first) == (
         "step deploy_east succeeds; report still waits on other steps; "
         "the run still waits on 1 other unresolved claim(s)"
     )
@@ -193,3 +196,38 @@ def test_previews_of_one_run_see_the_decisions_before_them(db):
     # Listed twice: the second entry would find it decided.
     again = preview_resolutions(claim_ids=[east.id, east.id], outcome="failed")
     assert [p.action for p in again] == ["retries", "not_unresolved"]
+
+
+@pytest.mark.parametrize(
+    ("facts", "said"),
+    [
+        (
+            dict(action="refused", because=engine.Preview.Because.NO_CLAIM),
+            "no claim with id 7",
+        ),
+        (
+            dict(action="not_unresolved", because=engine.Preview.Because.DECIDED_EARLIER),
+            "already decided by an earlier entry of this list",
+        ),
+        (
+            dict(
+                action="recorded_only",
+                because=engine.Preview.Because.STEP_GOES_ON,
+                step="merge",
+                step_status="queued",
+            ),
+            "recorded only: step merge is queued and goes on by itself",
+        ),
+        (
+            dict(action="resumes", step="merge", other_unresolved=0),
+            "step merge succeeds; no step waits on it",
+        ),
+        (
+            dict(action="resumes", step="a", ready=("b", "c"), waiting=("d", "e"), resumes=True),
+            "step a succeeds; b, c become ready; d, e still wait on other steps; the run resumes",
+        ),
+    ],
+)
+def test_each_fact_the_other_tests_do_not_reach_is_worded_as_before(facts, said):
+    """The branches no database scenario above reaches, worded from the facts alone."""
+    assert preview_summary(engine.Preview(claim_id=7, outcome="succeeded", **facts)) == said

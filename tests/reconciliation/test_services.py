@@ -22,6 +22,7 @@ from reconciliation.services import (
     InvalidResolution,
     Take,
 )
+from reconciliation.wording import preview_summary
 from runs import engine, events
 from runs.engine import resolve_claim
 from runs.models import Claim, Event, Run, Step
@@ -476,7 +477,7 @@ def test_bulk_preview_says_what_each_decision_would_do(db):
     )
 
     assert [p.action for p in preview.previews] == ["retries", "not_unresolved"]
-    assert preview.previews[1].summary.startswith("already resolved as failed by bob at")
+    assert preview_summary(preview.previews[1]).startswith("already resolved as failed by bob at")
     assert preview.set_aside == ()
 
 

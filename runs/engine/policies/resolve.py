@@ -49,7 +49,6 @@ from runs.errors import (
     ClaimNotFound,
     ClaimNotUnresolved,
     InvalidResolution,
-    resolved_as,
 )
 from runs.history import snapshot
 from runs.models import Claim, Run, Step
@@ -328,7 +327,7 @@ def preview_resolutions(*, claim_ids: Sequence[int], outcome: str) -> list[Previ
         return [
             _preview(claims[pk], outcome, state)
             if pk in claims
-            else Preview(pk, outcome, REFUSED, f"no claim with id {pk}")
+            else Preview(pk, outcome, REFUSED, Preview.Because.NO_CLAIM)
             for pk in claim_ids
         ]
 
@@ -373,47 +372,45 @@ def _preview_state(claims: list[Claim]) -> _PreviewState:
 
 def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
     run, step = claim.run, claim.step
+    current = state.runs[run.id]
+    finished = current.status not in statuses_going_on(step)
     base = Preview(
         claim.id,
         outcome,
         action="",
-        summary="",
         claim_key=claim.key,
         run_id=run.id,
         workflow=run.workflow,
+        version=run.version,
         step=step.key,
+        claim_status=claim.status,
+        resolved_by=claim.resolved_by,
+        resolved_at=claim.resolved_at,
+        run_was=current.status,
+        run_finished=finished,
     )
-    current = state.runs[run.id]
     if claim.id in state.decided:
         return replace(
             base,
             action=NOT_UNRESOLVED,
-            summary="already decided by an earlier entry of this list",
+            because=Preview.Because.DECIDED_EARLIER,
             step_status=step.status,
             run_status=current.status,
         )
     if claim.status != ClaimStatus.UNRESOLVED:
-        said = resolved_as(claim) if claim.resolved_at else f"{claim.status}, not unresolved"
         return replace(
             base,
             action=NOT_UNRESOLVED,
-            summary=f"already {said}" if claim.resolved_at else f"the claim is {said}",
+            because=Preview.Because.CLAIM_NOT_UNRESOLVED,
             step_status=step.status,
             run_status=current.status,
         )
     wf = registry.get(run.workflow, run.version)
-    finished = current.status not in statuses_going_on(step)
     if outcome == ClaimStatus.SUCCEEDED and wf is None and step.status == StepStatus.UNRESOLVED:
         return replace(
             base,
             action=REFUSED,
-            summary=f"refused: this process does not know workflow {run.workflow} "
-            f"v{run.version}, so it cannot "
-            + (
-                "queue the steps that follow"
-                if not finished
-                else "tell whether a compensation runs"
-            ),
+            because=Preview.Because.WORKFLOW_UNKNOWN,
             step_status=step.status,
             run_status=current.status,
         )
@@ -423,7 +420,7 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
         return replace(
             base,
             action=RECORDED_ONLY,
-            summary=f"recorded only: step {step.key} is {step.status} and goes on by itself",
+            because=Preview.Because.STEP_GOES_ON,
             step_status=step.status,
             run_status=current.status,
         )
@@ -433,9 +430,7 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
             return replace(
                 base,
                 action=COMPENSATES,
-                summary=f"the run already {current.status}: step {step.key} succeeds and its "
-                f"compensation {undo} runs (the run compensates, then ends {current.status} "
-                "again)",
+                compensation=undo,
                 step_status=outcome,
                 run_status=RunStatus.COMPENSATING,
             )
@@ -443,7 +438,7 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
         return replace(
             base,
             action=RECORDED_ONLY,
-            summary=f"recorded only: the run already {current.status}; nothing is scheduled",
+            because=Preview.Because.RUN_FINISHED,
             step_status=outcome,
             run_status=current.status,
         )
@@ -453,14 +448,12 @@ def _preview(claim: Claim, outcome: str, state: _PreviewState) -> Preview:
     return _preview_failed(base, claim, state)
 
 
-def _resumed(current: _RunState) -> str:
+def _resumed(base: Preview, current: _RunState) -> Preview:
     """needs_reconciliation → running once the decisions leave no unresolved claim."""
     if current.status == RunStatus.NEEDS_RECONCILIATION and current.unresolved == 0:
         current.status = RunStatus.RUNNING
-        return "; the run resumes"
-    if current.unresolved > 0:
-        return f"; the run still waits on {current.unresolved} other unresolved claim(s)"
-    return ""
+        return replace(base, resumes=True)
+    return replace(base, other_unresolved=max(current.unresolved, 0))
 
 
 def _preview_succeeded(
@@ -474,7 +467,6 @@ def _preview_succeeded(
         return replace(
             base,
             action=FINISHES_RUN,
-            summary=f"step {step.key} succeeds, and so does the run: it was its last step",
             step_status=StepStatus.SUCCEEDED,
             run_status=RunStatus.SUCCEEDED,
         )
@@ -490,56 +482,39 @@ def _preview_succeeded(
             waiting.append(dependent.key)
         elif dependent.status == StepStatus.PENDING:
             (expands if dependent.is_map else ready).append(dependent.key)
-    parts = [f"step {step.key} succeeds"]
-    if ready:
-        parts.append(f"{', '.join(ready)} {'becomes' if len(ready) == 1 else 'become'} ready")
-    if expands:
-        parts.append(f"{', '.join(expands)} would expand into batches")
-    if waiting:
-        parts.append(f"{', '.join(waiting)} still {'waits' if len(waiting) == 1 else 'wait'}")
-        parts[-1] += " on other steps"
-    if not (ready or expands or waiting):
-        parts.append("no step waits on it")
-    summary = "; ".join(parts) + _resumed(current)
+    resumed = _resumed(base, current)
     return replace(
-        base,
+        resumed,
         action=RESUMES,
-        summary=summary,
         step_status=StepStatus.SUCCEEDED,
         run_status=current.status,
         ready=tuple(ready),
         expands=tuple(expands),
+        waiting=tuple(waiting),
     )
 
 
 def _preview_failed(base: Preview, claim: Claim, state: _PreviewState) -> Preview:
     step, current = claim.step, state.runs[claim.run_id]
     if step.has_attempts_left:
-        attempt = step.counted_attempts + 1
-        next_key = keys.retry_key(claim.key, step.claim_generation)
-        summary = (
-            f"step {step.key} retried: attempt {attempt} of {step.max_attempts}, "
-            f"new claim {next_key}"
-        ) + _resumed(current)
+        resumed = _resumed(base, current)
         return replace(
-            base,
+            resumed,
             action=RETRIES,
-            summary=summary,
             step_status=StepStatus.QUEUED,
             run_status=current.status,
-            attempt=attempt,
+            attempt=step.counted_attempts + 1,
             max_attempts=step.max_attempts,
-            next_claim_key=next_key,
+            next_claim_key=keys.retry_key(claim.key, step.claim_generation),
         )
     current.status = RunStatus.FAILED
     return replace(
         base,
         action=FAILS_RUN,
-        summary=f"step {step.key} fails and the run fails: no attempts remain "
-        f"({step.counted_attempts} of {step.max_attempts} used)",
         step_status=StepStatus.FAILED,
         run_status=RunStatus.FAILED,
         max_attempts=step.max_attempts,
+        attempts_used=step.counted_attempts,
     )
 
 
