@@ -104,8 +104,8 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
     cancelled = [e for e in rows.marks if e.type == ev.RUN_CANCELLED]
     for event in cancelled:
         x = axis.x(event.created_at)
-        who = str(event.payload.get("actor") or "?")
-        reason = str(event.payload.get("reason") or "")
+        cancel = ev.of(event, ev.RunCancelled)
+        who, reason = cancel.actor or "?", cancel.reason or ""
         marker = Marker(
             x,
             cy,
