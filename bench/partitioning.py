@@ -198,7 +198,10 @@ EVENTS_SQL = """
            CASE WHEN e.g = 1 THEN jsonb_build_object('workflow', e.workflow, 'version', 1,
                     'input', jsonb_build_object('n', e.n), 'plan', '[]'::jsonb)
                 ELSE jsonb_build_object('step', (ARRAY['prepare', 'apply', 'verify',
-                    'report'])[1 + e.g %% 4], 'n', e.g) END,
+                    'report'])[1 + e.g %% 4], 'n', e.g)
+                    -- step_started's worker: history.fold reads it through the catalogue
+                    || CASE WHEN e.g %% 3 = 1 THEN '{{"worker": "bench"}}'::jsonb
+                            ELSE '{{}}'::jsonb END END,
            e.at
     FROM (
         SELECT b.n, b.id, b.status, b.workflow, g,

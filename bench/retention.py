@@ -83,7 +83,10 @@ def seed(cursor: Any, runs: int, per_run: int) -> None:
                NULL, NULL, 1,
                CASE WHEN g = 1 THEN jsonb_build_object('workflow', 'migrate-records',
                         'version', 1, 'input', r.input, 'plan', '[]'::jsonb)
-                    ELSE jsonb_build_object('step', 'list_records', 'n', g) END,
+                    ELSE jsonb_build_object('step', 'list_records', 'n', g)
+                    -- step_started's worker: history.fold reads it through the catalogue
+                    || CASE WHEN g %% 3 = 1 THEN '{"worker": "bench"}'::jsonb
+                            ELSE '{}'::jsonb END END,
                r.created_at
         FROM runs_run r, generate_series(1, %s) g
         WHERE r.status = 'succeeded'

@@ -314,6 +314,7 @@ class EventRow:
     step: str | None  # the step's key, for step events
     attempt_number: int | None
     payload: dict[str, Any]
+    schema_version: int  # how to read the payload (runs.events.read)
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,14 @@ def claim_detail(claim_id: int) -> ClaimDetail | None:
     half after), in a constant number of queries."""
     with snapshot():
         return _claim_detail(claim_id)
+
+
+def _claim_key(e: EventRow) -> str | None:
+    """The claim a late result or a probe's contradiction is about (its key)."""
+    event = events.read(e.type, e.payload, e.schema_version)
+    if isinstance(event, events.LateResultAfterResolution | events.ProbeContradictsResolution):
+        return event.key
+    return None
 
 
 def _claim_detail(claim_id: int) -> ClaimDetail | None:
@@ -373,21 +382,21 @@ def _claim_detail(claim_id: int) -> ClaimDetail | None:
     rows = list(
         Event.objects.filter(around, run_id=claim.run_id)
         .order_by("-seq")
-        .values_list("seq", "type", "created_at", "step__key", "attempt_number", "payload")[
-            : EVENTS_AROUND_CLAIM + 1
-        ]
+        .values_list(
+            "seq", "type", "created_at", "step__key", "attempt_number", "payload", "schema_version"
+        )[: EVENTS_AROUND_CLAIM + 1]
     )
     truncated = len(rows) > EVENTS_AROUND_CLAIM
     around_events = [EventRow(*values) for values in reversed(rows[:EVENTS_AROUND_CLAIM])]
     late = [
         e
         for e in around_events
-        if e.type == events.LATE_RESULT_AFTER_RESOLUTION and e.payload.get("key") == claim.key
+        if e.type == events.LATE_RESULT_AFTER_RESOLUTION and _claim_key(e) == claim.key
     ]
     contradictions = [
         e
         for e in around_events
-        if e.type == events.PROBE_CONTRADICTS_RESOLUTION and e.payload.get("key") == claim.key
+        if e.type == events.PROBE_CONTRADICTS_RESOLUTION and _claim_key(e) == claim.key
     ]
     previews = {
         str(outcome): preview_resolutions(claim_ids=[claim.pk], outcome=outcome)[0]

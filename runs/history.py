@@ -80,33 +80,62 @@ class Projection:
         )
 
 
-def fold(p: Projection, type: str, data: dict[str, Any]) -> None:
+# The classes of the events STEP_STATUS_BY_EVENT and CLAIM_STATUS_BY_EVENT name: each has
+# the field (`step`, `key`) the projection files it under (a test keeps the two alike).
+_STEP_EVENTS = (
+    ev.StepQueued,
+    ev.StepStarted,
+    ev.StepSucceeded,
+    ev.StepRetrying,
+    ev.StepFailed,
+    ev.StepUnresolved,
+    ev.StepWaiting,
+    ev.StepSkipped,
+)
+_CLAIM_EVENTS = (
+    ev.ClaimTaken,
+    ev.ClaimSucceeded,
+    ev.ClaimFailed,
+    ev.ClaimUnresolved,
+    ev.ClaimAbandoned,
+)
+
+
+def fold(
+    p: Projection, type: str, data: dict[str, Any], schema_version: int = Event.SCHEMA_VERSION
+) -> None:
+    """Apply one stored event to the projection (read through the catalogue)."""
+    apply(p, ev.read(type, data, schema_version))
+
+
+def apply(p: Projection, event: ev.Event) -> None:
     """Apply one event to the projection."""
+    type = event.TYPE
     if type in RUN_STATUS_BY_EVENT:
         p.run_status = RUN_STATUS_BY_EVENT[type]
-    elif type == ev.RUN_REOPENED:
-        p.run_status = data["status"]
-    if type == ev.RUN_SUBMITTED:
-        for planned in data.get("plan", []):
+    elif isinstance(event, ev.RunReopened):
+        p.run_status = event.status
+    if isinstance(event, ev.RunSubmitted):
+        for planned in event.plan:
             p.steps[planned["key"]] = StepStatus.PENDING
-    elif type == ev.COMPENSATION_PLANNED:
-        p.steps[data["step"]] = data["status"]
-    elif type in STEP_STATUS_BY_EVENT:
-        p.steps[data["step"]] = STEP_STATUS_BY_EVENT[type]
-    elif type == ev.STEPS_WITHDRAWN:
-        for key in data["steps"]:
+    elif isinstance(event, ev.CompensationPlanned):
+        p.steps[event.step] = event.status
+    elif isinstance(event, _STEP_EVENTS):
+        p.steps[event.step] = STEP_STATUS_BY_EVENT[type]
+    elif isinstance(event, ev.StepsWithdrawn):
+        for key in event.steps:
             p.steps[key] = StepStatus.PENDING
-    elif type == ev.PLAN_EXPANDED:
-        parent = data["step"]
+    elif isinstance(event, ev.PlanExpanded):
+        parent = event.step
         p.steps[parent] = StepStatus.RUNNING
-        for index in range(data["batches"]):
+        for index in range(event.batches):
             p.steps[f"{parent}[{index}]"] = StepStatus.QUEUED
-    elif type in CLAIM_STATUS_BY_EVENT:
-        p.claims[data["key"]] = CLAIM_STATUS_BY_EVENT[type]
-    elif type == ev.CLAIM_RESOLVED:
-        p.claims[data["key"]] = data["outcome"]
-    if type == ev.BATCH_FINISHED:
-        p.batches[data["step"]] = (data["items"], data["completed"], data["skipped"])
+    elif isinstance(event, _CLAIM_EVENTS):
+        p.claims[event.key] = CLAIM_STATUS_BY_EVENT[type]
+    elif isinstance(event, ev.ClaimResolved):
+        p.claims[event.key] = event.outcome
+    if isinstance(event, ev.BatchFinished):
+        p.batches[event.step] = (event.items, event.completed, event.skipped)
 
 
 def project(run_id: Any) -> Projection:
@@ -117,7 +146,7 @@ def project(run_id: Any) -> Projection:
     p = Projection() if summary is None else Projection.from_json(summary.projection)
     after = 0 if summary is None else summary.last_seq
     for e in Event.objects.filter(run_id=run_id, seq__gt=after).order_by("seq").iterator():
-        fold(p, e.type, e.payload)
+        fold(p, e.type, e.payload, e.schema_version)
     return p
 
 

@@ -132,6 +132,7 @@ def _history_reproduces_rows(request):
         yield
         return
     yield
+    _events_read_through_the_catalogue()
     if request.node.get_closest_marker("tampers"):
         return
     from runs.history import verify_run
@@ -139,6 +140,27 @@ def _history_reproduces_rows(request):
 
     problems = {str(run.id): verify_run(run) for run in Run.objects.all()}
     assert not {k: v for k, v in problems.items() if v}, problems
+
+
+def _events_read_through_the_catalogue():
+    """Every event a test leaves, however it was written (append_event, or SQL of its
+    own), reads strictly through the catalogue (docs/architecture.md#the-event-catalogue):
+    a known type, no key the catalogue does not know, none it needs missing, and the
+    payload the catalogue would write for it is the one stored."""
+    from runs import events
+    from runs.models import Event
+
+    problems = []
+    rows = Event.objects.values_list("run_id", "seq", "type", "payload", "schema_version")
+    for run_id, seq, type_, payload, version in rows.iterator():
+        try:
+            event = events.read(type_, payload, version, strict=True)
+        except events.CatalogueError as exc:
+            problems.append(f"run {run_id} seq {seq}: {exc}")
+            continue
+        if event.as_payload() != payload:
+            problems.append(f"run {run_id} seq {seq}: {payload} is written {event.as_payload()}")
+    assert not problems, problems
 
 
 def _database_fixture(request) -> str | None:

@@ -462,7 +462,16 @@ def test_probe_resolution_is_labelled_as_the_probes():
     s = Story(workflow="merge-change", finished=30)
     merge = s.step("merge", kind="guarded")
     s.attempt(merge, 1, AttemptStatus.UNRESOLVED, 1, 2, error="TimeoutError")
-    s.event(events.CLAIM_RESOLVED, 20, on=merge, outcome="failed", actor="probe", note="n")
+    s.event(
+        events.CLAIM_RESOLVED,
+        20,
+        on=merge,
+        key="run/merge@1",
+        outcome="failed",
+        actor="probe",
+        note="n",
+        evidence=None,
+    )
     s.attempt(merge, 2, AttemptStatus.SUCCEEDED, 21, 22)
     lane = s.build().lane("merge")
     (flag,) = [m for m in lane.markers if m.kind == "resolution"]
@@ -489,7 +498,16 @@ def test_a_probe_answer_contradicting_the_resolution_is_marked_after_it():
     s = Story(workflow="merge-change-probed", finished=400)
     merge = s.step("merge", kind="guarded")
     s.attempt(merge, 1, AttemptStatus.CRASHED, 1, 65, lease=61)
-    s.event(events.CLAIM_RESOLVED, 100, on=merge, outcome="failed", actor="ann", note="n")
+    s.event(
+        events.CLAIM_RESOLVED,
+        100,
+        on=merge,
+        key="run/merge@1",
+        outcome="failed",
+        actor="ann",
+        note="n",
+        evidence=None,
+    )
     s.event(
         events.PROBE_CONTRADICTS_RESOLUTION,
         250,
@@ -517,7 +535,7 @@ def test_late_results_and_run_marks():
     s = Story(status=RunStatus.CANCELLED, finished=50)
     merge = s.step("merge", kind="guarded", status=StepStatus.UNRESOLVED)
     s.attempt(merge, 1, AttemptStatus.CRASHED, 1, 20, lease=15)
-    s.event(events.CLAIM_EVIDENCE, 30, on=merge, attempt=1, evidence={"late_result": 1})
+    s.event(events.CLAIM_EVIDENCE, 30, on=merge, attempt=1, key="k", evidence={"late_result": 1})
     s.event(events.RUN_CANCELLED if hasattr(events, "RUN_CANCELLED") else "run_cancelled",
             50, actor="ann", reason="wrong change")  # fmt: skip
     tl = s.build()
@@ -623,7 +641,16 @@ def test_svg_escapes_hostile_text():
     evil = '<script>alert("x")</script>'
     step = s.step("merge", kind="guarded")
     s.attempt(step, 1, AttemptStatus.UNRESOLVED, 1, 2, worker=evil, error=evil)
-    s.event(events.CLAIM_RESOLVED, 5, on=step, outcome="succeeded", actor=evil, note=evil)
+    s.event(
+        events.CLAIM_RESOLVED,
+        5,
+        on=step,
+        key="k",
+        outcome="succeeded",
+        actor=evil,
+        note=evil,
+        evidence=None,
+    )
     svg = render_timeline(s.build())
     assert "<script>" not in svg
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in svg

@@ -127,8 +127,8 @@ def awaiting(
     x0 = max(axis.x(since), max((b.x + b.width for b in lane.bars), default=PLOT_X0))
     x1 = max(axis.x(until), x0 + 1)
     if decided is not None:
-        who = str(decided.payload.get("actor") or "?")
-        state = f"until {who} resolved it as {decided.payload.get('outcome')}"
+        resolution = ev.of(decided, ev.ClaimResolved)
+        state = f"until {resolution.actor or '?'} resolved it as {resolution.outcome}"
     else:
         state = "still waiting" if not rows.finished else "never decided"
     lane.segments.append(
@@ -145,10 +145,8 @@ def awaiting(
     )
     if decided is None:
         return until, "it became unresolved"
-    return until, (
-        f"its claim was resolved as {decided.payload.get('outcome')} by "
-        f"{decided.payload.get('actor')}"
-    )
+    resolution = ev.of(decided, ev.ClaimResolved)
+    return until, f"its claim was resolved as {resolution.outcome} by {resolution.actor}"
 
 
 def gap(

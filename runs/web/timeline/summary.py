@@ -61,14 +61,14 @@ def summary(rows: Rows, log: CrashLog) -> str:
     for event in rows.marks:
         if event.type == ev.CLAIM_RESOLVED:
             step_key = rows.step_key(event)
+            resolved = ev.of(event, ev.ClaimResolved)
             parts.append(
-                f"The claim of {step_key} was resolved as {event.payload.get('outcome')} "
-                f"by {event.payload.get('actor')} at {axis.relative(event.created_at)}."
+                f"The claim of {step_key} was resolved as {resolved.outcome} "
+                f"by {resolved.actor} at {axis.relative(event.created_at)}."
             )
         elif event.type == ev.RUN_CANCELLED:
-            parts.append(
-                f"Cancelled by {event.payload.get('actor')} at {axis.relative(event.created_at)}."
-            )
+            who = ev.of(event, ev.RunCancelled).actor
+            parts.append(f"Cancelled by {who} at {axis.relative(event.created_at)}.")
     return " ".join(parts)
 
 
