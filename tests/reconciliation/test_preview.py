@@ -11,6 +11,7 @@ from runs.engine import preview_resolution, preview_resolutions, resolve_claim
 from runs.engine.tools import start_attempt
 from runs.errors import ClaimNotFound, InvalidResolution
 from runs.models import Attempt, Claim, Event, Run, Step
+from runs.resolutions import Preview
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import crashed_merge, enter_effect, expire_leases, raised
 
@@ -202,17 +203,17 @@ def test_previews_of_one_run_see_the_decisions_before_them(db):
     ("facts", "said"),
     [
         (
-            dict(action="refused", because=engine.Preview.Because.NO_CLAIM),
+            dict(action="refused", because=Preview.Because.NO_CLAIM),
             "no claim with id 7",
         ),
         (
-            dict(action="not_unresolved", because=engine.Preview.Because.DECIDED_EARLIER),
+            dict(action="not_unresolved", because=Preview.Because.DECIDED_EARLIER),
             "already decided by an earlier entry of this list",
         ),
         (
             dict(
                 action="recorded_only",
-                because=engine.Preview.Because.STEP_GOES_ON,
+                because=Preview.Because.STEP_GOES_ON,
                 step="merge",
                 step_status="queued",
             ),
@@ -230,4 +231,4 @@ def test_previews_of_one_run_see_the_decisions_before_them(db):
 )
 def test_each_fact_the_other_tests_do_not_reach_is_worded_as_before(facts, said):
     """The branches no database scenario above reaches, worded from the facts alone."""
-    assert preview_summary(engine.Preview(claim_id=7, outcome="succeeded", **facts)) == said
+    assert preview_summary(Preview(claim_id=7, outcome="succeeded", **facts)) == said
