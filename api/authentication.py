@@ -29,7 +29,7 @@ from knox.crypto import hash_token
 from knox.models import get_token_model
 from rest_framework.exceptions import AuthenticationFailed
 
-from runs.logcontext import bind
+from runs.ops.logcontext import bind
 
 # Knox's (and DRF's) words for a token that matches none: clients may already test them.
 INVALID = "Invalid token."

@@ -10,7 +10,7 @@ from typing import Any
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
-from runs.inputs import json_problem
+from runs.userinput import json_problem
 
 
 class JSONParser(parsers.JSONParser):
@@ -27,6 +27,6 @@ class JSONParser(parsers.JSONParser):
 
 def unrepresentable(data: Any) -> str | None:
     """Why `data` (parsed JSON) cannot be stored or rendered again, or None (the pages'
-    rule, runs/inputs.py; a NUL character is refused by the serializers instead, beside
+    rule, runs/userinput.py; a NUL character is refused by the serializers instead, beside
     its field, and the parser's own nesting limit is the only one)."""
     return json_problem(data, nul=False, max_depth=None)

@@ -772,7 +772,7 @@ def openapi_30(schema: Any, defs: dict[str, Any] | None = None) -> Any:
 # --- text without U+0000 ---------------------------------------------------------------
 # PostgreSQL cannot store U+0000, and the API refuses it (400) in every string it reads:
 # its serializers' text fields (DRF's CharField), its JSON values (serializers.JSONValueField),
-# and through those the pages' filters (runs/inputs.py clean_text). A string the schema
+# and through those the pages' filters (runs/userinput.py clean_text). A string the schema
 # allows, the server must accept; so each text field the schema declares says so.
 NO_NUL = r"^[^\x00]*$"
 
@@ -829,7 +829,7 @@ def forbid_nul(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 # --- a batch's filter ------------------------------------------------------------------
 def describe_batch_filter(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: a batch's filter is the runs list's,
-    which refuses a search `value` without its `field` (runs/filters.py search_filter);
+    which refuses a search `value` without its `field` (runs/reads/filters.py search_filter);
     a blank value (whitespace only) is no value. The schema says so: `field` given, or
     no `value`, or a blank one."""
     schema = result.get("components", {}).get("schemas", {}).get("BatchFilterRequest")

@@ -3,7 +3,7 @@
 Request serializers check shapes and types only (and refuse unknown fields, so a typo
 is not silently ignored); every rule about runs and claims is the service's, which
 refuses with a domain error that api/errors.py turns into the error shape. Response
-serializers describe read models (runs/queries.py, reconciliation/queries.py) and the
+serializers describe read models (runs/reads/summaries.py, reconciliation/queries.py) and the
 services' results.
 """
 
@@ -21,7 +21,7 @@ from pydantic.fields import FieldInfo
 from rest_framework import serializers
 
 from reconciliation.services import REFERENCE_MAX
-from runs import export_shape
+from runs.record import export_shape
 from runs.states import (
     AttemptStatus,
     BatchItemStatus,
@@ -614,7 +614,7 @@ class WorkflowSerializer(serializers.Serializer[Any]):
 
 
 # --- a run's export (docs/api.md#run-export) ---------------------------------------------
-# The document's one description is runs/export_shape.py: its serializers here are made
+# The document's one description is runs/record/export_shape.py: its serializers here are made
 # from it, field by field, only to say it in the schema (the view answers the document
 # as built).
 def _export_field(info: FieldInfo) -> serializers.Field[Any, Any, Any, Any]:

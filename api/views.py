@@ -23,11 +23,11 @@ from rest_framework.viewsets import GenericViewSet
 from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
-from runs import export as run_export
 from runs.batches import selection, service
 from runs.models import Attempt, Batch, BatchItem, Event, Pause, Run, RunSearchKey, Step
 from runs.principals import Principal, user_principal
-from runs.queries import run_detail, search_keys_matching, with_search_key
+from runs.reads.summaries import run_detail, search_keys_matching, with_search_key
+from runs.record import export as run_export
 from runs.workflows import registry
 
 from . import schema

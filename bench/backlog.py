@@ -24,7 +24,7 @@ the form does) and one SIGKILL of a worker group (restarted a second later).
 
 About once a second, in one REPEATABLE READ snapshot: what the workers page reads
 (runs.web.workers.workers_page: steps waiting, oldest wait, the queues' depths from the
-broker), what /metrics reads (runs.metrics.DatabaseCollector) and the truth by this
+broker), what /metrics reads (runs.ops.metrics.DatabaseCollector) and the truth by this
 script's own SQL: the steps waiting for a worker (queued, or retrying and due, of runs
 where they may start; a paused step counts: it waits, and the pause has its own gauge)
 and since when (queued_at; a due retry: next_attempt_at); plus the attempts running and
@@ -111,9 +111,10 @@ from reconciliation import services as reconciliation  # noqa: E402
 from runs import engine  # noqa: E402
 from runs.batches import service as batches  # noqa: E402
 from runs.engine import tools  # noqa: E402
-from runs.metrics import DatabaseCollector  # noqa: E402
 from runs.models import Attempt, Batch, Claim, PauseChange, Run, Step  # noqa: E402
-from runs.processes import (  # noqa: E402
+from runs.ops.metrics import DatabaseCollector  # noqa: E402
+from runs.states import RUN_ACTIVE, RUN_FINISHED, ClaimStatus, RunStatus, StepStatus  # noqa: E402
+from runs.tools.processes import (  # noqa: E402
     BEAT_READY,
     WORKER_READY,
     ChildProcess,
@@ -121,7 +122,6 @@ from runs.processes import (  # noqa: E402
     celery_worker_args,
     stop_all,
 )
-from runs.states import RUN_ACTIVE, RUN_FINISHED, ClaimStatus, RunStatus, StepStatus  # noqa: E402
 from runs.web.workers import workers_page  # noqa: E402
 
 ACTIVE = [str(s) for s in RUN_ACTIVE]

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 # Dev tooling: the soak reuses the test suite's private servers.
-from runs.processes import WORKER_READY, ChildProcess  # noqa: E402
+from runs.tools.processes import WORKER_READY, ChildProcess  # noqa: E402
 from tests.integration.servers import (  # noqa: E402
     PrivatePostgres,
     PrivateRedis,
@@ -498,7 +498,7 @@ def main() -> int:
     try:
         return soak(stack, rng, args)
     finally:
-        from runs.processes import stop_all
+        from runs.tools.processes import stop_all
 
         stop_all(stack.all())
         stack.redis.kill()

@@ -414,7 +414,7 @@ def print_partitions(rows: list[tuple[Any, ...]], seeded_at: datetime) -> None:
 def fold_partition(cursor: Any, name: str) -> tuple[int, int, float, float]:
     """Read a partition's events in (run, seq) order and fold them into projections, as
     retention must before its events go: (events, runs, read seconds, fold seconds)."""
-    from runs.history import Projection, fold
+    from runs.record.history import Projection, fold
 
     started = time.monotonic()
     cursor.execute(f"SELECT run_id, seq, type, payload FROM {name} ORDER BY run_id, seq")

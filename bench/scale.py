@@ -222,15 +222,16 @@ def child_measure(recreate: bool, explain: bool, runs: int) -> None:
 def explain_step_statements() -> None:
     """EXPLAIN ANALYZE of the statements a chain step runs, as the engine runs them:
     prepared, with the generic plan a worker's connection uses (plan_cache_mode =
-    force_generic_plan, runs/prepared.py), each in a transaction rolled back afterwards;
+    force_generic_plan, runs/sql/prepared.py), each in a transaction rolled back afterwards;
     then the indexes of the engine's tables."""
     import re
 
     from django.db import connection
 
-    from runs import engine, events
+    from runs import engine
     from runs.engine import tools
     from runs.models import Step
+    from runs.record import events
 
     run = engine.submit_run(workflow="bench-chain-pure", input={"n": 1})
     step = Step.objects.get(run=run, name="s0")

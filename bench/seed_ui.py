@@ -571,7 +571,7 @@ def check_history(run_ids: list[Any]) -> None:
     """The first clone of each template is reproduced by its own event log
     (docs/architecture.md#history-and-restore), as the engine's runs are: the ids, keys and
     payloads were mapped right."""
-    from runs.history import verify_run
+    from runs.record.history import verify_run
 
     problems = {str(run_id): verify_run(run_id) for run_id in run_ids}
     problems = {run_id: p for run_id, p in problems.items() if p}

@@ -134,15 +134,15 @@ class ForgetDeadChildren:
 
 
 class WorkerHeartbeat(bootsteps.StartStopStep):  # type: ignore[misc]
-    """The worker's row for the workers page (runs/workers.py), written at start, kept
+    """The worker's row for the workers page (runs/ops/heartbeat.py), written at start, kept
     fresh by a thread, deleted at a clean stop; after the pool, whose pids it reports."""
 
     requires = {"celery.worker.components:Pool"}
     heartbeat: Any = None
 
     def start(self, worker: Any) -> None:
-        from runs.metrics import WORKER_PROCESSES
-        from runs.workers import Heartbeat, Identity
+        from runs.ops.heartbeat import Heartbeat, Identity
+        from runs.ops.metrics import WORKER_PROCESSES
 
         pool = worker.pool
         if _pool_children(pool) is None:
@@ -175,7 +175,7 @@ app.steps["worker"].add(WorkerHeartbeat)
 @worker_process_init.connect  # type: ignore[untyped-decorator]
 def count_pool_child(**_: object) -> None:
     """A prefork child runs tasks: it counts itself among the live worker processes."""
-    from runs.metrics import WORKER_PROCESSES
+    from runs.ops.metrics import WORKER_PROCESSES
 
     # Noted before its first live gauge exists, so that no gauge of it can outlive it
     # unknown to its parent's ForgetDeadChildren.
@@ -221,7 +221,7 @@ def serve_worker_metrics(**_: object) -> None:
         return
     from prometheus_client import start_http_server
 
-    from runs.metrics import process_registry
+    from runs.ops.metrics import process_registry
 
     start_http_server(
         settings.RUNS_WORKER_METRICS_PORT,

@@ -35,7 +35,7 @@ def default_database(
     connect_timeout: int,
 ) -> dict[str, Any]:
     """The settings dict of `url`. `pooler` (DATABASE_POOLER) wins over the URL's
-    `?pooler=`; behind one, POOLER names it (runs/prepared.py prepares nothing then),
+    `?pooler=`; behind one, POOLER names it (runs/sql/prepared.py prepares nothing then),
     Django opens no server-side cursors, and `server_options` are not sent."""
     database: dict[str, Any] = dict(
         dj_database_url.parse(

@@ -153,7 +153,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     multiprocess mode) and the gauges read from the database."""
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    from runs.metrics import exposition
+    from runs.ops.metrics import exposition
 
     if not _metrics_allowed(request):
         return HttpResponse(

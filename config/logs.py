@@ -1,6 +1,6 @@
 """Log formats: one JSON object per line in production (LOG_FORMAT=json, the default
 when DEBUG is off), plain text in development. Both carry the context of
-runs/logcontext.py (request id and user, or run id, step, attempt and worker)."""
+runs/ops/logcontext.py (request id and user, or run id, step, attempt and worker)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from runs.logcontext import current
+from runs.ops.logcontext import current
 
 CONTEXT_KEYS = ("request_id", "user", "run_id", "step", "attempt", "worker")
 # LogRecord's own attributes: anything else on a record came from `extra=`.

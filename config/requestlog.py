@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from runs.logcontext import bind, log_context
+from runs.ops.logcontext import bind, log_context
 
 log = logging.getLogger("durable_runs.request")
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,100}")

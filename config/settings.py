@@ -151,7 +151,7 @@ MIDDLEWARE = [
     "config.requestlog.RequestContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # Ends an idle login (and says so on the login page: after the messages).
-    "runs.sessions.SessionLifetimeMiddleware",
+    "runs.pages.sessions.SessionLifetimeMiddleware",
     # After a request that may have written: the primary's WAL position, so that this
     # client reads the primary until a replica has replayed it (runs/pages/replica.py).
     "runs.pages.replica.WrittenPositionMiddleware",
@@ -201,7 +201,7 @@ RUNS_IDLE_IN_TRANSACTION_SECONDS = env_float("RUNS_IDLE_IN_TRANSACTION_SECONDS",
 _server_options = [
     f"-c idle_in_transaction_session_timeout={int(RUNS_IDLE_IN_TRANSACTION_SECONDS * 1000)}",
     "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3",
-    # Only the engine's own statements are prepared (runs/prepared.py), all looked up
+    # Only the engine's own statements are prepared (runs/sql/prepared.py), all looked up
     # by key: one generic plan each, never planned again per execution.
     "-c plan_cache_mode=force_generic_plan",
 ]
@@ -216,7 +216,7 @@ DATABASES = {
     )
 }
 # DATABASE_REPLICA_URL: a streaming replica of DATABASE_URL's server, read by the reading
-# pages and the read-only API (runs/replica.py; docs/operating.md, "A read replica").
+# pages and the read-only API (runs/sql/routing.py; docs/operating.md, "A read replica").
 if os.environ.get("DATABASE_REPLICA_URL"):
     DATABASES["replica"] = default_database(
         os.environ["DATABASE_REPLICA_URL"],
@@ -226,7 +226,7 @@ if os.environ.get("DATABASE_REPLICA_URL"):
     )
     # Tests read the replica alias from the default test database.
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
-DATABASE_ROUTERS = ["runs.replica.Router"]
+DATABASE_ROUTERS = ["runs.sql.routing.Router"]
 # After failing to reach the replica, pages read the primary for this long before the
 # replica is tried again.
 RUNS_REPLICA_RETRY_SECONDS = env_positive("RUNS_REPLICA_RETRY_SECONDS", 5.0)
@@ -310,7 +310,7 @@ LOGOUT_REDIRECT_URL = "/login/"
 SESSION_COOKIE_HTTPONLY = True
 # A login ends SESSION_ABSOLUTE_HOURS after it began, and after SESSION_IDLE_MINUTES
 # without a request from the person (the pages' own polling does not count):
-# runs/sessions.py.
+# runs/pages/sessions.py.
 SESSION_ABSOLUTE_HOURS = env_positive("SESSION_ABSOLUTE_HOURS", 12.0)
 SESSION_IDLE_MINUTES = env_positive("SESSION_IDLE_MINUTES", 30.0)
 SESSION_COOKIE_AGE = max(1, int(SESSION_ABSOLUTE_HOURS * 3600))
@@ -442,8 +442,8 @@ SPECTACULAR_SETTINGS = {
         "ClaimStatusEnum": "runs.states.ClaimStatus",
         "EffectKindEnum": "runs.states.EffectKind",
         "ErrorCodeEnum": "api.errors.CODES",
-        "RunExportFormatEnum": "runs.export.FORMATS",
-        "RunExportVersionEnum": "runs.export.VERSIONS",
+        "RunExportFormatEnum": "runs.record.export.FORMATS",
+        "RunExportVersionEnum": "runs.record.export.VERSIONS",
     },
 }
 
@@ -556,7 +556,7 @@ CELERY_BEAT_SCHEDULE = {
 # the step to the sweeper (a lease to recover, or a queued step to republish after
 # RUNS_REPUBLISH_AFTER_SECONDS), as a lost message would.
 RUNS_DIRECT_SUCCESSORS = int(env_float("RUNS_DIRECT_SUCCESSORS", 20))
-# The engine's per-step statements are prepared once per connection (runs/prepared.py).
+# The engine's per-step statements are prepared once per connection (runs/sql/prepared.py).
 # Unset: yes, unless behind a pooler (DATABASE_POOLER, or seen on the connection); 1
 # behind a PgBouncer that keeps them (docs/operating.md, "PgBouncer"); 0: never.
 RUNS_PREPARED_STATEMENTS = (
@@ -566,7 +566,7 @@ RUNS_PREPARED_STATEMENTS = (
 )
 # Default lease of an attempt; a step may declare its own. Renewed by ctx.heartbeat().
 RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
-# A worker's main process writes its heartbeat (runs/workers.py) this often, on a timer of
+# A worker's main process writes its heartbeat (runs/ops/heartbeat.py) this often, on a timer of
 # its own, never per step; the workers page calls a worker silent once its last one is
 # older than RUNS_LEASE_SECONDS. A worker silent for RUNS_WORKER_FORGET_SECONDS is
 # dropped from the page when another worker starts.
@@ -659,7 +659,7 @@ RUNS_PUBLIC_URL = os.environ.get("RUNS_PUBLIC_URL", "").strip().rstrip("/")
 # --- Logs -----------------------------------------------------------------
 # One JSON object per line in production (LOG_FORMAT=json, the default when DEBUG is
 # off), plain text in development; both carry the request id and user of a web request,
-# or the run id, step, attempt and worker of a step (runs/logcontext.py). Step inputs,
+# or the run id, step, attempt and worker of a step (runs/ops/logcontext.py). Step inputs,
 # results and evidence are left out unless RUNS_LOG_PAYLOADS=1: they may hold personal
 # data. Secrets are never logged.
 LOG_FORMAT = (os.environ.get("LOG_FORMAT") or ("plain" if DEBUG else "json")).lower()

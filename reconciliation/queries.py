@@ -37,12 +37,14 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Now
 
-from runs import events, replica, sql
+from runs import sql
 from runs.engine import db_now_plus, preview_resolutions, probe_of
 from runs.errors import PostconditionFailed
-from runs.history import snapshot
 from runs.models import Attempt, Claim, Event, Pause
+from runs.record import events
+from runs.record.history import snapshot
 from runs.resolutions import Preview
+from runs.sql import routing
 from runs.states import ClaimStatus
 
 from .services import Take
@@ -258,7 +260,7 @@ class QueueSummary:
 def queue_summary() -> QueueSummary:
     """The queue at a glance (the overview): size, oldest age and stale count, in one
     indexed query (claim_unresolved_idx)."""
-    with replica.cursor() as cursor:
+    with routing.cursor() as cursor:
         cursor.execute(
             SQL["queue_summary"],
             {
@@ -314,7 +316,7 @@ class EventRow:
     step: str | None  # the step's key, for step events
     attempt_number: int | None
     payload: dict[str, Any]
-    schema_version: int  # how to read the payload (runs.events.read)
+    schema_version: int  # how to read the payload (runs.record.events.read)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from runs import inputs, sql
+from runs import sql, userinput
 from runs.engine import (
     ProbeOutcome,
     preview_resolutions,
@@ -56,10 +56,10 @@ from runs.errors import (
     ResolutionError,
 )
 from runs.models import Claim, Run, Step
+from runs.pages.words import json_short
 from runs.principals import actor_name
 from runs.resolutions import Preview, Resolution
 from runs.states import ClaimStatus
-from runs.words import json_short
 from runs.workflows import NotApplied
 
 from .models import ClaimTake
@@ -179,18 +179,18 @@ def _taken_by_other(claim: Claim) -> ClaimTakenByOther | None:
 # --- resolving as an operator ----------------------------------------------------------
 def parse_result(text: str | None) -> Any:
     """A result typed as JSON text: empty means no result; invalid JSON is refused with
-    where the error is, and so is what cannot be stored (runs/inputs.py: NaN, Infinity,
+    where the error is, and so is what cannot be stored (runs/userinput.py: NaN, Infinity,
     a number too large, a NUL character, nesting too deep)."""
     try:
-        return inputs.parse_json(text, "result")
-    except inputs.BadInput as exc:
+        return userinput.parse_json(text, "result")
+    except userinput.BadInput as exc:
         raise InvalidResolution(str(exc), field="result") from exc
 
 
 def clean_reference(reference: str | None) -> str | None:
     try:
-        reference = inputs.clean_text(reference, "reference")
-    except inputs.BadInput as exc:
+        reference = userinput.clean_text(reference, "reference")
+    except userinput.BadInput as exc:
         raise InvalidResolution(str(exc), field="reference") from exc
     if not reference:
         return None

@@ -25,7 +25,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
-from runs import inputs
+from runs import userinput
 from runs.pages.access import operator_required, viewer_required
 from runs.pages.http import SignedInRequest
 from runs.pages.partials import is_partial, template_for
@@ -481,8 +481,8 @@ def _claim_id(value: str | None) -> int | None:
 def _text(value: str | None, field: str, what: str, errors: dict[str, str]) -> str:
     """A filter's text; a bad one is reported next to its field (and ignored)."""
     try:
-        return inputs.clean_text(value, what)
-    except inputs.BadInput as exc:
+        return userinput.clean_text(value, what)
+    except userinput.BadInput as exc:
         errors[field] = str(exc)
         return ""
 
@@ -491,8 +491,8 @@ def _date(value: str | None, field: str, errors: dict[str, str]) -> datetime | N
     """A YYYY-MM-DD filter as the start of that day; a bad one is reported next to its
     field (and ignored)."""
     try:
-        day = inputs.parse_day(value, f"the day {field!r}")
-    except inputs.BadInput as exc:
+        day = userinput.parse_day(value, f"the day {field!r}")
+    except userinput.BadInput as exc:
         errors[field] = str(exc)
         return None
     return None if day is None else timezone.make_aware(datetime.combine(day, time.min))

@@ -34,7 +34,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
-from runs import metrics, sql
+from runs import sql
+from runs.ops import metrics
 from runs.states import ClaimStatus
 
 from .models import WebhookDelivery

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from runs.errors import ClaimAlreadyResolved, ClaimNotUnresolved, ProbeInFlight, ProbeNotDue
 from runs.models import Claim
+from runs.pages.timefmt import humanize_delta
 from runs.resolutions import (
     COMPENSATES,
     FAILS_RUN,
@@ -26,7 +27,6 @@ from runs.resolutions import (
     RETRIES,
     Preview,
 )
-from runs.timefmt import humanize_delta
 
 from .services import ClaimTakenByOther
 

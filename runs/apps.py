@@ -10,7 +10,7 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         import config.checks  # noqa: F401  (registers the deployment checks)
-        import runs.sessions  # noqa: F401  (gives every login its lifetime)
+        import runs.pages.sessions  # noqa: F401  (gives every login its lifetime)
 
         # Workflows register themselves on import; a worker knows exactly the
         # workflows these modules declare (docs/architecture.md#recovery).

@@ -10,7 +10,7 @@ from importlib import import_module
 import pytest
 from django.conf import settings
 
-from runs.processes import delete_queues
+from runs.tools.processes import delete_queues
 from tests.integration.harness import Cluster
 
 # tests/support/session_env.py (a -p plugin) names this session's queue and test database.
@@ -135,8 +135,8 @@ def _history_reproduces_rows(request):
     _events_read_through_the_catalogue()
     if request.node.get_closest_marker("tampers"):
         return
-    from runs.history import verify_run
     from runs.models import Run
+    from runs.record.history import verify_run
 
     problems = {str(run.id): verify_run(run) for run in Run.objects.all()}
     assert not {k: v for k, v in problems.items() if v}, problems
@@ -147,8 +147,8 @@ def _events_read_through_the_catalogue():
     own), reads strictly through the catalogue (docs/architecture.md#the-event-catalogue):
     a known type, no key the catalogue does not know, none it needs missing, and the
     payload the catalogue would write for it is the one stored."""
-    from runs import events
     from runs.models import Event
+    from runs.record import events
 
     problems = []
     rows = Event.objects.values_list("run_id", "seq", "type", "payload", "schema_version")

@@ -1,9 +1,10 @@
 """Which runs a batch selects, and what it would do to them (the preview).
 
 The selection is the runs list's: the same parser (`parse_filters`) and the same query
-(`runs_matching`, runs/filters.py), so `/runs/?<filter>` and the batch made from it select the same
-runs. A preview reads, never writes; the engine still decides each run when the batch
-reaches it (a run that changed meanwhile is refused then, with its reason)."""
+(`runs_matching`, runs/reads/filters.py), so `/runs/?<filter>` and the batch made from
+it select the same runs. A preview reads, never writes; the engine still decides each
+run when the batch reaches it (a run that changed meanwhile is refused then, with its
+reason)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from django.http import QueryDict
 
 from runs import engine
 from runs.errors import EngineError, InvalidBatch
-from runs.filters import COUNT_CAP, RunFilters, parse_filters, runs_matching
 from runs.models import Run
+from runs.reads.filters import COUNT_CAP, RunFilters, parse_filters, runs_matching
 from runs.states import RUN_ACTIVE, BatchOperation, RunStatus
 
 # The filter's parameters, in the order the normalized query string lists them: every

@@ -30,7 +30,6 @@ from django.http import QueryDict
 
 from runs import engine
 from runs.errors import BatchSelectionRefused, EngineError, InvalidBatch
-from runs.inputs import BadInput, clean_text
 from runs.models import Batch, BatchItem
 from runs.principals import actor_name
 from runs.states import (
@@ -39,6 +38,7 @@ from runs.states import (
     BatchOperation,
     BatchStatus,
 )
+from runs.userinput import BadInput, clean_text
 
 from . import selection
 

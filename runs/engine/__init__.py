@@ -15,7 +15,7 @@ It holds the verbs and their result types, nothing else (docs/architecture.md, "
 engine's layers"). What they refuse is in runs/errors.py; principals and a resolution's
 data are in runs/principals.py and runs/resolutions.py, below the engine. The hooks of
 the tools and the tests (fault points, the hot statements, an attempt started by hand)
-are behind a second door, runs.engine.tools, which only bench/, runs.crashcheck,
+are behind a second door, runs.engine.tools, which only bench/, runs.tools.crashcheck,
 runs.testing and tests/ may import.
 
 Inside, five layers, each importing only those below it (`make lint` holds the code

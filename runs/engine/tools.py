@@ -1,6 +1,6 @@
 """The engine's second door: the hooks its tools and its tests need, not its verbs.
 
-Only bench/, runs.crashcheck, runs.testing and tests/ may import it (an import-linter
+Only bench/, runs.tools.crashcheck, runs.testing and tests/ may import it (an import-linter
 contract in pyproject.toml, and tests/engine/test_sql_files.py for bench/); everything
 else goes through `runs.engine` (docs/architecture.md#the-engines-layers). What is here
 is what the hot path, crash injection and the race tests reach for: an attempt started,

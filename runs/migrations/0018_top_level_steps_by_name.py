@@ -1,6 +1,6 @@
 """A run's steps of the plan by name, as a partial index (parent_id IS NULL): every
 lookup by (run, name) is of top-level steps, and with only the full index the generic
-plans of the engine's prepared statements (runs/prepared.py) chose a BitmapAnd with the
+plans of the engine's prepared statements (runs/sql/prepared.py) chose a BitmapAnd with the
 parent_id index, reading every top-level step of the table per step.
 The new index is built before the old one goes, so lookups always have one."""
 

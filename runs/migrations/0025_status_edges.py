@@ -5,7 +5,7 @@ dropped here, before, so no update is checked twice."""
 
 from django.db import migrations
 
-from runs.schema import LoadSchema
+from runs.sql.schema import LoadSchema
 
 
 class Migration(migrations.Migration):

@@ -83,7 +83,7 @@ class Run(models.Model):
         ordering = ["-created_at"]
         # The runs list is ordered newest first, ties broken by id (`-created_at, -id`):
         # each index below gives that order for its filter, so a page stops after its
-        # 50 rows (no sort), and the list's capped count (runs.filters.COUNT_CAP) reads
+        # 50 rows (no sort), and the list's capped count (runs.reads.filters.COUNT_CAP) reads
         # at most that many entries. None of these columns changes when an event is
         # appended (last_seq): those updates can stay HOT.
         indexes = [

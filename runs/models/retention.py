@@ -16,7 +16,7 @@ from .core import Run, Step
 
 class RunHistorySummary(models.Model):
     """What retention removed from a run's event log: how many events of each type, the
-    seq range, and the projection (runs/history.py) of the removed events, so that
+    seq range, and the projection (runs/record/history.py) of the removed events, so that
     verify_history checks what remains (later events, rows) against it instead of
     calling a compacted run broken. Written in the transaction that deletes the events;
     a purge cut into several transactions folds each part into it."""

@@ -1,4 +1,4 @@
-"""Worker processes as they report themselves (runs/workers.py): who runs steps now,
+"""Worker processes as they report themselves (runs/ops/heartbeat.py): who runs steps now,
 for the workers page (docs/operating.md#workers-and-queues). Not part of any run's
 state: nothing in the engine reads it, and a lost row only hides a worker from that page
 until its next heartbeat writes it again."""

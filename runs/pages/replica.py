@@ -1,4 +1,4 @@
-"""Which reading pages read the replica, and reading one's own writes (runs/replica.py;
+"""Which reading pages read the replica, and reading one's own writes (runs/sql/routing.py;
 docs/operating.md, "A read replica").
 
 `reads_replica` wraps a view: a GET or HEAD reads the replica when one is configured,
@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
-from runs import replica
+from runs.sql import routing
 
 WRITTEN_COOKIE = "dr_written"
 LAG_HEADER = "X-Replica-Lag"
@@ -39,14 +39,14 @@ def _written_position(request: HttpRequest) -> int:
 def reads_replica(view: View) -> View:
     @functools.wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
-        if request.method not in ("GET", "HEAD") or not replica.configured():
+        if request.method not in ("GET", "HEAD") or not routing.configured():
             return view(request, *args, **kwargs)
-        state = replica.state()
-        if state is None or not replica.has_replayed(state, _written_position(request)):
+        state = routing.state()
+        if state is None or not routing.has_replayed(state, _written_position(request)):
             return view(request, *args, **kwargs)
         # The templates (base.html) say how stale the page is when it matters.
         request.replica_lag = state.lag_seconds  # type: ignore[attr-defined]
-        with replica.reading_from(replica.REPLICA):
+        with routing.reading_from(routing.REPLICA):
             response = view(request, *args, **kwargs)
             # A lazily rendered response (DRF's) renders here, still on the replica.
             if hasattr(response, "render") and not getattr(response, "is_rendered", True):
@@ -67,10 +67,10 @@ class WrittenPositionMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if request.method in SAFE_METHODS or not replica.configured():
+        if request.method in SAFE_METHODS or not routing.configured():
             return response
         try:
-            position = replica.primary_position()
+            position = routing.primary_position()
         except DatabaseError:
             # The primary is away: this request wrote nothing that could be missed.
             return response

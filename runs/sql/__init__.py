@@ -4,9 +4,14 @@ A file holds blocks, each opened by a `-- name: <name>` line; the block is the t
 the next one. A line `-- include: <name>` inside a block is replaced by that block (of
 the same file, or of the mappings passed as `includes`), so that two statements sharing
 a part write it once. Everything is read and put together once, at import; the text a
-module executes never changes, so the prepared cursor (runs/prepared.py) prepares each
+module executes never changes, so the prepared cursor (runs/sql/prepared.py) prepares each
 statement once per connection. Values, statuses included, are always parameters
 (`%(name)s`), never written into the text.
+
+Beside the loader, the package holds the rest of the database plumbing: schema (the
+hand-made objects in schema.sql and the migration operation that loads them), prepared
+(the cursor that prepares the hot statements), routing (the read replica's alias and
+router) and dburl (the DATABASE_URL of a connection, for child processes).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 -- The hand-made database objects of the runs tables: the trigger functions and triggers
 -- that Django's models cannot declare, as the database has them after the newest
--- migration. Migrations load this file whole (runs.schema.LoadSchema, first in
+-- migration. Migrations load this file whole (runs.sql.schema.LoadSchema, first in
 -- 0024_current_schema), so each statement must run again on a database that already
 -- has its object: CREATE OR REPLACE, or DROP ... IF EXISTS then CREATE for a constraint
 -- trigger, which has no OR REPLACE. Migrations 0003, 0016, 0019 and 0021 made these

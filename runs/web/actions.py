@@ -13,11 +13,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from runs import engine, inputs
+from runs import engine, userinput
 from runs.errors import EngineError, RunNotActive, RunNotFound, StepNotRetryable
 from runs.pages.access import operator_required
 from runs.pages.http import SignedInRequest
-from runs.queries import parse_run_id
+from runs.reads.summaries import parse_run_id
 
 
 def _done(request: SignedInRequest, run_id: str) -> HttpResponse:
@@ -35,8 +35,8 @@ def cancel(request: SignedInRequest, run_id: str) -> HttpResponse:
     except ValueError as exc:
         raise Http404(str(exc)) from exc
     try:
-        reason = inputs.clean_text(request.POST.get("reason"), "the reason")
-    except inputs.BadInput as exc:
+        reason = userinput.clean_text(request.POST.get("reason"), "the reason")
+    except userinput.BadInput as exc:
         messages.warning(request, f"{exc}; the run was not cancelled.")
         return _done(request, run_id)
     try:
@@ -63,9 +63,9 @@ def signal(request: SignedInRequest, run_id: str) -> HttpResponse:
     except ValueError as exc:
         raise Http404(str(exc)) from exc
     try:
-        name = inputs.clean_text(request.POST.get("name"), "the signal's name")
-        payload = inputs.parse_json(request.POST.get("payload"), "the payload")
-    except inputs.BadInput as exc:
+        name = userinput.clean_text(request.POST.get("name"), "the signal's name")
+        payload = userinput.parse_json(request.POST.get("payload"), "the payload")
+    except userinput.BadInput as exc:
         return _signal_refused(request, run_uuid, f"{exc}; nothing was sent.", status=422)
     try:
         engine.send_signal(run_id=run_uuid, name=name, payload=payload, actor=request.user)

@@ -12,7 +12,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from runs import engine, inputs
+from runs import engine, userinput
 from runs.errors import NotPaused, PauseError, UnknownWorkflow
 from runs.pages.access import operator_required, viewer_required
 from runs.pages.http import SignedInRequest
@@ -57,8 +57,8 @@ def pause(request: SignedInRequest) -> HttpResponse:
     form = {k: request.POST.get(k, "") for k in ("workflow", "step", "reason")}
     errors: dict[str, str] = {}
     try:
-        values = {k: inputs.clean_text(v, f"the {k}") for k, v in form.items()}
-    except inputs.BadInput as exc:
+        values = {k: userinput.clean_text(v, f"the {k}") for k, v in form.items()}
+    except userinput.BadInput as exc:
         errors["reason"] = str(exc)
     else:
         try:
@@ -90,9 +90,9 @@ def resume(request: SignedInRequest, pause_id: int) -> HttpResponse:
     back = BACK.get(request.POST.get("back", ""), "runs:pauses")
     error = ""
     try:
-        reason = inputs.clean_text(request.POST.get("reason"), "the reason")
+        reason = userinput.clean_text(request.POST.get("reason"), "the reason")
         resumed = engine.resume(pause_id=pause_id, actor=request.user, reason=reason)
-    except inputs.BadInput as exc:
+    except userinput.BadInput as exc:
         error = str(exc)
     except NotPaused as exc:
         messages.warning(request, str(exc))

@@ -3,7 +3,7 @@ queries whatever the size of the data:
 
 - the run page (`run_page`): the events are paginated, the timeline reads its events
   by type, map items are counted by the database, never loaded;
-- the runs list (`CappedPaginator`, over runs/filters.py's `parse_filters` and
+- the runs list (`CappedPaginator`, over runs/reads/filters.py's `parse_filters` and
   `runs_matching`: filters parsed with an error per field, a declared search field's
   value (docs/operating.md#finding-a-run), search by run id or its prefix, submission
   key, claim key or the value of any declared search field);
@@ -27,9 +27,12 @@ from django.db.models import Count, F, Func, IntegerField, Max, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from runs import engine, replica, sql
+from runs import engine, sql
 from runs.errors import RunNotActive, StepNotRetryable
-from runs.filters import (
+from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
+from runs.pages import contributions
+from runs.principals import shown
+from runs.reads.filters import (
     COUNT_CAP,
     RunFilters,
     counted_from,
@@ -38,9 +41,7 @@ from runs.filters import (
     search,
     search_filter,
 )
-from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
-from runs.pages import contributions
-from runs.principals import shown
+from runs.sql import routing
 from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import WaitSpec
@@ -416,7 +417,7 @@ def retry_offer(data: RunPage) -> RetryOffer:
 
 
 # --- the runs list ----------------------------------------------------------------------
-# The list's filter and search (and the count cap) are the domain's, runs/filters.py:
+# The list's filter and search (and the count cap) are the domain's, runs/reads/filters.py:
 # the bulk operations (runs/batches/) select runs with the same parser and query.
 RUNS_PER_PAGE = 50
 
@@ -550,7 +551,7 @@ def counts_by_status() -> list[StatusCount]:
     """Runs per status, each counted up to COUNT_CAP + 1 from run_status_newest_idx
     (at most that many index entries per status, in one query), not a GROUP BY over
     every run: the finished statuses only grow, the active ones stay small and exact."""
-    with replica.cursor() as cursor:
+    with routing.cursor() as cursor:
         cursor.execute(
             SQL["counts_by_status"], {"cap": COUNT_CAP + 1, "statuses": list(RunStatus.values)}
         )
@@ -569,7 +570,7 @@ def recent_failures(limit: int = 10) -> list[Run]:
 def throughput(minutes: int = 60) -> Throughput:
     """Steps completed per minute over the last `minutes` (the database's clock), from
     the partial index on succeeded steps' finished_at."""
-    with replica.cursor() as cursor:
+    with routing.cursor() as cursor:
         cursor.execute(SQL["this_minute"])
         now = cursor.fetchone()[0]
         cursor.execute(

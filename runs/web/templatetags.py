@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from runs.timefmt import (
+from runs.pages.timefmt import (
     absolute,
     duration_text,
     elapsed_text,

@@ -11,14 +11,15 @@ from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django_htmx.http import HttpResponseClientRedirect
 
-from runs import engine, export
+from runs import engine
 from runs.errors import EngineError, InvalidInput, RunNotFound
 from runs.models import Run
 from runs.pages.access import submitter_required, viewer_required
 from runs.pages.http import SignedInRequest
 from runs.pages.partials import is_partial, template_for
 from runs.principals import Principal, user_principal
-from runs.queries import parse_run_id
+from runs.reads.summaries import parse_run_id
+from runs.record import export
 from runs.roles import can_submit
 from runs.states import RUN_ACTIVE, RUN_FINISHED, RunStatus
 from runs.workflows import registry
@@ -133,7 +134,7 @@ def run_detail(request: SignedInRequest, run_id: str) -> HttpResponse:
 @viewer_required
 def run_export(request: SignedInRequest, run_id: str) -> HttpResponse:
     """The run page's "Export (JSON)": the document GET /api/runs/{id}/export/ answers
-    (runs/export.py), as a download, for viewers and operators."""
+    (runs/record/export.py), as a download, for viewers and operators."""
     try:
         doc = export.build(
             parse_run_id(run_id), exported_by=user_principal(request.user.get_username())

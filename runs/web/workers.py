@@ -1,5 +1,5 @@
 """The read side of the workers page (docs/operating.md#workers-and-queues): workers as
-they report themselves (runs/workers.py), the attempts running now, the steps waiting
+they report themselves (runs/ops/heartbeat.py), the attempts running now, the steps waiting
 for a free worker (of runs where they can start), and the depth of each Celery queue as
 the broker counts it.
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.errors import InvalidInput
-from runs.inputs import json_problem
+from runs.userinput import json_problem
 
 from .errors import WorkflowDefinitionError
 

@@ -193,7 +193,7 @@ def filter_values(runs: list[Run]) -> st.SearchStrategy[str]:
     )
 
 
-# Every parameter the runs list reads (runs/filters.py parse_filters), and some it does
+# Every parameter the runs list reads (runs/reads/filters.py parse_filters), and some it does
 # not: written out, not taken from selection.FILTER_PARAMS, which is what is under test.
 LIST_PARAMS = ("q", "field", "value", "status", "workflow", "created_after", "created_before")
 NAMES = st.sampled_from([*LIST_PARAMS, "operation", "page", "ordering", "other"])
@@ -222,7 +222,7 @@ def test_the_recorded_filter_selects_exactly_what_the_filter_selected(varied_run
 def test_each_parameter_of_the_filter_is_recorded(varied_runs):
     """Every parameter the runs list parses is one the filter records (the property
     above is only as good as this list)."""
-    from runs.filters import RunFilters, parse_filters
+    from runs.reads.filters import RunFilters, parse_filters
 
     query = "q=x&field=change_id&value=301&status=failed&workflow=w&created_after=2026-01-01"
     filters = parse_filters(QueryDict(f"{query}&created_before=2026-01-02"))

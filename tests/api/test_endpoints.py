@@ -16,8 +16,9 @@ from django.db.models.functions import Now
 from rest_framework.test import APIClient
 
 from reconciliation.models import ClaimTake
-from runs import engine, events
+from runs import engine
 from runs.models import Claim, Event, Run, SubmissionKey
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.conftest import make_user
 from tests.support import factories

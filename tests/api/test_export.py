@@ -1,4 +1,4 @@
-"""GET /api/runs/{id}/export/: the run's export document (runs/export.py) as a download,
+"""GET /api/runs/{id}/export/: the run's export document (runs/record/export.py) as a download,
 for viewers, operators and a submitter's own runs; 404 as GET /api/runs/{id}/ answers
 it; exactly as the OpenAPI schema says."""
 
@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from runs import engine, export, export_shape
+from runs import engine
+from runs.record import export, export_shape
 from runs.testing import run_inline
 from tests.conftest import make_user
 from tests.support.api import error_of, token_client
@@ -138,7 +139,7 @@ def test_the_schema_describes_the_export_and_its_download_header(operator):
 
 
 def test_the_schema_of_the_document_is_made_from_its_one_description(operator):
-    """Each section's component lists the fields of its model in runs/export_shape.py,
+    """Each section's component lists the fields of its model in runs/record/export_shape.py,
     none more, none less, and the same ones are required."""
     schemas = token_client(operator).get("/api/schema/").json()["components"]["schemas"]
     models = {"RunExport": export_shape.RunExport} | {

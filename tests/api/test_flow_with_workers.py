@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from examples.models import Merge
-from runs import events
+from runs.record import events
 from tests.conftest import make_user
 from tests.support.api import token_client
 from tests.support.waiting import wait_for

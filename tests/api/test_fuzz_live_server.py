@@ -48,7 +48,7 @@ from django.conf import settings
 
 from runs import engine
 from runs.principals import Principal
-from runs.processes import ChildProcess, stop_all
+from runs.tools.processes import ChildProcess, stop_all
 from tests.conftest import make_user
 from tests.integration.servers import free_port
 from tests.support import factories

@@ -1,6 +1,6 @@
 """The API's run answers cost a fixed number of queries, whatever the size of the run:
 `POST /api/runs/` (the busiest endpoint under load, bench/load.py) and `GET
-/api/runs/<id>/` answer with the run's detail (runs/queries.py run_detail), which reads
+/api/runs/<id>/` answer with the run's detail (runs/reads/summaries.py run_detail), which reads
 the run's steps, top-level and batches, in one query and its step claims once (they
 were read twice, once for run_summary and again with their ids). How long they take
 under load is measured by bench/load.py, not asserted here.

@@ -1,5 +1,5 @@
 """The run page's "Export (JSON)": a plain download of the run's export document
-(runs/export.py), for viewers and operators, beside the operations on the run."""
+(runs/record/export.py), for viewers and operators, beside the operations on the run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from runs.export_check import problems_of
+from runs.record.export_check import problems_of
 from runs.testing import run_inline
 from tests.conftest import PASSWORD, make_user
 from tests.support import factories

@@ -159,7 +159,7 @@ def test_a_poll_after_the_login_went_idle_takes_the_tab_to_the_login_page(
     browser.login("olivia", PASSWORD)
     page = browser.goto("/runs/?status=failed")
     # 31 minutes without a request from her: the login time moves back, and the cookie
-    # with her last request's time is gone (runs/sessions.py).
+    # with her last request's time is gone (runs/pages/sessions.py).
     key = next(c["value"] for c in browser.context.cookies() if c["name"] == "sessionid")
     session = SessionStore(session_key=key)
     session["login_at"] = session.get("login_at", 0) - 31 * 60

@@ -13,10 +13,11 @@ import threading
 import pytest
 from django.db import transaction
 
-from runs import engine, events
+from runs import engine
 from runs.engine.tools import finish_with_result, start_attempt
 from runs.engine.tools import ready_module as ready_module
 from runs.models import Attempt, Event, Run, Step
+from runs.record import events
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.support.factories import run_queued
 from tests.support.races import Background

@@ -18,7 +18,7 @@ from django.utils import timezone
 from examples.fakes import PaymentAPI
 from examples.models import Merge, PaymentCharge, TargetRecord
 from reconciliation.services import resolve_claim
-from runs import engine, events, history
+from runs import engine
 from runs.engine.tools import execute_module as execute_module
 from runs.engine.tools import (
     fail_attempt,
@@ -30,6 +30,7 @@ from runs.engine.tools import (
 )
 from runs.engine.tools import recover_module as recover_module
 from runs.models import Attempt, Claim, Event, Run, Step
+from runs.record import events, history
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import FencingToken
 from tests.support import factories

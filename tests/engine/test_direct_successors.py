@@ -11,9 +11,10 @@ import pytest
 from django.db import OperationalError, connection
 from django.utils import timezone
 
-from runs import engine, events, history
+from runs import engine
 from runs.engine.tools import step_claim_key
 from runs.models import Attempt, Claim, Event, Run, Step
+from runs.record import events, history
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from runs import events as ev
-from runs.history import CLAIM_STATUS_BY_EVENT, STEP_STATUS_BY_EVENT, Projection, apply
+from runs.record import events as ev
+from runs.record.history import CLAIM_STATUS_BY_EVENT, STEP_STATUS_BY_EVENT, Projection, apply
 
 # The strings stored in runs_event.type: changing one orphans every event stored with it.
 STORED_TYPES = {

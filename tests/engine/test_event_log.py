@@ -8,8 +8,8 @@ from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 
 from runs import engine
-from runs.history import project, verify_run
 from runs.models import Event, Step
+from runs.record.history import project, verify_run
 
 
 def finished_migration():

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from reconciliation.services import resolve_claim
-from runs import engine, events
+from runs import engine
 from runs.models import Claim, Event, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 
 

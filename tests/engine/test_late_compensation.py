@@ -10,10 +10,11 @@ import pytest
 
 from reconciliation.services import resolve_claim
 from reconciliation.wording import preview_summary
-from runs import engine, events
+from runs import engine
 from runs.engine import preview_resolution
 from runs.engine.tools import finish_with_result, start_attempt
 from runs.models import Claim, Event, Run, Step
+from runs.record import events
 from runs.resolutions import COMPENSATES
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.testing import _commits, run_inline

@@ -23,7 +23,7 @@ import pytest
 from django.db import connection, transaction
 
 from examples.models import TargetRecord
-from runs import engine, events
+from runs import engine
 from runs.engine.tools import (
     Started,
     finish_with_result,
@@ -33,6 +33,7 @@ from runs.engine.tools import (
     start_attempt,
 )
 from runs.models import Attempt, Claim, Event, Run, Step
+from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.support import workflows as test_workflows
 from tests.support.factories import enter_effect, expire_leases, run_queued

@@ -11,9 +11,10 @@ from celery.signals import before_task_publish
 
 from examples.fakes import PaymentAPI
 from examples.models import PaymentCharge
-from runs import engine, events
+from runs import engine
 from runs.engine.tools import fail_attempt, finish_with_result, start_attempt
 from runs.models import Claim, Event, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support import workflows
 from tests.support.factories import drain, due_now, expire_leases

@@ -9,11 +9,12 @@ import threading
 
 import pytest
 
-from runs import engine, events
+from runs import engine
 from runs.engine.tools import Started, fail_attempt, recover_attempt, start_attempt
 from runs.engine.tools import recover_module as recover_module
 from runs.errors import StepNotRetryable
 from runs.models import Attempt, Claim, Event, Run, Step
+from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import expire_leases, run_queued
 from tests.support.races import Background, is_waiting_on_lock

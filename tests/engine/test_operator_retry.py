@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from examples.models import Merge, PaymentCharge, PaymentRequest, TargetRecord
-from runs import engine, events
+from runs import engine
 from runs.engine.tools import start_attempt
 from runs.errors import RunNotActive, StepNotRetryable
 from runs.models import Claim, Event, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import drain, expire_leases, run_queued
 

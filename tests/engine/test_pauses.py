@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from examples.models import Merge, TargetRecord
-from runs import engine, metrics
+from runs import engine
 from runs.engine.tools import run_attempt, start_attempt
 from runs.errors import AlreadyPaused, NotPaused, PauseReasonRequired, UnknownStep, UnknownWorkflow
 from runs.models import Attempt, Pause, PauseChange, Run, Step
+from runs.ops import metrics
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.support.factories import earlier
 

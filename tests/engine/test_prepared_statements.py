@@ -1,4 +1,4 @@
-"""The engine's per-step statements are prepared once per connection (runs/prepared.py),
+"""The engine's per-step statements are prepared once per connection (runs/sql/prepared.py),
 and RUNS_PREPARED_STATEMENTS=0, or a connection whose settings name a pooler, prepares
 nothing (through a real PgBouncer: tests/integration/test_pgbouncer.py)."""
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 
 from examples.fakes import CodeHost
-from runs import engine, events, export, export_check
+from runs import engine
 from runs.engine.tools import probe_module as probe
-from runs.history import verify_run
 from runs.models import Claim, Event
+from runs.record import events, export, export_check
+from runs.record.history import verify_run
 from runs.states import ClaimStatus
 from tests.support.factories import crashed_merge, operator, probe_contradicting_resolution
 

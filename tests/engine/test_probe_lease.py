@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from runs import engine, events
+from runs import engine
 from runs.engine import reprobe_claim
 from runs.engine.tools import probe_module as probe
 from runs.engine.tools import publish
 from runs.errors import ProbeInFlight
 from runs.models import Claim, Event
+from runs.record import events
 from runs.states import ClaimStatus
 from tests.support.factories import crashed_merge, expire_probe_leases, raised
 

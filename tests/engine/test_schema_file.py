@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db.migrations.loader import MigrationLoader
 from psycopg import sql
 
-from runs.dburl import database_url
-from runs.schema import LoadSchema, schema_digest, schema_sql
+from runs.sql.dburl import database_url
+from runs.sql.schema import LoadSchema, schema_digest, schema_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,7 +198,7 @@ def test_schema_file_newest_load_names_the_file_digest():
         f"runs/sql/schema.sql changed since migration {name} loaded it ({load.digest}), so "
         "no database migrated before would get the change: add a migration "
         "(manage.py makemigrations runs --empty --name reload_schema) whose operations are "
-        f"[LoadSchema({digest!r})] (from runs.schema import LoadSchema)"
+        f"[LoadSchema({digest!r})] (from runs.sql.schema import LoadSchema)"
     )
     assert load.sql == schema_sql()
 

@@ -15,7 +15,7 @@ from runs import engine
 from runs.engine import retention
 from runs.errors import InvalidInput, SubmissionKeyConflict
 from runs.models import Run, RunSearchKey, Step
-from runs.queries import with_search_key
+from runs.reads.summaries import with_search_key
 
 
 def keys() -> list[tuple[str, str, str, str]]:

@@ -101,7 +101,7 @@ def test_the_engine_builds_no_sql_text_at_run_time():
     statement of its module's .sql file as it was read at import: SQL["name"], never
     text put together at run time."""
     modules = _modules_with_statements()
-    assert ROOT / "runs" / "events.py" in modules
+    assert ROOT / "runs" / "record" / "events.py" in modules
     for module in modules:
         for node in ast.walk(ast.parse(module.read_text())):
             if (

@@ -178,8 +178,8 @@ def test_lost_message_is_republished_by_sweep(db, settings):
 def test_concurrent_sweepers_crash_each_expired_attempt_exactly_once():
     import threading
 
-    from runs import events
     from runs.models import Event
+    from runs.record import events
 
     runs = [engine.submit_run(workflow="charge-payment", input={"amount": n}) for n in range(1, 21)]
     for run in runs:

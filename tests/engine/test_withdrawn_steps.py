@@ -6,10 +6,11 @@ map batches stayed `queued` for ever, and the event log agreed with them."""
 
 from __future__ import annotations
 
-from runs import engine, events, history
+from runs import engine
 from runs.engine.tools import run_attempt, start_attempt
-from runs.metrics import DatabaseCollector
 from runs.models import Attempt, Event, Run, Step
+from runs.ops.metrics import DatabaseCollector
+from runs.record import events, history
 from runs.states import RunStatus, StepStatus
 from runs.web.workers import workers_page
 from tests.support.factories import drain

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from runs.processes import (
+from runs.tools.processes import (
     BEAT_READY,
     WORKER_READY,
     ChildProcess,

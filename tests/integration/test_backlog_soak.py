@@ -37,8 +37,8 @@ from django.http import QueryDict
 from examples.models import TargetRecord
 from runs import engine
 from runs.batches import service
-from runs.metrics import DatabaseCollector
 from runs.models import Attempt, Batch, Run, Step
+from runs.ops.metrics import DatabaseCollector
 from runs.states import RUN_ACTIVE, BatchStatus, RunStatus, StepStatus
 from runs.web.workers import workers_page
 from tests.support.waiting import wait_for

@@ -14,9 +14,9 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django.http import QueryDict
 
-from runs import events
 from runs.batches import service
 from runs.models import Attempt, Batch, BatchItem, Event, Run, Step
+from runs.record import events
 from runs.states import BatchItemStatus, BatchStatus, RunStatus, StepStatus
 from tests.support.batches import failed_runs
 from tests.support.places import ROOT

@@ -13,8 +13,9 @@ from django.db import connection
 from config.celery import app
 from examples.models import Merge, PaymentCharge, TargetRecord
 from reconciliation.services import resolve_claim
-from runs import engine, events
+from runs import engine
 from runs.models import Attempt, Claim, Event, Step
+from runs.record import events
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.support.waiting import wait_for
 

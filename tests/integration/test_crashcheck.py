@@ -11,10 +11,10 @@ from django.core.management import CommandError, call_command
 from django.db.models import Count
 
 from examples.models import Merge, TargetRecord
-from runs import crashcheck
 from runs.engine import tools
 from runs.models import Claim, Run
 from runs.states import ClaimStatus, RunStatus
+from runs.tools import crashcheck
 
 pytestmark = [pytest.mark.workers, pytest.mark.broker]
 

@@ -10,8 +10,9 @@ import pytest
 from django.db.models import Count
 
 from examples.models import TargetRecord
-from runs import engine, events
+from runs import engine
 from runs.models import Attempt, Claim, Event, Step
+from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 
 from .helpers import wait_settled

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from runs import engine, events
+from runs import engine
 from runs.models import Event, Step
+from runs.record import events
 from runs.states import RunStatus, StepStatus
 from tests.conftest import make_user
 from tests.support.waiting import wait_for

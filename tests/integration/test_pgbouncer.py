@@ -23,8 +23,8 @@ from django.test import override_settings
 from config.database import default_database
 from examples.models import TargetRecord
 from runs import engine
-from runs.dburl import database_url
 from runs.models import Run, Step
+from runs.sql.dburl import database_url
 from runs.states import RunStatus, StepStatus
 from tests.support.races import Background, backend_pid
 
@@ -124,7 +124,7 @@ def test_behind_pgbouncer_with_nothing_configured_the_engine_sees_it_and_prepare
     assert len(sessions) == 1, "both threads' transactions ran on one server session"
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * len(runs)
     assert prepared_on_the_server(pooler) == []
-    warned = [r for r in caplog.records if r.name == "runs.prepared"]
+    warned = [r for r in caplog.records if r.name == "runs.sql.prepared"]
     assert len(warned) == 2, "once per connection"
     assert "Set DATABASE_POOLER=pgbouncer" in warned[0].getMessage()
 

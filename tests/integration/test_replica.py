@@ -1,4 +1,4 @@
-"""Reading pages from a real streaming replica (runs/replica.py, runs/pages/replica.py).
+"""Reading pages from a real streaming replica (runs/sql/routing.py, runs/pages/replica.py).
 
 Two private PostgreSQL servers: a primary, and a hot standby made from it by
 pg_basebackup and fed by streaming replication. A real web server (runserver) has

@@ -26,7 +26,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from runs.processes import WORKER_READY, delete_queues
+from runs.tools.processes import WORKER_READY, delete_queues
 from tests.support import places, waiting
 
 ROOT = Path(__file__).resolve().parents[2]

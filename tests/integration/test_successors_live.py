@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runs import engine, history
+from runs import engine
 from runs.models import Attempt, Event
+from runs.record import history
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from tests.support.waiting import wait_for
 

@@ -25,7 +25,7 @@ from django.test import RequestFactory, override_settings
 
 from config.clientip import client_ip
 from config.gunicorn_worker import HEAD_TIMEOUT_SECONDS
-from runs.processes import ChildProcess, stop_all
+from runs.tools.processes import ChildProcess, stop_all
 from tests.integration.servers import free_port
 from tests.support.places import ROOT, database_url_for_tests
 from tests.support.waiting import wait_for

@@ -28,7 +28,7 @@ PROMETHEUS = DOCKER / "prometheus" / "prometheus.yml"
 DASHBOARD = DOCKER / "grafana" / "durable-runs.json"
 COMPOSE = DOCKER / "compose.yaml"
 
-# Gauges another change adds: none now (the pauses' gauges are in, runs/metrics.py).
+# Gauges another change adds: none now (the pauses' gauges are in, runs/ops/metrics.py).
 NOT_YET_EXPOSED: set[str] = set()
 # Made by Prometheus itself for each scrape target, never by the service.
 FROM_PROMETHEUS = {"up"}

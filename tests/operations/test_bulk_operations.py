@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 from django.http import QueryDict
 
-from runs import engine, events
+from runs import engine
 from runs.batches import selection, service
 from runs.engine.tools import publish
 from runs.errors import InvalidBatch
 from runs.models import Batch, BatchItem, Claim, Event, Run, Step
+from runs.record import events
 from runs.states import BatchItemStatus, BatchStatus, RunStatus, StepStatus
 from tests.support.api import written
 from tests.support.batches import active_runs, failed_runs

@@ -53,7 +53,7 @@ def test_manage_missing_database_says_to_create_it_not_to_run_make_up(tmp_path):
     create it: the message says how to, instead of sending the reader to `make up`."""
     from django.db import connection
 
-    from runs.dburl import database_url
+    from runs.sql.dburl import database_url
 
     params = {**connection.settings_dict, "NAME": "no_such_database"}
     host, port = params.get("HOST") or "", params.get("PORT") or 5432
@@ -87,7 +87,7 @@ def test_manage_other_database_errors_keep_their_traceback(tmp_path):
     """Only a failure to connect is shortened; a statement that fails is a bug to read."""
     from django.db import connection
 
-    from runs.dburl import database_url
+    from runs.sql.dburl import database_url
 
     url = database_url({**connection.settings_dict, "NAME": "postgres"})
     code = "from django.db import connection; cursor = connection.cursor(); "

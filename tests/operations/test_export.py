@@ -1,5 +1,5 @@
-"""A run exported as one versioned JSON document (runs/export.py), and read back by
-`verify_export` (runs/export_check.py): a finished map run, a merge whose claim was
+"""A run exported as one versioned JSON document (runs/record/export.py), and read back by
+`verify_export` (runs/record/export_check.py): a finished map run, a merge whose claim was
 unresolved and then resolved, a run whose events retention compacted, and the
 commands' refusals, each one line."""
 
@@ -18,10 +18,11 @@ from django.core.management.base import CommandError
 from django.db.models import F
 from pydantic import ValidationError
 
-from runs import engine, export
+from runs import engine
 from runs.errors import RunNotFound
-from runs.export_check import problems_of
 from runs.models import Attempt, Claim, Event, MapRegistry, Run
+from runs.record import export
+from runs.record.export_check import problems_of
 from runs.testing import run_inline
 from tests.support.factories import crashed_merge
 
@@ -375,7 +376,7 @@ def test_export_reads_attempts_in_the_order_of_their_steps():
     assert problems_of(doc) == []
 
 
-# --- the document's one description (runs/export_shape.py) ------------------------------
+# --- the document's one description (runs/record/export_shape.py) ------------------------------
 def test_a_section_of_the_wrong_shape_is_named_as_the_description_has_it():
     doc = export.build(migrated().id, exported_by="cli")
     doc["steps"], doc["run"] = {}, []

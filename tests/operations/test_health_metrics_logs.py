@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from config.logs import ContextFilter, JsonFormatter
 from runs import engine
-from runs.logcontext import log_context, payload
+from runs.ops.logcontext import log_context, payload
 from tests.support.places import ROOT
 
 pytestmark = pytest.mark.django_db

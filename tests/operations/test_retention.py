@@ -27,7 +27,6 @@ from runs import engine
 from runs.engine import retention
 from runs.engine.tools import LeaseClock, Started, completed_items, context_factory, run_batch
 from runs.errors import StepNotRetryable
-from runs.history import verify_run
 from runs.management.commands.createoperator import grant_role
 from runs.models import (
     Attempt,
@@ -42,6 +41,7 @@ from runs.models import (
     Step,
     SubmissionKey,
 )
+from runs.record.history import verify_run
 from runs.roles import OPERATORS, VIEWERS
 from runs.workflows import registry
 from tests.support.api import token_client

@@ -270,7 +270,7 @@ def test_database_pooler_none_overrides_the_url_and_unknown_ones_are_refused():
 def test_database_url_for_a_child_keeps_the_pooler():
     import dj_database_url
 
-    from runs.dburl import database_url
+    from runs.sql.dburl import database_url
 
     url = database_url(database("postgres://u@pgbouncer:6432/runs", "pgbouncer"))
 

@@ -1,4 +1,4 @@
-"""A worker's row (runs/workers.py) in-process: written at start, refreshed by its
+"""A worker's row (runs/ops/heartbeat.py) in-process: written at start, refreshed by its
 heartbeat thread, deleted at stop; an older process of the same node name never takes
 the row back from its successor; rows silent past RUNS_WORKER_FORGET_SECONDS go when a
 worker starts. Real workers doing this are in tests/integration/test_workers_page.py."""
@@ -9,7 +9,7 @@ from django.db import connection
 from django.test import override_settings
 
 from runs.models import WorkerProcess
-from runs.workers import Heartbeat, Identity
+from runs.ops.heartbeat import Heartbeat, Identity
 from tests.support.waiting import wait_for
 
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from runs import export
+from runs.record import export
 from runs.testing import run_inline
 from tests.conftest import make_user
 

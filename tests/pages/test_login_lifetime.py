@@ -40,7 +40,7 @@ def session_key(client: Client) -> str:
 
 def idle(client: Client, **elapsed: float) -> None:
     """As if the person's last request (and the login) were `elapsed` earlier: the login
-    time in the session, and the signed time of the activity cookie (runs/sessions.py)."""
+    time in the session, and the signed time of the activity cookie (runs/pages/sessions.py)."""
     back = int(timedelta(**elapsed).total_seconds())
     session = client.session
     session["login_at"] = int(session.get("login_at", time.time())) - back
@@ -117,9 +117,9 @@ def test_a_poll_after_the_session_ended_sends_the_whole_page_to_the_login(signed
 
 
 def test_every_polling_element_is_known_as_a_poll():
-    """A new `data-poll` element must be added to runs/sessions.py's POLL_ELEMENTS, or its
+    """A new `data-poll` element must be added to runs/pages/sessions.py's POLL_ELEMENTS, or its
     polling would keep every open tab signed in."""
-    from runs.sessions import POLL_ELEMENTS
+    from runs.pages.sessions import POLL_ELEMENTS
 
     found = set()
     for template in TEMPLATES.rglob("*.html"):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs import engine, events
+from runs import engine
 from runs.models import Event, Run, Step
+from runs.record import events
 from runs.states import RunStatus, StepStatus
 from tests.support.factories import run_queued
 

@@ -21,9 +21,11 @@ from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
 
 from reconciliation.services import resolve_claim
-from runs import engine, events, timefmt
+from runs import engine
 from runs.engine.tools import start_attempt
 from runs.models import Attempt, Claim, Event, Run, Step
+from runs.pages import timefmt
+from runs.record import events
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from runs.web import timeline, views
 from tests.support import factories

@@ -8,10 +8,11 @@ import pytest
 from django.db import connection
 
 from examples.fakes import CodeHost
-from runs import engine, events
+from runs import engine
 from runs.engine import reprobe_claim, resolve_claim
 from runs.errors import ClaimAlreadyResolved, ClaimNotFound, NoProbe, ProbeNotDue
 from runs.models import Claim, Event, Run
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus
 from tests.support.factories import crashed_merge, operator, raised
 

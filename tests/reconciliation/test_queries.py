@@ -9,9 +9,10 @@ from django.core.paginator import Paginator
 from django.db import connection
 
 from reconciliation import queries, services
-from runs import engine, events
+from runs import engine
 from runs.engine import resolve_claim
 from runs.models import Claim, Step
+from runs.record import events
 from runs.states import ClaimStatus
 from tests.support import factories
 from tests.support import workflows as test_workflows

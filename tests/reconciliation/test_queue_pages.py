@@ -11,8 +11,8 @@ from django.db import connection
 from django.test import Client
 
 from reconciliation.models import ClaimTake
-from runs import events
 from runs.models import Claim, Event, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.conftest import make_user
 from tests.support import factories

@@ -15,9 +15,10 @@ from reconciliation.services import (
     InvalidResolution,
     resolve_claim,
 )
-from runs import engine, events
+from runs import engine
 from runs.engine.tools import start_attempt
 from runs.models import Claim, Event, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support.factories import enter_effect
 

@@ -23,9 +23,10 @@ from reconciliation.services import (
     Take,
 )
 from reconciliation.wording import preview_summary
-from runs import engine, events
+from runs import engine
 from runs.engine import resolve_claim
 from runs.models import Claim, Event, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.support import factories
 from tests.support.factories import crashed, crashed_merge, operator

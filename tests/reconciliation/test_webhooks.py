@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from reconciliation import webhooks
 from reconciliation.models import WebhookDelivery
 from reconciliation.tasks import send_webhooks
-from runs import metrics
+from runs.ops import metrics
 from tests.support.factories import crashed, crashed_merge
 from tests.support.receiver import receiver
 

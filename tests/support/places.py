@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.db import connection
 
-from runs.dburl import database_url
+from runs.sql.dburl import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 

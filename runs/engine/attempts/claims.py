@@ -18,10 +18,12 @@ from django.conf import settings
 from django.db import OperationalError, connection
 from psycopg import errors as pg_errors
 
-from runs import events, prepared, sql
+from runs import sql
 from runs.engine.core.keys import step_claim_key
 from runs.errors import ClaimBusy, ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
+from runs.record import events
+from runs.sql import prepared
 from runs.states import ClaimStatus
 from runs.workflows.definition import StepDef
 

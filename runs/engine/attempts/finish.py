@@ -19,7 +19,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
-from runs import events, prepared, sql
+from runs import sql
 from runs.engine.core import faults
 from runs.engine.core.clock import db_now_plus
 from runs.engine.core.jsonvalues import ensure_json
@@ -32,6 +32,8 @@ from runs.engine.state.run import fail_step, statuses_going_on
 from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import AttemptFenced
 from runs.models import Claim, Step
+from runs.record import events
+from runs.sql import prepared
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .claims import insert_claim

@@ -17,11 +17,12 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
-from runs import prepared, sql
+from runs import sql
 from runs.engine.core import faults, keys
 from runs.engine.core.jsonvalues import ensure_json
 from runs.errors import AttemptFenced
 from runs.models import Claim, MapRegistry, Step
+from runs.sql import prepared
 from runs.states import AttemptStatus, ClaimStatus, EffectKind
 from runs.workflows import Context
 

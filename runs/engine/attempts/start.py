@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Field, Model
 
-from runs import events, prepared, sql
+from runs import sql
 from runs.engine.core import faults
 from runs.engine.core.clock import lease_for
 from runs.engine.core.locks import lock_run
@@ -24,6 +24,8 @@ from runs.engine.core.publish import publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING, start_run
 from runs.errors import ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
+from runs.record import events
+from runs.sql import prepared
 from runs.states import AttemptStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import StepDef, Workflow

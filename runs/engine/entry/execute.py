@@ -12,7 +12,6 @@ from typing import Any
 
 from django.db import connection
 
-from runs import metrics
 from runs.engine.attempts import heartbeat
 from runs.engine.attempts.finish import (
     Successor,
@@ -38,8 +37,9 @@ from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.engine.policies.waits import reach_wait
 from runs.engine.state.results import RunResults, collected, dependency_results
 from runs.errors import AttemptFenced, ClaimBusy, ClaimNotTakeable, PostconditionFailed
-from runs.logcontext import log_context, payload
 from runs.models import Step
+from runs.ops import metrics
+from runs.ops.logcontext import log_context, payload
 from runs.states import EffectKind, StepStatus
 from runs.workflows import Context, FencingToken, NotApplied, registry
 

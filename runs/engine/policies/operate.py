@@ -13,7 +13,6 @@ from django.db import transaction
 from django.db.models import Count, F
 from django.db.models.functions import Now
 
-from runs import events
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
@@ -23,6 +22,7 @@ from runs.engine.state.stopped import settle_open_effects
 from runs.errors import RunNotActive, RunNotFound, StepNotRetryable
 from runs.models import Claim, Run, Step
 from runs.principals import actor_name
+from runs.record import events
 from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 

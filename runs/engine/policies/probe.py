@@ -46,7 +46,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from runs import events, metrics, sql
+from runs import sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_probes
@@ -63,7 +63,9 @@ from runs.errors import (
     ResolutionError,
 )
 from runs.models import Claim
+from runs.ops import metrics
 from runs.principals import actor_name
+from runs.record import events
 from runs.states import ClaimStatus
 from runs.workflows import Context, ProbeResult, StepDef
 

@@ -27,7 +27,6 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
-from runs import events, metrics
 from runs.engine.attempts.start import Started
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
@@ -35,8 +34,10 @@ from runs.engine.core.publish import publish_on_commit, publish_probes, step_que
 from runs.engine.state.run import active_run, compensating_run, fail_step, statuses_going_on
 from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import WorkflowVersionUnknown
-from runs.logcontext import payload
 from runs.models import Attempt, Claim, Pause, Run, Step
+from runs.ops import metrics
+from runs.ops.logcontext import payload
+from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .probe import give_up_probe

@@ -36,7 +36,6 @@ from django.db.models import Count, Exists, F, OuterRef
 from django.db.models.functions import Now
 from django.dispatch import Signal
 
-from runs import events
 from runs.engine.core import keys
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
@@ -50,9 +49,10 @@ from runs.errors import (
     ClaimNotUnresolved,
     InvalidResolution,
 )
-from runs.history import snapshot
 from runs.models import Claim, Run, Step
 from runs.principals import actor_name
+from runs.record import events
+from runs.record.history import snapshot
 from runs.resolutions import (
     COMPENSATES,
     FAILS_RUN,

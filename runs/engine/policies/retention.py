@@ -55,10 +55,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from runs import metrics, sql
+from runs import sql
 from runs.engine.core import faults
 from runs.errors import UnknownPolicy
-from runs.history import Projection, fold
 from runs.models import (
     Claim,
     MapRegistry,
@@ -69,6 +68,8 @@ from runs.models import (
     Step,
     SubmissionKey,
 )
+from runs.ops import metrics
+from runs.record.history import Projection, fold
 from runs.states import RUN_FINISHED, AttemptStatus, ClaimStatus
 
 STAGES = ("registry", "payloads", "events", "dedup")
@@ -500,7 +501,7 @@ def purge(
 
 def _count_rows(stage: str, done: dict[str, int]) -> None:
     """durable_runs_retention_rows_total{stage, action}: rows compacted or deleted,
-    counted when the batch commits (runs/metrics.py)."""
+    counted when the batch commits (runs/ops/metrics.py)."""
     for key, value in done.items():
         if key != "runs" and value:
             metrics.on_commit(lambda k=key, v=value: metrics.PURGED.labels(stage, k).inc(v))

@@ -25,7 +25,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from runs import events, sql
+from runs import sql
 from runs.engine.core.keys import canonical_json
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state.ready import make_ready
@@ -38,6 +38,7 @@ from runs.errors import (
 )
 from runs.models import Run, Step, SubmissionKey
 from runs.principals import NOBODY, Principal
+from runs.record import events
 from runs.states import StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow

@@ -32,7 +32,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, Value
 from django.db.models.functions import Now
 
-from runs import events, sql
+from runs import sql
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
@@ -50,6 +50,7 @@ from runs.errors import (
 )
 from runs.models import Run, Signal, Step
 from runs.principals import actor_name, shown, user_principal
+from runs.record import events
 from runs.roles import can_operate, can_submit
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from runs.workflows import registry

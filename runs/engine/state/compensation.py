@@ -20,11 +20,12 @@ from django.db import connection
 from django.db.models import F
 from django.db.models.functions import Now
 
-from runs import events, sql
+from runs import sql
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit
 from runs.errors import WorkflowVersionUnknown
 from runs.models import Run, Step
+from runs.record import events
 from runs.states import RUN_ACTIVE, STEP_DONE, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import Workflow

@@ -9,9 +9,9 @@ from typing import Any
 
 from django.db.models.functions import Now
 
-from runs import events
 from runs.engine.core import keys
 from runs.models import Run, Step
+from runs.record import events
 from runs.states import StepStatus
 from runs.workflows.definition import StepDef, Workflow
 

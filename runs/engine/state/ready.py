@@ -8,8 +8,10 @@ from typing import Any
 
 from django.db.models.functions import Now
 
-from runs import events, prepared, sql
+from runs import sql
 from runs.models import Step
+from runs.record import events
+from runs.sql import prepared
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 

@@ -10,9 +10,9 @@ from typing import Any
 from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 
-from runs import events
 from runs.engine.core.locks import lock_run
 from runs.models import Attempt, Run, Step
+from runs.record import events
 from runs.states import RUN_ACTIVE, RunStatus
 from runs.workflows.definition import Workflow
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from django.db.models.functions import Now
 
-from runs import events
 from runs.models import Attempt, Step
+from runs.record import events
 from runs.states import StepStatus
 
 from .unresolved import close_claims_on_give_up

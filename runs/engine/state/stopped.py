@@ -35,9 +35,10 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
-from runs import events, sql
+from runs import sql
 from runs.engine.core.versions import workflow_of
 from runs.models import Claim, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
 
 from .steps import step_to_failed

@@ -11,10 +11,11 @@ from django.db import connection, transaction
 from django.db.models import Expression
 from django.db.models.functions import Now
 
-from runs import events, sql
+from runs import sql
 from runs.engine.core.publish import publish_probes
 from runs.engine.core.versions import workflow_of
 from runs.models import Claim, Run, Step
+from runs.record import events
 from runs.states import ClaimStatus, EffectKind, RunStatus
 from runs.workflows import registry
 from runs.workflows.definition import StepDef

@@ -9,10 +9,11 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from runs import crashcheck, engine
+from runs import engine
 from runs.errors import EngineError
 from runs.management.workflow_command import WorkflowCommand
-from runs.processes import ProcessError
+from runs.tools import crashcheck
+from runs.tools.processes import ProcessError
 
 
 @contextmanager

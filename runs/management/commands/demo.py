@@ -57,10 +57,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, connection
 
 from config.health import check_broker, check_database
-from runs.dburl import database_url
 from runs.management.commands.createoperator import grant_role
 from runs.models import Claim, Run, Step
-from runs.processes import (
+from runs.roles import OPERATORS, SUBMITTERS
+from runs.sql.dburl import database_url
+from runs.states import ClaimStatus, RunStatus, StepStatus
+from runs.tools.processes import (
     BEAT_READY,
     WORKER_READY,
     ChildProcess,
@@ -69,8 +71,6 @@ from runs.processes import (
     celery_worker_args,
     stop_all,
 )
-from runs.roles import OPERATORS, SUBMITTERS
-from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.workflows.registry import all_workflows
 
 REVIEWER = "demo-reviewer"  # the account that rejects one refund (it cannot log in)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs import export
 from runs.errors import RunNotFound
-from runs.queries import parse_run_id
+from runs.reads.summaries import parse_run_id
+from runs.record import export
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs import engine
 from runs.errors import EngineError
-from runs.queries import parse_run_id
+from runs.reads.summaries import parse_run_id
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs.models import Run
-from runs.queries import parse_run_id, run_summary
+from runs.reads.summaries import parse_run_id, run_summary
 
 
 class Command(BaseCommand):

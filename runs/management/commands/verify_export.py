@@ -1,5 +1,5 @@
 """`manage.py verify_export FILE`: read a run export back and check it
-(runs/export_check.py; docs/operating.md, "Commands"). One line per problem on stderr,
+(runs/record/export_check.py; docs/operating.md, "Commands"). One line per problem on stderr,
 exit status 1; the verdict on stdout."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from runs import export_check
+from runs.record import export_check
 
 
 class Command(BaseCommand):

@@ -2,9 +2,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs.history import verify_run
 from runs.models import Run
-from runs.queries import parse_run_id
+from runs.reads.summaries import parse_run_id
+from runs.record.history import verify_run
 
 
 class Command(BaseCommand):

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from runs.models import Attempt, Event, Step
-from runs.timefmt import duration_text
+from runs.pages.timefmt import duration_text
+from runs.pages.words import short
 
 from .geometry import BAR_H, CHAR_W, WIDTH
 from .lanes import attempt_title, solid
@@ -16,7 +17,6 @@ from .model import Bar, Label, Lane, Marker, Segment, Shape
 from .placement import Space
 from .rows import Rows
 from .shapes import circle, cross, vline
-from .words import short
 
 
 @dataclass

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from runs.models import Attempt, Step
+from runs.pages.words import short
 
 from .geometry import AXIS_H, BAR_H, KEY_CHARS, LANE_H, MIN_BAR_W, PLOT_X1
 from .model import Bar, Lane
 from .placement import Space
 from .rows import Rows
 from .scale import Axis
-from .words import short
 
 
 class LaneStack:

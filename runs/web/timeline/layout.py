@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from runs.timefmt import absolute
+from runs.pages.timefmt import absolute
 
 from .crashes import CrashLog
 from .geometry import FOOT_H, PLOT_X0, PLOT_X1, WIDTH

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from runs import events as ev
 from runs.models import Attempt, Step
+from runs.pages.words import plural, short, word
+from runs.record import events as ev
 from runs.states import AttemptStatus, StepStatus
 
 from .crashes import CrashLog, batch_crash
@@ -18,7 +19,6 @@ from .placement import Space, inside
 from .rows import AUTO_EXPAND_BATCHES, Rows, items_in
 from .shapes import triangle
 from .steps import not_started, step_body
-from .words import plural, short, word
 
 # A map step's batches get a lane each when there are at most this many (or on
 # request), and never more lanes than MAX_BATCH_LANES: the rest are summarized.

@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runs import events as ev
 from runs.models import Event, Step
+from runs.pages.words import json_short, short
+from runs.record import events as ev
 
 from .model import Lane, Marker, Shape
 from .placement import Space
 from .rows import Rows
 from .shapes import circle, diamond, flag, num, question, triangle
-from .words import json_short, short
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runs import events as ev
 from runs.models import Attempt, Event, Run, Step
+from runs.pages.timefmt import humanize_delta
+from runs.record import events as ev
 from runs.states import RUN_FINISHED
-from runs.timefmt import humanize_delta
 from runs.workflows.definition import WaitSpec
 
 from .scale import Axis, nice_axis

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from runs import events as ev
 from runs.models import Event
-from runs.timefmt import absolute, duration_text
+from runs.pages.timefmt import absolute, duration_text
+from runs.pages.words import json_short, short, word
+from runs.record import events as ev
 
 from .geometry import MIN_BAR_W, RUN_LANE_H
 from .lanes import LaneStack
@@ -16,7 +17,6 @@ from .model import Bar, Lane, Marker, Segment, Shape
 from .placement import Space
 from .rows import Rows
 from .shapes import circle, play, square
-from .words import json_short, short, word
 
 # A wait for a decision: from a run_needs_reconciliation to its run_resumed (or none).
 Band = tuple[datetime, datetime | None]

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from runs.timefmt import absolute, compound, duration_text, trimmed
+from runs.pages.timefmt import absolute, compound, duration_text, trimmed
 
 from .geometry import PLOT_X0, PLOT_X1
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from runs import events as ev
 from runs.models import Attempt, Event, Step
+from runs.pages.timefmt import duration_text
+from runs.pages.words import short, word
+from runs.record import events as ev
 from runs.states import AttemptStatus, StepStatus
-from runs.timefmt import duration_text
 
 from .crashes import CrashLog, crashed
 from .geometry import BAR_H, PLOT_X0
@@ -18,7 +19,6 @@ from .model import OUTCOME_WORDS, Bar, Label, Lane, Marker, Segment, Shape
 from .placement import Space, inside
 from .rows import Rows
 from .shapes import circle
-from .words import short, word
 
 
 def step_lane(rows: Rows, stack: LaneStack, log: CrashLog, step: Step) -> None:

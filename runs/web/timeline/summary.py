@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runs import events as ev
+from runs.pages.timefmt import duration_text
+from runs.pages.words import plural, word
+from runs.record import events as ev
 from runs.states import AttemptStatus
-from runs.timefmt import duration_text
 
 from .crashes import CrashLog
 from .model import OUTCOME_WORDS, Lane
 from .rows import Rows, items_in
-from .words import plural, word
 
 
 def summary(rows: Rows, log: CrashLog) -> str:

@@ -24,8 +24,9 @@ from typing import Any, ClassVar, TypeVar
 
 from psycopg.types.json import Jsonb
 
-from . import prepared, sql
-from .models import Event as EventRow
+from runs import sql
+from runs.models import Event as EventRow
+from runs.sql import prepared
 
 SQL = sql.load(__file__)
 

@@ -1,4 +1,4 @@
--- A worker's row of itself (runs/workers.py): written at start, refreshed by its
+-- A worker's row of itself (runs/ops/heartbeat.py): written at start, refreshed by its
 -- heartbeat thread, deleted at a clean stop. Every write is an upsert keyed on the node
 -- name, so nothing is checked in Python first.
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from . import export, export_shape
-from .errors import RunNotFound
+from runs.errors import RunNotFound
+from runs.record import export, export_shape
 
 # Fields that say when and by whom the document was made, not what the run is.
 NOT_COMPARED = ("format", "version", "exported_at", "exported_by", "counts")

@@ -7,8 +7,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from .models import Claim, Run, RunSearchKey, Step
-from .states import ClaimStatus
+from runs.models import Claim, Run, RunSearchKey, Step
+from runs.states import ClaimStatus
 
 
 def parse_run_id(value: str) -> uuid.UUID:

@@ -1,10 +1,10 @@
 """A run as one versioned JSON document, for a ticket or a post-mortem (docs/api.md,
 "Run export"): the run, its steps, attempts, claims with their resolutions, signals,
 compacted map registries, and its history (the events, or what retention kept of those
-it removed: runs/history.py's summary), with counts that runs/export_check.py checks.
+it removed: runs/record/history.py's summary), with counts that runs/record/export_check.py checks.
 
 Read side, below the engine: it reads rows and writes nothing. Everything is read in
-one snapshot (runs/history.py `snapshot()`), so a run that moves on meanwhile is
+one snapshot (runs/record/history.py `snapshot()`), so a run that moves on meanwhile is
 exported whole, as of one instant. Rows are read as plain values with `.iterator()`:
 a map of 5,000 items has 5,000 item claims (the completed-item registry,
 docs/architecture.md#the-completed-item-registry), and none of them is held as a model
@@ -20,18 +20,18 @@ from typing import Any
 from django.db import connection
 from django.db.models import QuerySet
 
-from . import export_shape as shape
-from .errors import RunNotFound
+from runs.errors import RunNotFound
+from runs.models import Attempt, Claim, Event, MapRegistry, Run, RunHistorySummary, Signal, Step
+from runs.record import export_shape as shape
 
 # Re-exported: readers (export_check, the schema's enum names in settings) name them here.
-from .export_shape import FORMAT as FORMAT
-from .export_shape import FORMATS as FORMATS
-from .export_shape import VERSION as VERSION
-from .export_shape import VERSIONS as VERSIONS
-from .history import snapshot
-from .models import Attempt, Claim, Event, MapRegistry, Run, RunHistorySummary, Signal, Step
+from runs.record.export_shape import FORMAT as FORMAT
+from runs.record.export_shape import FORMATS as FORMATS
+from runs.record.export_shape import VERSION as VERSION
+from runs.record.export_shape import VERSIONS as VERSIONS
+from runs.record.history import snapshot
 
-# The document's shape is runs/export_shape.py's; the columns read are its fields.
+# The document's shape is runs/record/export_shape.py's; the columns read are its fields.
 RUN_FIELDS = shape.fields_of(shape.ExportRun)
 STEP_FIELDS = shape.fields_of(shape.ExportStep, but=("parent", "item_count"))
 ATTEMPT_FIELDS = shape.fields_of(shape.ExportAttempt, but=("step",))
@@ -205,7 +205,7 @@ def _signals(run_id: uuid.UUID) -> Iterator[dict[str, Any]]:
 
 def _summary(run_id: uuid.UUID) -> dict[str, Any] | None:
     """What retention kept of the events it removed (seq first_seq..last_seq): their
-    counts by type and their projection (runs/history.py Projection)."""
+    counts by type and their projection (runs/record/history.py Projection)."""
     values = (
         RunHistorySummary.objects.filter(run_id=run_id)
         .values("events_removed", "first_seq", "last_seq", "counts", "projection", "removed_at")

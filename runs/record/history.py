@@ -16,10 +16,11 @@ from typing import Any
 from django.db import connections, transaction
 from django.db.models import Count
 
-from . import events as ev
-from . import replica, sql
-from .models import Claim, Event, MapRegistry, Run, RunHistorySummary, Step
-from .states import ClaimStatus, RunStatus, StepStatus
+from runs import sql
+from runs.models import Claim, Event, MapRegistry, Run, RunHistorySummary, Step
+from runs.record import events as ev
+from runs.sql import routing
+from runs.states import ClaimStatus, RunStatus, StepStatus
 
 SQL = sql.load(__file__)
 
@@ -157,7 +158,7 @@ def snapshot() -> Iterator[None]:
     before and half after. (Inside an already open transaction, e.g. a test's, the
     isolation level can no longer be set; that transaction's own rules apply.)"""
     # On the database this block reads from: a reading page's snapshot is the replica's.
-    alias = replica.reads_alias()
+    alias = routing.reads_alias()
     if connections[alias].in_atomic_block:
         yield
         return

@@ -1,4 +1,4 @@
--- Reading a run's history against its rows (runs/history.py).
+-- Reading a run's history against its rows (runs/record/history.py).
 
 -- name: snapshot
 -- Every query after this one in the transaction sees the database as of its first:

@@ -1,5 +1,6 @@
-"""Text and JSON shortened for a sentence a person reads (a page's title, a refusal's
-message): the pages' timeline and the reconciliation services say values the same way."""
+"""Words for a sentence a person reads (a page's title, a timeline label, a refusal's
+message): shortened text and JSON, plurals, statuses. The pages' timeline and the
+reconciliation services say values the same way."""
 
 from __future__ import annotations
 
@@ -17,3 +18,11 @@ def json_short(value: Any, chars: int = 240) -> str:
     except (TypeError, ValueError):
         text = repr(value)
     return short(text, chars)
+
+
+def plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def word(status: str) -> str:
+    return status.replace("_", " ")

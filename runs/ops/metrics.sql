@@ -1,4 +1,4 @@
--- What /metrics reads from the database at each scrape (runs/metrics.py).
+-- What /metrics reads from the database at each scrape (runs/ops/metrics.py).
 
 -- name: unresolved_claims
 -- How many claims wait for a decision and the age of the oldest (claim_unresolved_idx).

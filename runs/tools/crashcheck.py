@@ -16,7 +16,7 @@ Isolation: each check has its own queue (RUNS_QUEUE=crashcheck-<uuid>), so a wor
 of `make up` on the same broker never executes the check's steps, and the command
 process never publishes anything itself: it submits with `manage.py submit_run` and
 recovers with worker and beat subprocesses, all on that queue and on the database
-this process is connected to (runs.dburl). Their output goes to temporary log files,
+this process is connected to (runs.sql.dburl). Their output goes to temporary log files,
 kept (and named in the report) only for checks that went wrong.
 """
 
@@ -41,11 +41,12 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
-from runs.dburl import database_url
 from runs.engine.tools import faults
-from runs.history import verify_run
 from runs.models import Attempt, Claim, Run, Step
-from runs.processes import (
+from runs.record.history import verify_run
+from runs.sql.dburl import database_url
+from runs.states import RUN_ACTIVE, RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
+from runs.tools.processes import (
     BEAT_READY,
     WORKER_READY,
     ChildProcess,
@@ -55,7 +56,6 @@ from runs.processes import (
     delete_queues,
     stop_all,
 )
-from runs.states import RUN_ACTIVE, RUN_FINISHED, ClaimStatus, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 
 # The points every step is crashed at, for the command's count (it may not import the

@@ -1,4 +1,4 @@
--- The event log's one writer (runs/events.py). The run's last_seq is bumped and the
+-- The event log's one writer (runs/record/events.py). The run's last_seq is bumped and the
 -- events inserted in one statement: the seq is allocated where it is used, and the
 -- run's row stays locked from here to the commit (docs/architecture.md#locks).
 

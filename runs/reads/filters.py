@@ -17,10 +17,10 @@ from typing import Any
 from django.db.models import Case, F, IntegerField, QuerySet, Value, When
 from django.http import QueryDict
 
-from runs.inputs import BadInput, clean_text, parse_moment
 from runs.models import Claim, Run, RunSearchKey, SubmissionKey
-from runs.queries import search_keys_matching, with_search_key
+from runs.reads.summaries import search_keys_matching, with_search_key
 from runs.states import RunStatus
+from runs.userinput import BadInput, clean_text, parse_moment
 from runs.workflows import registry
 from runs.workflows.search import SEARCH_VALUE_MAX
 
@@ -61,7 +61,7 @@ class RunFilters:
 
 def parse_filters(params: QueryDict) -> RunFilters:
     """The list's filters, each checked on its own: a bad one is reported beside its
-    field (runs/inputs.py) and left out of the query."""
+    field (runs/userinput.py) and left out of the query."""
     errors: dict[str, str] = {}
 
     def text(name: str, what: str) -> str:

@@ -1,6 +1,6 @@
 """The run export document, described once (docs/api.md#run-export): these pydantic
-models are what runs/export.py dumps the document through, what the API's schema of
-the export endpoint is made from (api/serializers.py), and where runs/export_check.py
+models are what runs/record/export.py dumps the document through, what the API's schema of
+the export endpoint is made from (api/serializers.py), and where runs/record/export_check.py
 reads the sections and their shapes from. The fields are declared in the order the
 document has them.
 
@@ -20,7 +20,7 @@ from typing import Annotated, Any, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
-from .states import AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
+from runs.states import AttemptStatus, ClaimStatus, EffectKind, RunStatus, StepStatus
 
 FORMAT = "durable-runs.run-export"
 VERSION = 1
