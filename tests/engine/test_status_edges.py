@@ -1,6 +1,7 @@
 """One writer per status edge (docs/architecture.md#where-each-transition-lives): the
 edges that carry follow-ups — a step fails for good (its claims close, its run fails or
-compensates), a step succeeds (its dependents, the run's end), a run starts — are each
+compensates), a step succeeds (its dependents, the run's end), a step is queued (again),
+a run starts — are each
 written by one function, so no new site can move a status and forget what follows.
 Read from the engine's source: a hand-written UPDATE or event for one of these edges
 anywhere else fails here, naming the file and line."""
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from runs.record import events
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "runs" / "engine"
 MODULES = sorted(ENGINE.rglob("*.py"))
@@ -22,13 +25,15 @@ def _where(path: Path, node: ast.AST) -> str:
 
 
 def _event_writes(name: str) -> list[str]:
-    """Where `events.<name>` is named in the engine (each one an append_event of it)."""
+    """Where `events.<name>` (the type's constant) or its catalogue class is named in the
+    engine: each one an append_event of it, in the old form or the typed one."""
+    names = {name, events.CATALOGUE[getattr(events, name)].__name__}
     found = []
     for path in MODULES:
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Attribute)
-                and node.attr == name
+                and node.attr in names
                 and isinstance(node.value, ast.Name)
                 and node.value.id == "events"
             ):
@@ -70,6 +75,9 @@ def _files(places: list[str]) -> set[str]:
         # or cancelled) when its last compensation succeeds: state/compensation.py's
         # compensation_succeeded, the one home of that edge.
         ("RUN_FAILED", {"runs/engine/state/run.py", "runs/engine/state/compensation.py"}),
+        # state/steps.step_to_queued, from every status a step may start again from, and
+        # for the steps a submission inserts queued.
+        ("STEP_QUEUED", {"runs/engine/state/steps.py"}),
     ],
 )
 def test_an_edges_event_is_written_only_by_its_edge(event, homes):
@@ -83,9 +91,10 @@ def test_an_edges_event_is_written_only_by_its_edge(event, homes):
     [
         ("StepStatus.FAILED", {"runs/engine/state/steps.py"}),
         ("StepStatus.SUCCEEDED", {"runs/engine/state/ready.py"}),
+        ("StepStatus.QUEUED", {"runs/engine/state/steps.py"}),
     ],
 )
-def test_a_step_moves_to_an_end_with_follow_ups_only_through_its_edge(status, homes):
+def test_a_step_moves_to_these_statuses_only_through_their_edge(status, homes):
     places = _status_updates(status)
     assert places, f"no UPDATE to {status} found: has the edge moved?"
     assert _files(places) <= homes, f"an UPDATE to {status} by hand at {places}"

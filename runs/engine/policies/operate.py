@@ -18,6 +18,7 @@ from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
 from runs.engine.state.compensation import begin_compensation, compensations_not_done
 from runs.engine.state.ready import make_ready
+from runs.engine.state.steps import step_to_queued
 from runs.engine.state.stopped import settle_open_effects
 from runs.errors import RunNotActive, RunNotFound, StepNotRetryable
 from runs.models import Claim, Run, Step
@@ -276,27 +277,31 @@ def retry_steps(
             new_key = _takes_new_key(_latest_claim(step))
             # Never started: decided again by make-ready (_queue_ready_pending), which
             # writes its events; the pending state in between is not seen outside.
-            again = StepStatus.PENDING if _never_started(step) else StepStatus.QUEUED
-            n = Step.objects.filter(pk=step.id, status=StepStatus.FAILED).update(
-                status=again,
-                queued_at=Now() if again == StepStatus.QUEUED else None,
-                finished_at=None,
-                error="",
-                max_attempts=F("attempts") - F("deferred_attempts") + grant,
-                claim_generation=F("claim_generation") + (1 if new_key else 0),
-                wake_at=None,  # a retried wait or sleep starts its timer again
-            )
-            if n != 1:
-                raise StepNotRetryable(f"step {step.key} is no longer failed")
-            if again == StepStatus.QUEUED:
-                events.append_event(
-                    run.id,
-                    events.STEP_QUEUED,
-                    step_id=step.id,
-                    step=step.key,
-                    reason=f"retried by {who}",
+            reset: dict[str, Any] = {
+                "finished_at": None,
+                "error": "",
+                "max_attempts": F("attempts") - F("deferred_attempts") + grant,
+                "claim_generation": F("claim_generation") + (1 if new_key else 0),
+                "wake_at": None,  # a retried wait or sleep starts its timer again
+            }
+            if _never_started(step):
+                n = Step.objects.filter(pk=step.id, status=StepStatus.FAILED).update(
+                    status=StepStatus.PENDING, queued_at=None, **reset
                 )
-                queued.append(step.id)
+                took = n == 1
+            else:
+                took = step_to_queued(
+                    run.id,
+                    step.id,
+                    step.key,
+                    was=StepStatus.FAILED,
+                    reason=f"retried by {who}",
+                    **reset,
+                )
+                if took:
+                    queued.append(step.id)
+            if not took:
+                raise StepNotRetryable(f"step {step.key} is no longer failed")
         if not compensating:
             queued.extend(_queue_ready_pending(run, workflow))
         # Steps queued before the run failed never started, and steps waiting for

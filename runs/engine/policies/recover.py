@@ -32,6 +32,7 @@ from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit, publish_probes, step_queue_depth
 from runs.engine.state.run import active_run, compensating_run, fail_step, statuses_going_on
+from runs.engine.state.steps import step_to_queued
 from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import WorkflowVersionUnknown
 from runs.models import Attempt, Claim, Pause, Run, Step
@@ -208,14 +209,16 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     # committed meanwhile is seen, and none commits between this decision and its writes.
     active = run is not None and run.status in statuses_going_on(step)
     if step.has_attempts_left and active:
-        owned.update(status=StepStatus.QUEUED, current_attempt=None, queued_at=Now())
-        events.append_event(
+        took = step_to_queued(
             step.run_id,
-            events.STEP_QUEUED,
-            step_id=step.id,
-            step=step.key,
+            step.id,
+            step.key,
+            was=StepStatus.RUNNING,
+            only_if=Q(current_attempt=attempt),
             reason="attempt crashed",
+            current_attempt=None,
         )
+        assert took, "caller holds the step's lock and saw it running this attempt"
         publish_on_commit([step.id])
         return
     if step.has_attempts_left:  # but the run was cancelled (or failed) meanwhile

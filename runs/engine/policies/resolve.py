@@ -43,6 +43,7 @@ from runs.engine.core.publish import publish_on_commit
 from runs.engine.core.versions import workflow_of
 from runs.engine.state.ready import succeed_step
 from runs.engine.state.run import fail_step, statuses_going_on
+from runs.engine.state.steps import step_to_queued
 from runs.errors import (
     ClaimAlreadyResolved,
     ClaimNotFound,
@@ -236,19 +237,15 @@ def _step_resolved_succeeded(
 
 def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> None:
     if schedule and step.has_attempts_left:
-        n = Step.objects.filter(pk=step.id, status=StepStatus.UNRESOLVED).update(
-            status=StepStatus.QUEUED,
-            queued_at=Now(),
+        took = step_to_queued(
+            run.id,
+            step.id,
+            step.key,
+            was=StepStatus.UNRESOLVED,
+            reason=f"claim resolved as failed by {who}; retrying",
             claim_generation=F("claim_generation") + 1,
         )
-        assert n == 1
-        events.append_event(
-            run.id,
-            events.STEP_QUEUED,
-            step_id=step.id,
-            step=step.key,
-            reason=f"claim resolved as failed by {who}; retrying",
-        )
+        assert took, "the caller holds the step's lock and saw it unresolved"
         publish_on_commit([step.id])
         return
     if schedule:

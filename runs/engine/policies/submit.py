@@ -29,6 +29,7 @@ from runs import sql
 from runs.engine.core.keys import canonical_json
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state.ready import make_ready
+from runs.engine.state.steps import step_to_queued
 from runs.errors import (
     InvalidSubmissionKey,
     SubmissionKeyConflict,
@@ -163,7 +164,7 @@ def submit(
             Step.objects.filter(run=run, status=StepStatus.QUEUED).values_list("id", "name")
         )
         for step_id, name in first:
-            events.append_event(run.id, events.STEP_QUEUED, step_id=step_id, step=name)
+            step_to_queued(run.id, step_id, name, was=None)  # born queued by the INSERT
         ready = [step_id for step_id, _ in first]
         for step in Step.objects.filter(run=run, status=StepStatus.PENDING, pending_deps=0):
             ready.extend(make_ready(run.id, step, wf))

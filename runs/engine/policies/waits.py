@@ -40,6 +40,7 @@ from runs.engine.core.versions import workflow_of
 from runs.engine.state.ready import succeed_step
 from runs.engine.state.results import context_for
 from runs.engine.state.run import active_run, fail_step, start_run
+from runs.engine.state.steps import step_to_queued
 from runs.errors import (
     DuplicateSignal,
     RunNotActive,
@@ -189,10 +190,12 @@ def _park(step: Step, signal: str | None) -> None:
         events.append_event(step.run_id, events.RUN_WAITING, step=step.key)
 
 
-def _wake(step_id: int, run_id: uuid.UUID, key: str, reason: str) -> None:
-    """After a step went waiting → queued (caller's conditional UPDATE): its event, the
-    run back to running when no step of it waits any more, the message after commit."""
-    events.append_event(run_id, events.STEP_QUEUED, step_id=step_id, step=key, reason=reason)
+def _wake(step_id: int, run_id: uuid.UUID, key: str, reason: str) -> bool:
+    """waiting → queued: the step's edge, then the run back to running when no step of
+    it waits any more, the message after commit. False, writing nothing, if the step
+    was no longer waiting."""
+    if not step_to_queued(run_id, step_id, key, was=StepStatus.WAITING, reason=reason):
+        return False
     still_waiting = Exists(Step.objects.filter(run_id=OuterRef("pk"), status=StepStatus.WAITING))
     if (
         Run.objects.filter(pk=run_id, status=RunStatus.WAITING)
@@ -201,6 +204,7 @@ def _wake(step_id: int, run_id: uuid.UUID, key: str, reason: str) -> None:
     ):
         events.append_event(run_id, events.RUN_WOKEN, step=key, reason=reason)
     publish_on_commit([step_id])
+    return True
 
 
 def wait_step() -> Q | None:
@@ -250,11 +254,8 @@ def wake_due(*, limit: int = 200, only: Q | None = None) -> list[int]:
             )
             if row is None:
                 continue  # woken already
-            n = Step.objects.filter(pk=step_id, status=StepStatus.WAITING).update(
-                status=StepStatus.QUEUED, queued_at=Now()
-            )
-            assert n == 1, "we hold the row and saw it waiting"
-            _wake(step_id, row[0], row[1], "timer due")
+            took = _wake(step_id, row[0], row[1], "timer due")
+            assert took, "we hold the row and saw it waiting"
             woken.append(step_id)
     return woken
 
@@ -320,11 +321,7 @@ def send_signal(
         for step in steps:
             if step.status != StepStatus.WAITING:
                 continue
-            n = Step.objects.filter(pk=step.id, status=StepStatus.WAITING).update(
-                status=StepStatus.QUEUED, queued_at=Now()
-            )
-            if n == 1:
-                _wake(step.id, run.id, step.key, f"signal {name!r} from {who}")
+            if _wake(step.id, run.id, step.key, f"signal {name!r} from {who}"):
                 break  # one signal wakes one wait; the woken step consumes it
     return Signal.objects.get(pk=signal_id)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from runs import sql
@@ -31,6 +31,7 @@ from runs.workflows import registry
 from runs.workflows.definition import Workflow
 
 from .revision import bump_revision
+from .steps import step_to_queued
 from .stopped import settle_open_effects
 
 SQL = sql.load(__file__)
@@ -178,11 +179,14 @@ def compensation_succeeded(*, run_id: uuid.UUID, step: Step) -> list[int]:
     for nxt in Step.objects.filter(
         run_id=run_id, parent__isnull=True, depends_on__contains=[step.name]
     ).exclude(compensates=""):
-        n = Step.objects.filter(pk=nxt.id, status=StepStatus.PENDING, pending_deps=1).update(
-            pending_deps=0, status=StepStatus.QUEUED, queued_at=Now()
-        )
-        if n == 1:
-            events.append_event(run_id, events.STEP_QUEUED, step_id=nxt.id, step=nxt.key)
+        if step_to_queued(
+            run_id,
+            nxt.id,
+            nxt.key,
+            was=StepStatus.PENDING,
+            only_if=Q(pending_deps=1),
+            pending_deps=0,
+        ):
             ready.append(nxt.id)
     return ready
 

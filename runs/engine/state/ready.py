@@ -19,6 +19,7 @@ from .compensation import compensate_late_step, compensation_succeeded
 from .conditions import condition_holds
 from .expand import expand
 from .run import ACTIVE, succeed_run
+from .steps import step_to_queued
 
 SQL = sql.load(__file__)
 
@@ -109,7 +110,7 @@ def step_succeeded(
             continue
         if status != StepStatus.QUEUED:
             raise RuntimeError(f"step {key} was not pending")
-        events.append_event(run_id, events.STEP_QUEUED, step_id=step_id, step=key)
+        step_to_queued(run_id, step_id, key, was=None)  # the dependents statement moved it
         queued.append(step_id)
     return queued
 
@@ -172,12 +173,8 @@ def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
                 run_id, step, workflow, was=StepStatus.RUNNING, result={"items": 0, "batches": 0}
             )
         return batches
-    n = Step.objects.filter(pk=step.id, status=StepStatus.PENDING).update(
-        status=StepStatus.QUEUED, queued_at=Now()
-    )
-    if n != 1:
+    if not step_to_queued(run_id, step.id, step.key, was=StepStatus.PENDING):
         raise RuntimeError(f"step {step.key} was not pending")
-    events.append_event(run_id, events.STEP_QUEUED, step_id=step.id, step=step.key)
     return [step.id]
 
 
