@@ -576,7 +576,7 @@ class Unknown(Event):
         return dict(self.data)
 
 
-# The type strings, as the engine's old call form names them.
+# The type strings, for readers that compare a stored row's type (history, the timeline).
 RUN_SUBMITTED = RunSubmitted.TYPE
 RUN_STARTED = RunStarted.TYPE
 RUN_SUCCEEDED = RunSucceeded.TYPE
@@ -729,28 +729,19 @@ def _write(
 
 def append_event(
     run_id: uuid.UUID | str,
-    event: Event | str,
+    event: Event,
     *,
     step_id: int | None = None,
     attempt_number: int | None = None,
-    **fields: Any,
 ) -> None:
     """Append one event to the run's log: `append_event(run_id, StepFailed(step=...,
     error=...), step_id=...)`. Call inside the transaction that makes the change the
     event records. One statement: the seq is allocated and the event inserted together;
-    inside `buffered()`, at the end of the block with the others.
-
-    The old form, `append_event(run_id, "step_failed", step_id=..., step=..., error=...)`,
-    still works for the engine's writers until they are converted: it builds the type's
-    catalogue class from the keywords, so a misspelt or missing field raises TypeError
-    here, at the write."""
-    if isinstance(event, str):
-        cls = CATALOGUE.get(event)
-        if cls is None:
-            raise TypeError(f"event type {event!r} is not in the catalogue")
-        event = cls(**fields)
-    elif fields:
-        raise TypeError(f"{type(event).__name__}: fields go in the event, not {sorted(fields)}")
+    inside `buffered()`, at the end of the block with the others. The event is one of
+    the catalogue's classes, so a misspelt or missing field fails where it is built
+    (and mypy sees it before that)."""
+    if not isinstance(event, Event):
+        raise TypeError(f"append_event takes a catalogue event, not {event!r}")
     payload = event.as_payload()
     if _local.pending is not None:
         _local.pending.append((run_id, event.TYPE, step_id, attempt_number, payload))

@@ -317,11 +317,11 @@ def test_an_item_committing_while_the_sweeper_crashes_its_batch_waits_and_is_fen
     declared, resume = threading.Event(), threading.Event()
     real = events.append_event
 
-    def paused(run_id: Any, type: str, **kwargs: Any) -> None:
-        if type == events.ATTEMPT_CRASHED:
+    def paused(run_id: Any, event: events.Event, **kwargs: Any) -> None:
+        if isinstance(event, events.AttemptCrashed):
             declared.set()
             assert resume.wait(30)
-        real(run_id, type, **kwargs)
+        real(run_id, event, **kwargs)
 
     monkeypatch.setattr(events, "append_event", paused)
     crash = Background(lambda: recover_attempt(attempt_id=attempt.id))

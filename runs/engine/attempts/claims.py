@@ -120,10 +120,8 @@ def take_claim(
     )
     events.append_event(
         run.id,
-        events.CLAIM_TAKEN,
+        events.ClaimTaken(key=key, retaken=not row[1]),
         step_id=step.id,
         attempt_number=attempt.number,
-        key=key,
-        retaken=not row[1],
     )
     return claim

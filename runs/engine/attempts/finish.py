@@ -121,26 +121,22 @@ def _finish(
         if claim is not None:
             events.append_event(
                 run.id,
-                events.CLAIM_SUCCEEDED,
+                events.ClaimSucceeded(key=claim.key),
                 step_id=step.id,
                 attempt_number=attempt.number,
-                key=claim.key,
             )
         if batch_counts is not None:
             events.append_event(
                 run.id,
-                events.BATCH_FINISHED,
+                events.BatchFinished(step=step.key, **batch_counts),
                 step_id=step.id,
                 attempt_number=attempt.number,
-                step=step.key,
-                **batch_counts,
             )
         events.append_event(
             run.id,
-            events.STEP_SUCCEEDED,
+            events.StepSucceeded(step=step.key),
             step_id=step.id,
             attempt_number=attempt.number,
-            step=step.key,
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
         continuing = may_continue and len(ready) == 1
@@ -333,12 +329,8 @@ def _retry_later(started: Started, *, error: str, delay: float, deferred: bool =
     )
     events.append_event(
         started.run.id,
-        events.STEP_RETRYING,
+        events.StepRetrying(step=step.key, error=error, delay=round(delay, 3), deferred=deferred),
         step_id=step.id,
         attempt_number=started.attempt.number,
-        step=step.key,
-        error=error,
-        delay=round(delay, 3),
-        **({"deferred": True} if deferred else {}),
     )
     publish_on_commit([step.id], countdown=delay)

@@ -228,11 +228,9 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
     run.status = RunStatus.RUNNING
     events.append_event(
         run.id,
-        events.STEP_STARTED,
+        events.StepStarted(step=step.key, worker=worker),
         step_id=step.id,
         attempt_number=attempt.number,
-        step=step.key,
-        worker=worker,
     )
     claim = None
     if step.parent_id is None and step.kind in CLAIM_AT_START:
@@ -331,9 +329,6 @@ def refuse(step: Step, worker: str, reason: str) -> None:
         ):
             events.append_event(
                 step.run_id,
-                events.STEP_REFUSED,
+                events.StepRefused(step=step.key, reason=reason, worker=worker),
                 step_id=step.id,
-                step=step.key,
-                reason=reason,
-                worker=worker,
             )

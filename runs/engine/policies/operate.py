@@ -63,7 +63,7 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
             .values_list("key", flat=True)
         )
         events.append_event(
-            run.id, events.RUN_CANCELLED, actor=who, reason=reason, still_running=running
+            run.id, events.RunCancelled(actor=who, reason=reason, still_running=running)
         )
         # Steps waiting for a retry, or queued holding a claim, never start now (as
         # begin_compensation settles them when the run compensates instead).
@@ -262,10 +262,10 @@ def retry_steps(
             **changes, updated_at=Now()
         )
         assert n == 1, "the run is locked and failed"
-        reopened: dict[str, Any] = {"steps": [s.key for s in steps], "status": status}
-        if reason:
-            reopened["reason"] = reason
-        events.append_event(run.id, events.RUN_REOPENED, actor=who, **reopened)
+        reopened = events.RunReopened(
+            actor=who, steps=[s.key for s in steps], status=status, reason=reason or ""
+        )
+        events.append_event(run.id, reopened)
         queued: list[int] = []
         for step in steps:
             stepdef = workflow.stepdef(step.name)

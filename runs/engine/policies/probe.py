@@ -203,11 +203,8 @@ def reprobe_claim(*, claim_id: int, actor: AbstractBaseUser | str) -> ProbeOutco
             _refuse(current)
         events.append_event(
             claim.run_id,
-            events.PROBE_REQUESTED,
+            events.ProbeRequested(claim_id=claim.id, key=claim.key, requested_by=who),
             step_id=claim.step_id,
-            claim_id=claim.id,
-            key=claim.key,
-            requested_by=who,
         )
     return ask_probe(claim, stepdef, requested_by=who, taken=taken)
 
@@ -286,9 +283,9 @@ def ask_probe(
             )
         return ProbeOutcome(claim.id, found.outcome, dict(found.evidence), resolution)
     evidence = _json_or_repr(found.evidence)
-    payload: dict[str, Any] = {"key": claim.key, "evidence": evidence}
-    if requested_by:
-        payload["requested_by"] = requested_by
+    inconclusive = events.ProbeInconclusive(
+        key=claim.key, evidence=evidence, requested_by=requested_by or ""
+    )
     with transaction.atomic():
         _lock_run(run.id)
         # The latest inconclusive answer stays on the claim, under "probe", for the
@@ -303,7 +300,7 @@ def ask_probe(
             merged = {**(row["evidence"] or {}), "probe": evidence}
             Claim.objects.filter(pk=claim.id).update(evidence=merged)
             _release(claim.id, taken)
-        events.append_event(run.id, events.PROBE_INCONCLUSIVE, step_id=step.id, **payload)
+        events.append_event(run.id, inconclusive, step_id=step.id)
     return ProbeOutcome(claim.id, "unknown", evidence)
 
 
@@ -324,16 +321,17 @@ def _contradiction(claim: Claim, found: ProbeResult, requested_by: str) -> bool:
         )
         if row is None or row["resolved_at"] is None or row["status"] == said:
             return False
-        payload: dict[str, Any] = {"key": row["key"], "answer": found.outcome}
-        if found.outcome == "applied":
-            payload["result"] = _value_or_repr(found.result)
-        payload["evidence"] = _json_or_repr(found.evidence)
-        payload |= {"resolved_as": row["status"], "resolved_by": row["resolved_by"]}
-        if requested_by:
-            payload["requested_by"] = requested_by
-        events.append_event(
-            claim.run_id, events.PROBE_CONTRADICTS_RESOLUTION, step_id=claim.step_id, **payload
+        contradiction = events.ProbeContradictsResolution(
+            key=row["key"],
+            answer=found.outcome,
+            # A result only when the effect was applied; None is a result too.
+            result=_value_or_repr(found.result) if found.outcome == "applied" else events.ABSENT,
+            evidence=_json_or_repr(found.evidence),
+            resolved_as=row["status"],
+            resolved_by=row["resolved_by"],
+            requested_by=requested_by or "",
         )
+        events.append_event(claim.run_id, contradiction, step_id=claim.step_id)
     log.warning(
         "probe of claim %s found the effect %s after it was resolved as %s by %s: "
         "the resolution stands; the disagreement is recorded",
@@ -380,7 +378,7 @@ def give_up_probe(claim_id: int) -> bool:
             evidence={**(row["evidence"] or {}), "probe": evidence}, probe_lease_expires_at=None
         )
         events.append_event(
-            run_id, events.PROBE_GAVE_UP, step_id=step_id, key=key, tries=tries, evidence=evidence
+            run_id, events.ProbeGaveUp(key=key, tries=tries, evidence=evidence), step_id=step_id
         )
     log.warning("probe of claim %s gave up after %s tries without an answer", key, tries)
     metrics.PROBES.labels("gave_up").inc()

@@ -179,11 +179,9 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     assert n == 1, "caller holds the attempt's lock and saw it running"
     events.append_event(
         step.run_id,
-        events.ATTEMPT_CRASHED,
+        events.AttemptCrashed(step=step.key, worker=attempt.worker),
         step_id=step.id,
         attempt_number=attempt.number,
-        step=step.key,
-        worker=attempt.worker,
     )
     workflow, kind = _labels(step)
     metrics.on_commit(lambda: metrics.STEPS.labels(workflow, kind, "crashed").inc())
@@ -270,11 +268,14 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
     row = Claim.objects.select_for_update().filter(pk=claim_id).first()
     if row is None:
         return
-    where = {"step_id": started.step.id, "attempt_number": started.attempt.number}
+    step_id, attempt_number = started.step.id, started.attempt.number
     if row.status == ClaimStatus.UNRESOLVED:
         Claim.objects.filter(pk=row.pk).update(evidence={**(row.evidence or {}), **evidence})
         events.append_event(
-            started.run.id, events.CLAIM_EVIDENCE, **where, key=row.key, evidence=evidence
+            started.run.id,
+            events.ClaimEvidence(key=row.key, evidence=evidence),
+            step_id=step_id,
+            attempt_number=attempt_number,
         )
     elif row.resolved_at is not None:
         log.warning(
@@ -284,15 +285,10 @@ def _attach_evidence(started: Started, claim_id: int, evidence: dict[str, Any]) 
             row.resolved_by,
             payload(evidence),
         )
-        events.append_event(
-            started.run.id,
-            events.LATE_RESULT_AFTER_RESOLUTION,
-            **where,
-            key=row.key,
-            evidence=evidence,
-            resolved_as=row.status,
-            resolved_by=row.resolved_by,
+        late = events.LateResultAfterResolution(
+            key=row.key, evidence=evidence, resolved_as=row.status, resolved_by=row.resolved_by
         )
+        events.append_event(started.run.id, late, step_id=step_id, attempt_number=attempt_number)
     else:
         log.warning(
             "late result for claim %s (%s) not kept: %s", row.key, row.status, payload(evidence)

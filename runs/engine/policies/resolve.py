@@ -182,13 +182,10 @@ def resolve_claim(
         claim_resolved.send(Claim, claim_id=claim_id, outcome=outcome, actor=who)
         events.append_event(
             resolved.run_id,
-            events.CLAIM_RESOLVED,
+            events.ClaimResolved(
+                key=resolved.key, outcome=outcome, actor=who, note=note, evidence=evidence
+            ),
             step_id=resolved.step_id,
-            key=resolved.key,
-            outcome=outcome,
-            actor=who,
-            note=note,
-            evidence=evidence,
         )
         run.refresh_from_db(fields=["status"])
         if step.status != StepStatus.UNRESOLVED:
@@ -265,14 +262,14 @@ def _resume_if_reconciled(run_id: uuid.UUID) -> None:
         .filter(~Exists(unresolved))
         .update(status=RunStatus.RUNNING, updated_at=Now())
     ):
-        events.append_event(run_id, events.RUN_RESUMED)
+        events.append_event(run_id, events.RunResumed())
         # A step of another branch still waits for a signal or a time: so does the run.
         if (
             Run.objects.filter(pk=run_id, status=RunStatus.RUNNING)
             .filter(Exists(Step.objects.filter(run_id=OuterRef("pk"), status=StepStatus.WAITING)))
             .update(status=RunStatus.WAITING, updated_at=Now())
         ):
-            events.append_event(run_id, events.RUN_WAITING, reason="a step still waits")
+            events.append_event(run_id, events.RunWaiting(reason="a step still waits"))
 
 
 # --- previews -------------------------------------------------------------------------

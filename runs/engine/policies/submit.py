@@ -154,11 +154,12 @@ def submit(
         Step.objects.filter(run=run, status=StepStatus.QUEUED).update(queued_at=Now())
         events.append_event(
             run.id,
-            events.RUN_SUBMITTED,
-            workflow=wf.name,
-            version=wf.version,
-            input=clean,
-            plan=[{"key": s.name, "after": list(s.after)} for s in wf.steps.values()],
+            events.RunSubmitted(
+                workflow=wf.name,
+                version=wf.version,
+                input=clean,
+                plan=[{"key": s.name, "after": list(s.after)} for s in wf.steps.values()],
+            ),
         )
         first = list(
             Step.objects.filter(run=run, status=StepStatus.QUEUED).values_list("id", "name")

@@ -148,7 +148,7 @@ def _consume(run_id: uuid.UUID, name: str, step: Step) -> dict[str, Any] | None:
     if isinstance(payload, str):  # Django's psycopg set-up reads jsonb as its text
         payload = json.loads(payload)
     events.append_event(
-        run_id, events.SIGNAL_CONSUMED, step_id=step.id, step=step.key, signal=name, id=signal_id
+        run_id, events.SignalConsumed(step=step.key, signal=name, id=signal_id), step_id=step.id
     )
     return {"payload": payload, "actor": actor}
 
@@ -178,16 +178,15 @@ def _park(step: Step, signal: str | None) -> None:
     step.refresh_from_db(fields=["wake_at"])
     events.append_event(
         step.run_id,
-        events.STEP_WAITING,
+        events.StepWaiting(
+            step=step.key, signal=signal, wake_at=step.wake_at.isoformat() if step.wake_at else None
+        ),
         step_id=step.id,
-        step=step.key,
-        signal=signal,
-        wake_at=step.wake_at.isoformat() if step.wake_at else None,
     )
     if Run.objects.filter(pk=step.run_id, status=RunStatus.RUNNING).update(
         status=RunStatus.WAITING, updated_at=Now()
     ):
-        events.append_event(step.run_id, events.RUN_WAITING, step=step.key)
+        events.append_event(step.run_id, events.RunWaiting(step=step.key))
 
 
 def _wake(step_id: int, run_id: uuid.UUID, key: str, reason: str) -> bool:
@@ -202,7 +201,7 @@ def _wake(step_id: int, run_id: uuid.UUID, key: str, reason: str) -> bool:
         .exclude(still_waiting)
         .update(status=RunStatus.RUNNING, updated_at=Now())
     ):
-        events.append_event(run_id, events.RUN_WOKEN, step=key, reason=reason)
+        events.append_event(run_id, events.RunWoken(step=key, reason=reason))
     publish_on_commit([step_id])
     return True
 
@@ -316,7 +315,7 @@ def send_signal(
             _refuse_duplicate(run.id, name)
             raise RuntimeError(f"signal {name!r} of run {run.id} was neither inserted nor found")
         events.append_event(
-            run.id, events.SIGNAL_RECEIVED, signal=name, actor=who, payload=payload, id=signal_id
+            run.id, events.SignalReceived(signal=name, actor=who, payload=payload, id=signal_id)
         )
         for step in steps:
             if step.status != StepStatus.WAITING:

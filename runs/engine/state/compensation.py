@@ -92,11 +92,9 @@ def begin_compensation(run: Run, *, ends_as: str, error: str, actor: str | None 
     order = [compensable[name] for name in done]
     events.append_event(
         run_id,
-        events.RUN_COMPENSATING,
-        ends_as=ends_as,
-        error=error,
-        compensations=order,
-        actor=actor or "engine",
+        events.RunCompensating(
+            ends_as=ends_as, error=error, compensations=order, actor=actor or "engine"
+        ),
     )
     revision = bump_revision(run_id)
     previous: str | None = None
@@ -145,16 +143,10 @@ def _plan(
     )
     if status == StepStatus.QUEUED:
         Step.objects.filter(pk=step.id).update(queued_at=Now())
-    events.append_event(
-        run_id,
-        events.COMPENSATION_PLANNED,
-        step_id=step.id,
-        step=step.key,
-        compensates=undone,
-        status=status,
-        after=after,
-        **({"error": failed} if failed else {}),  # type: ignore[arg-type]
+    planned = events.CompensationPlanned(
+        step=step.key, compensates=undone, status=status, after=after, error=failed
     )
+    events.append_event(run_id, planned, step_id=step.id)
     return step
 
 
@@ -172,8 +164,8 @@ def compensation_succeeded(*, run_id: uuid.UUID, step: Step) -> list[int]:
             status=ends_as, finished_at=Now(), updated_at=Now()
         )
         assert n == 1
-        event = events.RUN_CANCELLED if ends_as == RunStatus.CANCELLED else events.RUN_FAILED
-        events.append_event(run_id, event, compensated=True)
+        ended = events.RunCancelled if ends_as == RunStatus.CANCELLED else events.RunFailed
+        events.append_event(run_id, ended(compensated=True))
         return []
     ready: list[int] = []
     for nxt in Step.objects.filter(
@@ -248,12 +240,13 @@ def compensate_late_step(*, run_id: uuid.UUID, step: Step, workflow: Workflow) -
     assert n == 1, "the run is locked"
     events.append_event(
         run_id,
-        events.RUN_COMPENSATING,
-        ends_as=ends_as,
-        error=run.error,
-        compensations=[name],
-        actor="engine",
-        reason=f"step {step.key} succeeded after the run had {ends_as}",
+        events.RunCompensating(
+            ends_as=ends_as,
+            error=run.error,
+            compensations=[name],
+            actor="engine",
+            reason=f"step {step.key} succeeded after the run had {ends_as}",
+        ),
     )
     revision = bump_revision(run_id)
     return [_plan(run_id, workflow, step.name, name, revision, after=None).id]

@@ -71,13 +71,14 @@ def expand(*, run_id: uuid.UUID, parent: Step, workflow: Workflow) -> list[int] 
     Step.objects.filter(pk__in=ids).update(queued_at=Now())
     events.append_event(
         run_id,
-        events.PLAN_EXPANDED,
+        events.PlanExpanded(
+            step=parent.key,
+            revision=revision,
+            items=len(pairs),
+            batches=len(batches),
+            batch_size=size,
+        ),
         step_id=parent.id,
-        step=parent.key,
-        revision=revision,
-        items=len(pairs),
-        batches=len(batches),
-        batch_size=size,
     )
     if not batches:
         return None  # nothing to queue: the caller makes it succeed (ready.succeed_step)

@@ -46,8 +46,9 @@ def succeed_step(
     )
     if n != 1:
         raise RuntimeError(f"step {step.key} was not {was}")
-    who: dict[str, Any] = {"resolved_by": resolved_by} if resolved_by is not None else {}
-    events.append_event(run_id, events.STEP_SUCCEEDED, step_id=step.id, step=step.key, **who)
+    events.append_event(
+        run_id, events.StepSucceeded(step=step.key, resolved_by=resolved_by), step_id=step.id
+    )
     return step_succeeded(run_id=run_id, step=step, workflow=workflow)
 
 
@@ -164,7 +165,7 @@ def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:
             )
             if n != 1:
                 raise RuntimeError(f"step {step.key} was not pending")
-            events.append_event(run_id, events.STEP_SKIPPED, step_id=step.id, step=step.key)
+            events.append_event(run_id, events.StepSkipped(step=step.key), step_id=step.id)
             return step_succeeded(run_id=run_id, step=step, workflow=workflow)
     if stepdef.is_map:
         batches = expand(run_id=run_id, parent=step, workflow=workflow)

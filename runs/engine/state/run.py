@@ -59,7 +59,7 @@ def start_run(run_id: uuid.UUID) -> bool:
     if Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
         status=RunStatus.RUNNING, updated_at=Now()
     ):
-        events.append_event(run_id, events.RUN_STARTED)
+        events.append_event(run_id, events.RunStarted())
         return True
     return False
 
@@ -130,7 +130,7 @@ def _run_failed(run_id: uuid.UUID, error: str) -> None:
     Run.objects.filter(pk=run_id).update(
         status=RunStatus.FAILED, error=error, finished_at=Now(), updated_at=Now()
     )
-    events.append_event(run_id, events.RUN_FAILED, error=error)
+    events.append_event(run_id, events.RunFailed(error=error))
 
 
 def succeed_run(run_id: uuid.UUID, workflow: Workflow) -> None:
@@ -144,6 +144,6 @@ def succeed_run(run_id: uuid.UUID, workflow: Workflow) -> None:
         pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION]
     ).update(status=RunStatus.SUCCEEDED, result=result, finished_at=Now(), updated_at=Now())
     if n == 1:
-        events.append_event(run_id, events.RUN_SUCCEEDED)
+        events.append_event(run_id, events.RunSucceeded())
     else:
         log.info("run %s finished its steps but is no longer running; left as it is", run_id)

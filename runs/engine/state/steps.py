@@ -51,11 +51,9 @@ def step_to_failed(
     close_claims_on_give_up(run_id=run_id, step=step, error=error, maybe_applied=maybe_applied)
     events.append_event(
         run_id,
-        events.STEP_FAILED,
+        events.StepFailed(step=step.key, error=error),
         step_id=step.id,
         attempt_number=attempt_number,
-        step=step.key,
-        error=error,
     )
     return True
 

@@ -102,7 +102,7 @@ def _withdraw_unstarted(run_id: uuid.UUID, why: str) -> None:
         )
         keys = sorted(key for (key,) in cursor.fetchall())
     if keys:
-        events.append_event(run_id, events.STEPS_WITHDRAWN, steps=keys, why=why)
+        events.append_event(run_id, events.StepsWithdrawn(steps=keys, why=why))
 
 
 def _to_a_person(run_id: uuid.UUID, step: Step, why: str) -> None:

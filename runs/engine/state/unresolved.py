@@ -5,6 +5,7 @@ probe, if it has one, is asked first)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection, transaction
@@ -28,14 +29,13 @@ def _close_in_flight_claims(
     run_id: uuid.UUID,
     step: Step,
     status: ClaimStatus,
-    event: str,
+    event: Callable[[str], events.Event],
     error: str,
     attempt_number: int | None = None,
     closing: tuple[ClaimStatus, ...] = (ClaimStatus.IN_FLIGHT,),
-    **payload: Any,
 ) -> None:
     """Move the step's claims in `closing` (in flight, by default) to `status` (failed:
-    done; unresolved: waiting for a resolution), with one event each."""
+    done; unresolved: waiting for a resolution), with one event each: `event(key)`."""
     fields: dict[str, Any] = {"status": status, "error": error}
     if status == ClaimStatus.UNRESOLVED:
         fields["unresolved_at"] = Now()
@@ -44,9 +44,7 @@ def _close_in_flight_claims(
     claims = list(Claim.objects.filter(step=step, status__in=closing).values_list("id", "key"))
     Claim.objects.filter(pk__in=[pk for pk, _ in claims], status__in=closing).update(**fields)
     for _, key in claims:
-        events.append_event(
-            run_id, event, step_id=step.id, attempt_number=attempt_number, key=key, **payload
-        )
+        events.append_event(run_id, event(key), step_id=step.id, attempt_number=attempt_number)
 
 
 def close_claims_on_give_up(
@@ -55,11 +53,14 @@ def close_claims_on_give_up(
     """A step failed for good: close its in-flight claims. `failed` means the effect
     did not happen; an idempotent effect that may have happened is `abandoned` (its
     outcome is unknown, and a retry with the same key is safe)."""
+    event: type[events.ClaimAbandoned | events.ClaimFailed]
     if maybe_applied and step.kind == EffectKind.IDEMPOTENT:
-        status, event = ClaimStatus.ABANDONED, events.CLAIM_ABANDONED
+        status, event = ClaimStatus.ABANDONED, events.ClaimAbandoned
     else:
-        status, event = ClaimStatus.FAILED, events.CLAIM_FAILED
-    _close_in_flight_claims(run_id=run_id, step=step, status=status, event=event, error=error)
+        status, event = ClaimStatus.FAILED, events.ClaimFailed
+    _close_in_flight_claims(
+        run_id=run_id, step=step, status=status, event=lambda key: event(key=key), error=error
+    )
 
 
 def mark_unresolved(
@@ -79,24 +80,21 @@ def mark_unresolved(
         run_id=run_id,
         step=step,
         status=ClaimStatus.UNRESOLVED,
-        event=events.CLAIM_UNRESOLVED,
+        event=lambda key: events.ClaimUnresolved(key=key, reason=reason),
         error=reason,
         attempt_number=attempt_number,
         closing=closing,
-        reason=reason,
     )
     events.append_event(
         run_id,
-        events.STEP_UNRESOLVED,
+        events.StepUnresolved(step=step.key, reason=reason),
         step_id=step.id,
         attempt_number=attempt_number,
-        step=step.key,
-        reason=reason,
     )
     if Run.objects.filter(pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.WAITING]).update(
         status=RunStatus.NEEDS_RECONCILIATION, updated_at=Now()
     ):
-        events.append_event(run_id, events.RUN_NEEDS_RECONCILIATION, step=step.key)
+        events.append_event(run_id, events.RunNeedsReconciliation(step=step.key))
     request_probes(run_id=run_id, step=step, probe_after=probe_after)
 
 
@@ -127,7 +125,7 @@ def request_probes(*, run_id: uuid.UUID, step: Step, probe_after: Any) -> None:
         return
     Claim.objects.filter(pk__in=ids).update(probe_requested_at=Now(), probe_after=probe_after)
     for claim_id in ids:
-        events.append_event(run.id, events.PROBE_REQUESTED, step_id=step.id, claim_id=claim_id)
+        events.append_event(run.id, events.ProbeRequested(claim_id=claim_id), step_id=step.id)
     delays = seconds_until_probe(ids)
     transaction.on_commit(lambda: publish_probes(ids, delays))
 
