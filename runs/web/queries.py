@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
@@ -165,20 +166,26 @@ class RunPage:
         return self.run.status in RUN_FINISHED
 
 
+class Parts(Enum):
+    """Which parts of the run page a request reads."""
+
+    WHOLE = "whole"  # the timeline, the steps, the claims and the event log
+    LIVE = "live"  # the same, but the event log only once the run has finished (the
+    # live refresh sends it once, when the run ends)
+    EVENTS = "events"  # the event log alone (its pages and its filter)
+
+
 def run_page(
     run_id: uuid.UUID,
     *,
+    parts: Parts = Parts.WHOLE,
     events_page: int | str | None = 1,
     event_type: str = "",
-    events: bool | None = True,
-    with_timeline: bool = True,
     expand: Collection[str] = (),
     collapse: Collection[str] = (),
     now: datetime | None = None,
 ) -> RunPage:
-    """Everything the run page shows. `events=None`: the event log only if the run has
-    finished (the live refresh sends it once, when the run ends); `with_timeline=False`
-    for the event log alone.
+    """What the run page shows of `parts`.
 
     Queries: the run, its steps, their attempts, its step claims, its map items counted
     by (batch, attempt, status), its timeline events (by type); then the event types
@@ -193,7 +200,7 @@ def run_page(
         .order_by("id")
     )
     by_id = {s.pk: s for s in steps}
-    if not with_timeline:  # the event log alone: it needs the steps' keys, nothing more
+    if parts is Parts.EVENTS:  # the event log alone: it needs the steps' keys, nothing more
         log, log_types = _event_log(run, by_id, events_page, event_type)
         return RunPage(run, [], [], {}, log, log_types, None, now)
     attempts = list(Attempt.objects.filter(run=run).order_by("step_id", "number"))
@@ -271,7 +278,7 @@ def run_page(
         attempt.last_seen = drawn.last_seen.get(attempt.pk)  # type: ignore[attr-defined]
     page: Page[Event] | None = None
     types: list[tuple[str, int]] = []
-    if events or (events is None and run.status in RUN_FINISHED):
+    if parts is Parts.WHOLE or run.status in RUN_FINISHED:
         page, types = _event_log(run, by_id, events_page, event_type)
     signals = list(Signal.objects.filter(run=run).order_by("id"))
     pauses = pauses_of(run.workflow)

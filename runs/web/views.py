@@ -83,13 +83,13 @@ def run_detail(request: SignedInRequest, run_id: str) -> HttpResponse:
     final event log and the operations."""
     target = request.htmx.target if request.htmx else None
     live = target == "run-live"
+    parts = {"run-live": queries.Parts.LIVE, "events": queries.Parts.EVENTS}
     try:
         data = queries.run_page(
             parse_run_id(run_id),
+            parts=parts.get(target or "", queries.Parts.WHOLE),
             events_page=request.GET.get("page") or 1,
             event_type=request.GET.get("type", ""),
-            events=None if live else True,
-            with_timeline=target != "events",
             expand=request.GET.getlist("expand"),
             collapse=request.GET.getlist("collapse"),
         )
