@@ -247,7 +247,7 @@ def retry_steps(
         # ready are decided by the plan's rules: both need the definition.
         workflow = workflow_of(run, doing="retry its steps")
         compensating = _compensated(run)
-        status = _reopened_status(run, compensating)
+        status = _reopened_status(run, compensating=compensating)
         changes: dict[str, Any] = {
             "status": status,
             "error": "",
@@ -363,7 +363,7 @@ def _never_started(step: Step) -> bool:
     return step.parent_id is None and not step.compensates and step.started_at is None
 
 
-def _reopened_status(run: Run, compensating: bool) -> str:
+def _reopened_status(run: Run, *, compensating: bool) -> str:
     if compensating:  # a failed compensation retried: the run compensates again
         return RunStatus.COMPENSATING
     if Claim.objects.filter(run=run, status=ClaimStatus.UNRESOLVED).exists():

@@ -195,9 +195,9 @@ def resolve_claim(
         # nothing of its plan: a step queued there would never start.
         going_on = run.status in statuses_going_on(step)
         if outcome == ClaimStatus.SUCCEEDED:
-            _step_resolved_succeeded(run, step, result, who, schedule=going_on)
+            _step_resolved_succeeded(run, step, result, who, run_goes_on=going_on)
         else:
-            _step_resolved_failed(run, step, who, schedule=going_on)
+            _step_resolved_failed(run, step, who, run_goes_on=going_on)
         _resume_if_reconciled(run.id)
         step.refresh_from_db(fields=["status"])
         run.refresh_from_db(fields=["status"])
@@ -212,14 +212,14 @@ def _refuse_resolved(claim_id: int) -> NoReturn:
 
 
 def _step_resolved_succeeded(
-    run: Run, step: Step, result: Any, who: str, *, schedule: bool
+    run: Run, step: Step, result: Any, who: str, *, run_goes_on: bool
 ) -> None:
     # Needed whether or not the run goes on: what follows, or, in a run that stopped,
     # whether the step names a compensation that must now undo it.
     workflow = workflow_of(
         run,
         doing="queue the steps that follow"
-        if schedule
+        if run_goes_on
         else "tell whether the step's compensation must run",
     )
     # The same bookkeeping as any success (succeed_step): the run's count of steps
@@ -232,8 +232,8 @@ def _step_resolved_succeeded(
     publish_on_commit(ready)
 
 
-def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> None:
-    if schedule and step.has_attempts_left:
+def _step_resolved_failed(run: Run, step: Step, who: str, *, run_goes_on: bool) -> None:
+    if run_goes_on and step.has_attempts_left:
         took = step_to_queued(
             run.id,
             step.id,
@@ -245,7 +245,7 @@ def _step_resolved_failed(run: Run, step: Step, who: str, *, schedule: bool) -> 
         assert took, "the caller holds the step's lock and saw it unresolved"
         publish_on_commit([step.id])
         return
-    if schedule:
+    if run_goes_on:
         error = f"claim resolved as failed by {who} and no attempts remain"
     else:
         error = f"claim resolved as failed by {who}; the run no longer goes on ({run.status})"

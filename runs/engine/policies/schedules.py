@@ -70,7 +70,7 @@ def _every_occurrence(walker: croniter) -> bool:
     return str(minute).startswith("*") or str(hour).startswith("*")
 
 
-def _fires(cron: str, tick: datetime, zone: zoneinfo.ZoneInfo, every: bool) -> bool:
+def _fires(cron: str, tick: datetime, zone: zoneinfo.ZoneInfo, *, every: bool) -> bool:
     """Whether a tick croniter gives (in UTC) fires under the module's DST rule."""
     local = tick.astimezone(zone)  # fold=1: the second occurrence of a repeated time
     if not every:
@@ -90,7 +90,7 @@ def next_tick_after(cron: str, timezone: str, moment: datetime) -> datetime:
     every = _every_occurrence(walker)
     while True:
         tick: datetime = walker.get_next(datetime).astimezone(UTC)
-        if _fires(cron, tick, zone, every):
+        if _fires(cron, tick, zone, every=every):
             return tick
 
 
@@ -112,7 +112,7 @@ def due_ticks(
         tick = walker.get_prev(datetime).astimezone(UTC)
         if tick < first:
             break
-        if not _fires(cron, tick, zone, every):
+        if not _fires(cron, tick, zone, every=every):
             continue  # not a tick at all: neither submitted nor counted as skipped
         if len(kept) < keep:
             kept.append(tick)
