@@ -103,6 +103,26 @@ def claim_resolved(at: At, e: ev.ClaimResolved) -> None:
     )
 
 
+def _point_mark(
+    at: At,
+    *,
+    kind: str,
+    css: str,
+    title: str,
+    shapes: list[Shape],
+    label: list[str] | None = None,
+    label_css: str = "",
+) -> None:
+    """A mark on the lane's middle at the event's x, the room it takes in the lane, and
+    its label beside it when `label` (its texts, longest first) fits."""
+    x, cy = at.x, at.cy
+    marker = Marker(x=x, y=cy, kind=kind, css=css, title=title, shapes=shapes)
+    at.lane.markers.append(marker)
+    at.space.take(x - 6, x + 6)
+    if label:
+        marker.label = at.space.beside(x, cy + 3.5, label, gap=8, css=label_css)
+
+
 def _asked_by(requested_by: str) -> str:
     return f" (asked by {requested_by})" if requested_by else ""
 
@@ -114,24 +134,20 @@ def probe_unknown(at: At, e: ev.ProbeInconclusive | ev.ProbeGaveUp) -> None:
         said = f"probe gave up at {when} after {e.tries} tries without an answer"
     else:
         said = f"probe answered “unknown” at {when}" + _asked_by(e.requested_by)
-    marker = Marker(
-        x=x,
-        y=cy,
+    _point_mark(
+        at,
         kind="probe",
         css="mk-probe",
         title=f"{at.key}: {said}\nevidence: {json_short(e.evidence)}",
         shapes=[Shape("mk-ring", circle(x, cy, 5.5)), Shape("mk-line", question(x, cy))],
     )
-    at.lane.markers.append(marker)
-    at.space.take(x - 6, x + 6)
 
 
 def probe_disagrees(at: At, e: ev.ProbeContradictsResolution) -> None:
     x, cy, when = at.x, at.cy, at.when
     answer = "applied" if e.answer == "applied" else "not applied"
-    marker = Marker(
-        x=x,
-        y=cy,
+    _point_mark(
+        at,
         kind="probe-disagrees",
         css="mk-probe mk-probe-disagrees",
         title=f"{at.key}: probe found the effect {answer} at {when}"
@@ -142,11 +158,8 @@ def probe_disagrees(at: At, e: ev.ProbeContradictsResolution) -> None:
             Shape("mk-ring", circle(x, cy, 5.5)),
             Shape("mk-bang", f"M{num(x)} {num(cy - 3)}v3.6M{num(x)} {num(cy + 2)}v.8"),
         ],
-    )
-    at.lane.markers.append(marker)
-    at.space.take(x - 6, x + 6)
-    marker.label = at.space.beside(
-        x, cy + 3.5, ["probe disagrees", "disagrees"], gap=8, css="tl-label tl-late"
+        label=["probe disagrees", "disagrees"],
+        label_css="tl-label tl-late",
     )
 
 
@@ -162,9 +175,8 @@ def late_result(at: At, row: Event, e: ev.ClaimEvidence | ev.LateResultAfterReso
         )
     else:
         css, note = "mk-late", "kept on the unresolved claim as evidence for the decision"
-    marker = Marker(
-        x=x,
-        y=cy,
+    _point_mark(
+        at,
         kind="late",
         css=css,
         title=f"{at.key}: late result from attempt {row.attempt_number} at {when}\n"
@@ -173,19 +185,15 @@ def late_result(at: At, row: Event, e: ev.ClaimEvidence | ev.LateResultAfterReso
             Shape("mk-fill", triangle(x, cy, 6)),
             Shape("mk-bang", f"M{num(x)} {num(cy - 2.5)}v3.2"),
         ],
-    )
-    at.lane.markers.append(marker)
-    at.space.take(x - 6, x + 6)
-    marker.label = at.space.beside(
-        x, cy + 3.5, ["late result", "late"], gap=8, css="tl-label tl-late"
+        label=["late result", "late"],
+        label_css="tl-label tl-late",
     )
 
 
 def refused(at: At, e: ev.StepRefused) -> None:
     x, cy, when = at.x, at.cy, at.when
-    marker = Marker(
-        x=x,
-        y=cy,
+    _point_mark(
+        at,
         kind="refused",
         css="mk-refused",
         title=f"{at.key}: refused by worker {e.worker} at {when}: {e.reason}",
@@ -194,5 +202,3 @@ def refused(at: At, e: ev.StepRefused) -> None:
             Shape("mk-line", f"M{num(x - 3.5)} {num(cy + 3.5)}l7 -7"),
         ],
     )
-    at.lane.markers.append(marker)
-    at.space.take(x - 6, x + 6)
