@@ -7,15 +7,16 @@ made by the engine and count queries."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.http import QueryDict
 from django.template.loader import render_to_string
 from django.test.utils import CaptureQueriesContext
@@ -734,6 +735,56 @@ def test_run_page_timeline_reads_only_the_events_it_draws(operator_client):
     timeline_read = [sql for sql in event_reads if '"runs_event"."type" IN' in sql]
     assert len(timeline_read) == 1
     assert "'batch_finished'" not in timeline_read[0] and "'claim_taken'" in timeline_read[0]
+
+
+WriteEvent = Callable[..., None]
+
+
+@pytest.fixture
+def write_event(db) -> Iterator[WriteEvent]:
+    """Writes an event in SQL, as append_one does but behind the catalogue's back, and
+    removes it after the test (as only the retention job may): the autouse check
+    reads every event a test leaves strictly, and these are meant not to read."""
+    written: list[int] = []
+
+    def write(run: Run, step: Step, type: str, payload: dict[str, Any], version: int = 1) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "WITH seq AS (UPDATE runs_run SET last_seq = last_seq + 1 WHERE id = %s"
+                " RETURNING last_seq)"
+                " INSERT INTO runs_event (run_id, seq, type, step_id, schema_version, payload)"
+                " SELECT %s, seq.last_seq, %s, %s, %s, %s::jsonb FROM seq RETURNING id",
+                [run.id, run.id, type, step.id, version, json.dumps(payload)],
+            )
+            written.append(cursor.fetchone()[0])
+
+    yield write
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL durable_runs.retention = 'on'")
+        cursor.execute("DELETE FROM runs_event WHERE id = ANY(%s)", [written])
+        cursor.execute("SET LOCAL durable_runs.retention = 'off'")
+
+
+@pytest.mark.tampers  # events written in SQL that the catalogue cannot read
+def test_run_page_skips_the_marks_of_events_the_catalogue_cannot_read(operator_client, write_event):
+    run = migrate(2)
+    step = Step.objects.get(run=run, key="list_records")
+    refused = {"step": step.key, "reason": "unknown version"}
+    write_event(run, step, events.STEP_REFUSED, {**refused, "worker": "w-old"})
+    write_event(run, step, events.STEP_REFUSED, refused)  # no worker: the catalogue needs it
+    write_event(run, step, events.STEP_REFUSED, {**refused, "worker": "w-new"}, version=2)
+    resolved = {"key": "k", "actor": "mallory", "note": None, "evidence": None}
+    write_event(run, step, events.CLAIM_RESOLVED, resolved)  # no outcome
+
+    response = operator_client.get(f"/runs/{run.id}/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    # The one refusal the catalogue reads is marked; the rest of the drawing is there.
+    (title,) = re.findall(r'<g class="mk mk-refused"[^>]*>\s*<title>([^<]*)', html)
+    assert title.startswith("list_records: refused by worker w-old at ")
+    assert "mk-resolution" not in html and "was resolved as" not in html
+    assert 'class="bar attempt attempt-succeeded"' in html
 
 
 def test_active_run_page_polls_its_live_part_and_a_finished_one_does_not(operator_client):

@@ -4,9 +4,7 @@ resolution, a late result, a refusal."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from runs.models import Event, Step
 from runs.pages.words import json_short, short
@@ -31,28 +29,39 @@ class At:
     when: str
 
 
-Payload = Mapping[str, Any]
-
-
-def step_mark(rows: Rows, lane: Lane, space: Space, step: Step, event: Event) -> None:
-    mark = MARKS.get(event.type)
-    if mark is None:
+def step_mark(rows: Rows, lane: Lane, space: Space, step: Step, row: Event) -> None:
+    """The step's event `row` as its mark, if it is of a kind drawn as a mark (the
+    lanes draw the others). None that the catalogue cannot read (rows.events)."""
+    event = rows.event(row)
+    if event is None:
         return
     axis = rows.axis
     at = At(
         lane=lane,
         space=space,
         key=step.key,
-        x=axis.x(event.created_at),
+        x=axis.x(row.created_at),
         cy=lane.mid,
-        when=axis.when(event.created_at),
+        when=axis.when(row.created_at),
     )
-    mark(at, event, event.payload or {})
+    match event:
+        case ev.ClaimTaken():
+            claim_taken(at, row, event)
+        case ev.ClaimResolved():
+            claim_resolved(at, event)
+        case ev.ProbeInconclusive() | ev.ProbeGaveUp():
+            probe_unknown(at, event)
+        case ev.ProbeContradictsResolution():
+            probe_disagrees(at, event)
+        case ev.ClaimEvidence() | ev.LateResultAfterResolution():
+            late_result(at, row, event)
+        case ev.StepRefused():
+            refused(at, event)
 
 
-def claim_taken(at: At, event: Event, payload: Payload) -> None:
+def claim_taken(at: At, row: Event, e: ev.ClaimTaken) -> None:
     x, when = at.x, at.when
-    retaken = " (taken over from an earlier attempt, same key)" if payload.get("retaken") else ""
+    retaken = " (taken over from an earlier attempt, same key)" if e.retaken else ""
     y = at.lane.bar_y - 1
     at.lane.markers.append(
         Marker(
@@ -60,17 +69,16 @@ def claim_taken(at: At, event: Event, payload: Payload) -> None:
             y=y,
             kind="claim",
             css="mk-claim",
-            title=f"{at.key} attempt {event.attempt_number}: claim taken at {when}{retaken}\n"
-            f"idempotency key: {payload.get('key', '?')}",
+            title=f"{at.key} attempt {row.attempt_number}: claim taken at {when}{retaken}\n"
+            f"idempotency key: {e.key}",
             shapes=[Shape("mk-fill", diamond(x, y, 4))],
         )
     )
 
 
-def claim_resolved(at: At, event: Event, payload: Payload) -> None:
+def claim_resolved(at: At, e: ev.ClaimResolved) -> None:
     lane, x, cy, when = at.lane, at.x, at.cy, at.when
-    who = str(payload.get("actor") or "?")
-    outcome = str(payload.get("outcome") or "?")
+    who, outcome = e.actor, e.outcome
     by_probe = who == "probe"
     top, bottom = lane.y + 2, lane.y + lane.height - 3
     marker = Marker(
@@ -79,9 +87,8 @@ def claim_resolved(at: At, event: Event, payload: Payload) -> None:
         kind="resolution",
         css=f"mk-resolution mk-{outcome}" + (" mk-by-probe" if by_probe else ""),
         title=f"{at.key}: claim resolved as {outcome} by {who} at {when}\n"
-        f"note: “{short(str(payload.get('note') or ''), 300)}”\n"
-        f"key: {payload.get('key', '?')}"
-        + (f"\nevidence: {json_short(payload['evidence'])}" if payload.get("evidence") else ""),
+        f"note: “{short(e.note or '', 300)}”\n"
+        f"key: {e.key}" + (f"\nevidence: {json_short(e.evidence)}" if e.evidence else ""),
         shapes=flag(x, top, bottom),
     )
     lane.markers.append(marker)
@@ -96,111 +103,102 @@ def claim_resolved(at: At, event: Event, payload: Payload) -> None:
     )
 
 
-def probe_unknown(at: At, event: Event, payload: Payload) -> None:
+def _point_mark(
+    at: At,
+    *,
+    kind: str,
+    css: str,
+    title: str,
+    shapes: list[Shape],
+    label: list[str] | None = None,
+    label_css: str = "",
+) -> None:
+    """A mark on the lane's middle at the event's x, the room it takes in the lane, and
+    its label beside it when `label` (its texts, longest first) fits."""
+    x, cy = at.x, at.cy
+    marker = Marker(x=x, y=cy, kind=kind, css=css, title=title, shapes=shapes)
+    at.lane.markers.append(marker)
+    at.space.take(x - 6, x + 6)
+    if label:
+        marker.label = at.space.beside(x, cy + 3.5, label, gap=8, css=label_css)
+
+
+def _asked_by(requested_by: str) -> str:
+    return f" (asked by {requested_by})" if requested_by else ""
+
+
+def probe_unknown(at: At, e: ev.ProbeInconclusive | ev.ProbeGaveUp) -> None:
     """A probe that answered "unknown", or gave up without an answer."""
     x, cy, when = at.x, at.cy, at.when
-    said = (
-        f"probe gave up at {when} after {payload.get('tries', '?')} tries without an answer"
-        if event.type == ev.PROBE_GAVE_UP
-        else f"probe answered “unknown” at {when}"
+    if isinstance(e, ev.ProbeGaveUp):
+        said = f"probe gave up at {when} after {e.tries} tries without an answer"
+    else:
+        said = f"probe answered “unknown” at {when}" + _asked_by(e.requested_by)
+    _point_mark(
+        at,
+        kind="probe",
+        css="mk-probe",
+        title=f"{at.key}: {said}\nevidence: {json_short(e.evidence)}",
+        shapes=[Shape("mk-ring", circle(x, cy, 5.5)), Shape("mk-line", question(x, cy))],
     )
-    at.lane.markers.append(
-        Marker(
-            x=x,
-            y=cy,
-            kind="probe",
-            css="mk-probe",
-            title=f"{at.key}: {said}"
-            + (f" (asked by {payload['requested_by']})" if payload.get("requested_by") else "")
-            + f"\nevidence: {json_short(payload.get('evidence'))}",
-            shapes=[Shape("mk-ring", circle(x, cy, 5.5)), Shape("mk-line", question(x, cy))],
-        )
-    )
-    at.space.take(x - 6, x + 6)
 
 
-def probe_disagrees(at: At, event: Event, payload: Payload) -> None:
+def probe_disagrees(at: At, e: ev.ProbeContradictsResolution) -> None:
     x, cy, when = at.x, at.cy, at.when
-    answer = "applied" if payload.get("answer") == "applied" else "not applied"
-    marker = Marker(
-        x=x,
-        y=cy,
+    answer = "applied" if e.answer == "applied" else "not applied"
+    _point_mark(
+        at,
         kind="probe-disagrees",
         css="mk-probe mk-probe-disagrees",
         title=f"{at.key}: probe found the effect {answer} at {when}"
-        + (f" (asked by {payload['requested_by']})" if payload.get("requested_by") else "")
-        + f"\nafter the claim was resolved as {payload.get('resolved_as')} by "
-        f"{payload.get('resolved_by')}: the resolution stands"
-        f"\nevidence: {json_short(payload.get('evidence'))}",
+        + _asked_by(e.requested_by)
+        + f"\nafter the claim was resolved as {e.resolved_as} by {e.resolved_by}: "
+        f"the resolution stands\nevidence: {json_short(e.evidence)}",
         shapes=[
             Shape("mk-ring", circle(x, cy, 5.5)),
             Shape("mk-bang", f"M{num(x)} {num(cy - 3)}v3.6M{num(x)} {num(cy + 2)}v.8"),
         ],
-    )
-    at.lane.markers.append(marker)
-    at.space.take(x - 6, x + 6)
-    marker.label = at.space.beside(
-        x, cy + 3.5, ["probe disagrees", "disagrees"], gap=8, css="tl-label tl-late"
+        label=["probe disagrees", "disagrees"],
+        label_css="tl-label tl-late",
     )
 
 
-def late_result(at: At, event: Event, payload: Payload) -> None:
+def late_result(at: At, row: Event, e: ev.ClaimEvidence | ev.LateResultAfterResolution) -> None:
     """A result that came after its claim became unresolved (kept as evidence), or
     after it was resolved (the resolution stands)."""
     x, cy, when = at.x, at.cy, at.when
-    after = event.type == ev.LATE_RESULT_AFTER_RESOLUTION
-    note = (
-        f"\narrived after the claim was resolved as {payload.get('resolved_as')} by "
-        f"{payload.get('resolved_by')}: the resolution stands"
-        if after
-        else "\nkept on the unresolved claim as evidence for the decision"
-    )
-    marker = Marker(
-        x=x,
-        y=cy,
+    if isinstance(e, ev.LateResultAfterResolution):
+        css = "mk-late mk-late-after"
+        note = (
+            f"arrived after the claim was resolved as {e.resolved_as} by {e.resolved_by}: "
+            "the resolution stands"
+        )
+    else:
+        css, note = "mk-late", "kept on the unresolved claim as evidence for the decision"
+    _point_mark(
+        at,
         kind="late",
-        css="mk-late" + (" mk-late-after" if after else ""),
-        title=f"{at.key}: late result from attempt {event.attempt_number} at {when}"
-        f"{note}\nevidence: {json_short(payload.get('evidence'))}",
+        css=css,
+        title=f"{at.key}: late result from attempt {row.attempt_number} at {when}\n"
+        f"{note}\nevidence: {json_short(e.evidence)}",
         shapes=[
             Shape("mk-fill", triangle(x, cy, 6)),
             Shape("mk-bang", f"M{num(x)} {num(cy - 2.5)}v3.2"),
         ],
-    )
-    at.lane.markers.append(marker)
-    at.space.take(x - 6, x + 6)
-    marker.label = at.space.beside(
-        x, cy + 3.5, ["late result", "late"], gap=8, css="tl-label tl-late"
+        label=["late result", "late"],
+        label_css="tl-label tl-late",
     )
 
 
-def refused(at: At, event: Event, payload: Payload) -> None:
+def refused(at: At, e: ev.StepRefused) -> None:
     x, cy, when = at.x, at.cy, at.when
-    at.lane.markers.append(
-        Marker(
-            x=x,
-            y=cy,
-            kind="refused",
-            css="mk-refused",
-            title=f"{at.key}: refused by worker {payload.get('worker', '?')} at {when}: "
-            f"{payload.get('reason', '')}",
-            shapes=[
-                Shape("mk-ring", circle(x, cy, 5)),
-                Shape("mk-line", f"M{num(x - 3.5)} {num(cy + 3.5)}l7 -7"),
-            ],
-        )
+    _point_mark(
+        at,
+        kind="refused",
+        css="mk-refused",
+        title=f"{at.key}: refused by worker {e.worker} at {when}: {e.reason}",
+        shapes=[
+            Shape("mk-ring", circle(x, cy, 5)),
+            Shape("mk-line", f"M{num(x - 3.5)} {num(cy + 3.5)}l7 -7"),
+        ],
     )
-    at.space.take(x - 6, x + 6)
-
-
-# The step's events drawn as marks, by type (the others are drawn by the lanes).
-MARKS: dict[str, Callable[[At, Event, Payload], None]] = {
-    ev.CLAIM_TAKEN: claim_taken,
-    ev.CLAIM_RESOLVED: claim_resolved,
-    ev.PROBE_INCONCLUSIVE: probe_unknown,
-    ev.PROBE_GAVE_UP: probe_unknown,
-    ev.PROBE_CONTRADICTS_RESOLUTION: probe_disagrees,
-    ev.CLAIM_EVIDENCE: late_result,
-    ev.LATE_RESULT_AFTER_RESOLUTION: late_result,
-    ev.STEP_REFUSED: refused,
-}

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from runs.models import Attempt, Event, Run, Step
 from runs.pages.timefmt import humanize_delta
@@ -36,6 +37,8 @@ MARK_TYPES = (
 # more, only when expanded, and then at most MAX_BATCH_LANES of them (maps.py).
 AUTO_EXPAND_BATCHES = 10
 MAX_BATCH_LANES = 50
+
+E = TypeVar("E", bound=ev.Event)
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,16 @@ class Rows:
         for tries in self.attempts.values():
             tries.sort(key=lambda a: a.number)
         self.marks = sorted(marks, key=lambda e: e.seq)
+        # Each event read once, through the catalogue (leniently), for the marks that
+        # show its payload. One it cannot read (a field it needs is missing:
+        # CatalogueError) or does not know (a newer schema_version: Unknown) is not in
+        # `events`: its mark is skipped, as the lenient reader means readers to skip
+        # what they cannot read, and the page shows the rest. Its time and type still
+        # count (a wait for a decision starts at a step_unresolved, whatever it says).
+        self.events: dict[int, ev.Event] = {}
+        for row in self.marks:
+            if (read := readable(row)) is not None:
+                self.events[row.seq] = read
         self.step_marks: dict[int, list[Event]] = defaultdict(list)
         for event in self.marks:
             if event.step_id is not None:
@@ -160,9 +173,29 @@ class Rows:
             text += f" · {ends} {humanize_delta(self.now - step.wake_at)}"
         return text
 
+    def event(self, row: Event) -> ev.Event | None:
+        """One of `marks` as its catalogue class; None when the catalogue cannot read
+        it (its mark is skipped)."""
+        return self.events.get(row.seq)
+
+    def of(self, row: Event, cls: type[E]) -> E | None:
+        """One of `marks` as `cls`; None when it is not one or cannot be read."""
+        event = self.events.get(row.seq)
+        return event if isinstance(event, cls) else None
+
     def step_key(self, event: Event) -> str:
         step = self.steps_by_id.get(event.step_id) if event.step_id is not None else None
         return step.key if step is not None else "a step"
+
+
+def readable(row: Event) -> ev.Event | None:
+    """The row as its catalogue class, or None when the timeline cannot draw it: its
+    payload lacks a field the catalogue needs, or its type is not in the catalogue."""
+    try:
+        event = ev.read_row(row)
+    except ev.CatalogueError:
+        return None
+    return None if isinstance(event, ev.Unknown) else event
 
 
 def items_in(step: Step) -> int:

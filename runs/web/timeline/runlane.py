@@ -64,9 +64,12 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
     bands = decision_bands(rows.marks)
     for since, until in bands:
         awaiting(at, since, until)
-    cancelled = [e for e in rows.marks if e.type == ev.RUN_CANCELLED]
-    for event in cancelled:
-        cancelled_mark(at, event)
+    # Those the catalogue can read (rows.events): the others are skipped.
+    cancelled = [
+        (row, cancel) for row in rows.marks if (cancel := rows.of(row, ev.RunCancelled)) is not None
+    ]
+    for row, cancel in cancelled:
+        cancelled_mark(at, row, cancel)
     if rows.finished and run.finished_at is not None:
         finished_mark(at, run.finished_at, labelled=not cancelled)  # "cancelled by …" says it
     for since, _ in bands:
@@ -162,17 +165,18 @@ def awaiting(at: RunLane, since: datetime, until: datetime | None) -> None:
     )
 
 
-def cancelled_mark(at: RunLane, event: Event) -> None:
+def cancelled_mark(at: RunLane, row: Event, cancel: ev.RunCancelled) -> None:
     axis, cy = at.rows.axis, at.cy
-    x = axis.x(event.created_at)
-    who = str(event.payload.get("actor") or "?")
-    reason = str(event.payload.get("reason") or "")
+    x = axis.x(row.created_at)
+    # No actor when the run's compensations ended it (`compensated`).
+    who = cancel.actor or "?"
+    reason = cancel.reason or ""
     marker = Marker(
         x=x,
         y=cy,
         kind="cancelled",
         css="mk-cancelled",
-        title=f"cancelled by {who} at {axis.when(event.created_at)}"
+        title=f"cancelled by {who} at {axis.when(row.created_at)}"
         + (f": {reason}" if reason else ""),
         shapes=[Shape("mk-fill", square(x, cy, 4.5))],
     )

@@ -126,11 +126,14 @@ def awaiting(
     until = decided.created_at if decided is not None else rows.active_end()
     x0 = max(axis.x(since), max((b.x + b.width for b in lane.bars), default=PLOT_X0))
     x1 = max(axis.x(until), x0 + 1)
-    if decided is not None:
-        resolution = ev.of(decided, ev.ClaimResolved)
-        state = f"until {resolution.actor or '?'} resolved it as {resolution.outcome}"
-    else:
+    # None when the catalogue cannot read the resolution: when it came, not what it said.
+    resolution = rows.of(decided, ev.ClaimResolved) if decided is not None else None
+    if decided is None:
         state = "still waiting" if not rows.finished else "never decided"
+    elif resolution is None:
+        state = "until it was resolved"
+    else:
+        state = f"until {resolution.actor} resolved it as {resolution.outcome}"
     lane.segments.append(
         Segment(
             x=x0,
@@ -145,7 +148,8 @@ def awaiting(
     )
     if decided is None:
         return until, "it became unresolved"
-    resolution = ev.of(decided, ev.ClaimResolved)
+    if resolution is None:
+        return until, "its claim was resolved"
     return until, f"its claim was resolved as {resolution.outcome} by {resolution.actor}"
 
 

@@ -58,17 +58,16 @@ def summary(rows: Rows, log: CrashLog) -> str:
         )
     if len(log.crashes) > 5:
         parts.append(f"{len(log.crashes) - 5} more crashed attempts.")
+    # The resolutions and cancels the catalogue can read (rows.events).
     for event in rows.marks:
-        if event.type == ev.CLAIM_RESOLVED:
+        if (resolved := rows.of(event, ev.ClaimResolved)) is not None:
             step_key = rows.step_key(event)
-            resolved = ev.of(event, ev.ClaimResolved)
             parts.append(
                 f"The claim of {step_key} was resolved as {resolved.outcome} "
                 f"by {resolved.actor} at {axis.relative(event.created_at)}."
             )
-        elif event.type == ev.RUN_CANCELLED:
-            who = ev.of(event, ev.RunCancelled).actor
-            parts.append(f"Cancelled by {who} at {axis.relative(event.created_at)}.")
+        elif (cancel := rows.of(event, ev.RunCancelled)) is not None:
+            parts.append(f"Cancelled by {cancel.actor} at {axis.relative(event.created_at)}.")
     return " ".join(parts)
 
 
