@@ -908,3 +908,18 @@ def test_run_page_counts_only_the_claims_that_wait_for_a_decision(operator_clien
     svg = html[html.index('<svg class="timeline"') :]
     assert ">failed by ann</text>" in svg
     assert svg.count('data-mark="claim"') == 2
+
+
+def test_a_cancel_ended_by_its_compensations_says_so_and_names_no_canceller():
+    s = Story(status=RunStatus.CANCELLED, finished=60)
+    work = s.step("work", status=StepStatus.SUCCEEDED)
+    s.attempt(work, 1, AttemptStatus.SUCCEEDED, 1, 10)
+    s.event(events.RUN_CANCELLED, 40, actor="ann", reason="wrong change")
+    s.event(events.RUN_CANCELLED, 60, compensated=True)
+    tl = s.build()
+    first, second = [m for m in tl.lane("run").markers if m.kind == "cancelled"]
+    assert first.title.startswith("cancelled by ann at")
+    assert (
+        second.title.startswith("ended cancelled at") and "after its compensations" in second.title
+    )
+    assert "None" not in tl.summary and "Its compensations finished" in tl.summary

@@ -168,20 +168,27 @@ def awaiting(at: RunLane, since: datetime, until: datetime | None) -> None:
 def cancelled_mark(at: RunLane, row: Event, cancel: ev.RunCancelled) -> None:
     axis, cy = at.rows.axis, at.cy
     x = axis.x(row.created_at)
-    # No actor when the run's compensations ended it (`compensated`).
-    who = cancel.actor or "?"
     reason = cancel.reason or ""
+    when = axis.when(row.created_at)
+    # No actor when the run's compensations ended it (`compensated`): say that instead.
+    said = (
+        f"ended cancelled at {when}, after its compensations"
+        if cancel.compensated
+        else f"cancelled by {cancel.actor or '?'} at {when}"
+    )
+    label = (
+        "cancelled, compensated" if cancel.compensated else f"cancelled by {cancel.actor or '?'}"
+    )
     marker = Marker(
         x=x,
         y=cy,
         kind="cancelled",
         css="mk-cancelled",
-        title=f"cancelled by {who} at {axis.when(row.created_at)}"
-        + (f": {reason}" if reason else ""),
+        title=said + (f": {reason}" if reason else ""),
         shapes=[Shape("mk-fill", square(x, cy, 4.5))],
     )
     marker.label = at.above.beside(
-        x, at.text_y, [f"cancelled by {who}", "cancelled"], gap=0, css="tl-label tl-note"
+        x, at.text_y, [label, "cancelled"], gap=0, css="tl-label tl-note"
     )
     at.lane.markers.append(marker)
 

@@ -67,7 +67,11 @@ def summary(rows: Rows, log: CrashLog) -> str:
                 f"by {resolved.actor} at {axis.relative(event.created_at)}."
             )
         elif (cancel := rows.of(event, ev.RunCancelled)) is not None:
-            parts.append(f"Cancelled by {cancel.actor} at {axis.relative(event.created_at)}.")
+            at = axis.relative(event.created_at)
+            if cancel.compensated:  # the end of a cancel whose compensations ran
+                parts.append(f"Its compensations finished at {at}; it ended cancelled.")
+            else:
+                parts.append(f"Cancelled by {cancel.actor or 'someone'} at {at}.")
     return " ".join(parts)
 
 
