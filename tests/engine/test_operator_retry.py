@@ -12,7 +12,29 @@ from runs.errors import RunNotActive, StepNotRetryable
 from runs.models import Claim, Event, Run, Step
 from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
+from runs.workflows import PURE, TRANSACTIONAL, Context, Retry, Workflow
+from tests.support.declared import declared
 from tests.support.factories import drain, expire_leases, run_queued
+
+# A map whose item 7 fails (both attempts of its batch) until an operator retries it.
+picky_map = Workflow("picky-map", version=1, input={"count": int})
+
+
+@picky_map.step(kind=PURE)
+def numbers(ctx: Context) -> list[int]:
+    return list(range(1, ctx.input["count"] + 1))
+
+
+@picky_map.map_step(
+    over="numbers", batch_size=5, kind=TRANSACTIONAL, retry=Retry(max_attempts=2, base_delay=0)
+)
+def copy_number(ctx: Context, number: int) -> None:
+    if number == 7 and ctx.attempt <= 2:
+        raise ValueError("record 7 is locked by a migration")
+    TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
+
+
+_workflows = declared(picky_map)
 
 
 def step_of(run: Run, key: str) -> Step:
@@ -73,7 +95,7 @@ def test_retry_guarded_step_whose_effect_did_not_happen_takes_a_new_key(db):
 
 
 def test_retry_failed_batch_skips_completed_items_and_repeats_none(db):
-    run = engine.submit_run(workflow="picky-map", input={"count": 12})
+    run = engine.submit_run(workflow=picky_map.name, input={"count": 12})
     run = drain(run)
     assert run.status == RunStatus.FAILED
     assert step_of(run, "copy_number[1]").status == StepStatus.FAILED  # items 6..10

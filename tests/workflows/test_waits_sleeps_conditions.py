@@ -10,9 +10,27 @@ from runs import engine
 from runs.errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal
 from runs.models import Event, Run, Signal, Step
 from runs.testing import run_inline
-from runs.workflows import PURE, Context, Workflow, WorkflowDefinitionError
+from runs.workflows import GUARDED, PURE, Context, Retry, Workflow, WorkflowDefinitionError
+from tests.support.declared import declared
 
 pytestmark = pytest.mark.django_db
+
+
+# A branch that waits for a signal beside a guarded one whose outcome stays unknown.
+branch_wait = Workflow("branch-wait", version=1)
+
+
+@branch_wait.wait(signal="go", after=[])
+def hold_on(ctx: Context) -> None:
+    """Waits while the other branch runs."""
+
+
+@branch_wait.step(kind=GUARDED, after=[], retry=Retry(max_attempts=1))
+def poke(ctx: Context) -> str:
+    raise TimeoutError("no answer")
+
+
+_workflows = declared(branch_wait)
 
 
 def _events(run: Run, type: str) -> list[Event]:
@@ -189,7 +207,7 @@ def test_a_run_resumed_after_reconciliation_still_waits_for_its_signal():
     from runs.engine import resolve_claim
     from runs.models import Claim
 
-    run = run_inline("branch-wait")
+    run = run_inline(branch_wait)
     assert run.status == "needs_reconciliation"
     assert run.step_statuses == {"hold_on": "waiting", "poke": "unresolved"}
     claim = Claim.objects.get(run=run)
