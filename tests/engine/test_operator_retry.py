@@ -3,8 +3,11 @@ idempotency-key rules, the run reopened, completed effects never repeated."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from examples.fakes import CodeHost
 from examples.models import Merge, PaymentCharge, PaymentRequest, TargetRecord
 from runs import engine
 from runs.engine.tools import start_attempt
@@ -12,9 +15,21 @@ from runs.errors import RunNotActive, StepNotRetryable
 from runs.models import Claim, Event, Run, Step
 from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
-from runs.workflows import PURE, TRANSACTIONAL, Context, Retry, Workflow
+from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, NotApplied, Retry, Workflow
 from tests.support.declared import declared
 from tests.support.factories import drain, expire_leases, run_queued
+
+# A guarded merge the code host refuses (before merging) on every attempt the step
+# grants: only an operator's retry gets it merged.
+refused_merge = Workflow("refused-merge", version=1, input={"change_id": int})
+
+
+@refused_merge.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0.1, jitter=False))
+def merge(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt <= 3:
+        raise NotApplied("code host refused the request before merging")
+    return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
+
 
 # A map whose item 7 fails (both attempts of its batch) until an operator retries it.
 picky_map = Workflow("picky-map", version=1, input={"count": int})
@@ -34,7 +49,7 @@ def copy_number(ctx: Context, number: int) -> None:
     TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
 
 
-_workflows = declared(picky_map)
+_workflows = declared(refused_merge, picky_map)
 
 
 def step_of(run: Run, key: str) -> Step:
@@ -77,7 +92,7 @@ def test_retry_abandoned_idempotent_step_uses_the_same_key_and_charges_once(db):
 
 
 def test_retry_guarded_step_whose_effect_did_not_happen_takes_a_new_key(db):
-    run = engine.submit_run(workflow="flaky-merge", input={"change_id": 3, "mode": "not_applied_3"})
+    run = engine.submit_run(workflow=refused_merge.name, input={"change_id": 3})
     run = drain(run)
     assert run.status == RunStatus.FAILED
     first = Claim.objects.get(run=run)
@@ -140,9 +155,7 @@ def test_retry_queues_steps_that_became_ready_while_the_run_had_failed(db):
     ],
 )
 def test_retry_refusals_change_nothing(db, keys, error, message):
-    run = drain(
-        engine.submit_run(workflow="flaky-merge", input={"change_id": 3, "mode": "not_applied_3"})
-    )
+    run = drain(engine.submit_run(workflow=refused_merge.name, input={"change_id": 3}))
     before = Event.objects.count()
     with pytest.raises(error, match=message):
         engine.retry_steps(run_id=run.id, step_keys=keys, actor="ann")

@@ -51,8 +51,6 @@ def merge(ctx: Context) -> dict[str, Any]:
         raise TimeoutError("code host did not answer within 30s")
     if mode == "not_applied_once" and ctx.attempt == 1:
         raise NotApplied("code host refused the request before merging")
-    if mode == "not_applied_3" and ctx.attempt <= 3:  # until an operator retries
-        raise NotApplied("code host refused the request before merging")
     return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
 
 
@@ -338,7 +336,7 @@ def total(ctx: Context) -> dict[str, Any]:
     return {"total": ctx.input["amount"] + (5 if ctx.input["express"] else 0)}
 
 
-# --- authoring: waits, sleeps, conditions, collected results ---------------
+# --- authoring: waits and sleeps ---------------------------------------------------------
 from datetime import timedelta  # noqa: E402
 
 wait_approval = workflow("wait-approval", version=1, input={"order": int})
@@ -397,50 +395,6 @@ def nap(ctx: Context) -> None:
 @sleepy.step(kind=PURE)
 def woke(ctx: Context) -> str:
     return "awake"
-
-
-conditional = workflow("conditional", version=1, input={"ship": bool})
-
-
-@conditional.step(kind=PURE)
-def decide(ctx: Context) -> bool:
-    return bool(ctx.input["ship"])
-
-
-@conditional.step(kind=PURE, when=lambda ctx: ctx.results["decide"])
-def ship(ctx: Context) -> str:
-    return "shipped"
-
-
-@conditional.step(kind=PURE, name="report")
-def conditional_report(ctx: Context) -> dict[str, Any]:
-    return {"decided": ctx.results["decide"], "ship": ctx.results["ship"]}
-
-
-collect_map = workflow(
-    "collect-map", version=1, input={"count": int, "batch_size": Field(int, default=50)}
-)
-
-
-@collect_map.step(kind=PURE, name="numbers")
-def count_up(ctx: Context) -> list[int]:
-    return list(range(ctx.input["count"]))
-
-
-@collect_map.map_step(over="numbers", batch_size="batch_size", kind=TRANSACTIONAL)
-def double(ctx: Context, n: int) -> int:
-    return n * 2
-
-
-@collect_map.step(kind=PURE, collect="double")
-def gather(ctx: Context) -> dict[str, Any]:
-    assert ctx.collected is not None
-    values = list(ctx.collected)
-    return {
-        "len": len(ctx.collected),
-        "ordered": values == [n * 2 for n in range(len(values))],
-        "sum": sum(values),
-    }
 
 
 # --- compensation -----------------------------------------------------------------------
