@@ -8,6 +8,7 @@ import io
 import json
 import threading
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from celery.signals import before_task_publish
@@ -32,9 +33,10 @@ from runs.engine.tools import recover_module as recover_module
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.record import events, history
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
-from runs.workflows import FencingToken
+from runs.workflows import GUARDED, Context, FencingToken, NotApplied, Retry, Workflow
 from tests.support import factories
 from tests.support import workflows as test_workflows
+from tests.support.declared import declared
 from tests.support.factories import earlier, enter_effect, expire_leases, run_queued
 from tests.support.races import Background
 
@@ -244,8 +246,23 @@ def test_probe_of_crashed_guarded_attempt_waits_for_lease_plus_grace(
     assert (claim.status, claim.resolved_by) == (ClaimStatus.FAILED, "probe")
 
 
+# A guarded step that reports the fencing token it was given (its first attempt refused).
+token_merge = Workflow("token-merge", version=1, input={})
+
+
+@token_merge.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0, jitter=False))
+def report_token(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt == 1:
+        raise NotApplied("host refused before doing anything")
+    assert ctx.fencing_token is not None
+    return {"key": ctx.fencing_token.key, "number": ctx.fencing_token.number}
+
+
+_workflows = declared(token_merge)
+
+
 def test_guarded_step_receives_a_fencing_token_increasing_per_attempt(db):
-    run = engine.submit_run(workflow="token-merge", input={})
+    run = engine.submit_run(workflow=token_merge.name, input={})
     step = step_of(run, "report_token")
     assert engine.execute_step(step_id=step.id, worker="w") == "retrying"  # NotApplied
     Step.objects.filter(pk=step.id).update(next_attempt_at=db_now())

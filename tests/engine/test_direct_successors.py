@@ -6,6 +6,7 @@ a start is in tests/integration/test_successors_live.py."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import OperationalError, connection
@@ -16,9 +17,26 @@ from runs.engine.tools import step_claim_key
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.record import events, history
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
-from runs.workflows import registry
+from runs.workflows import IDEMPOTENT, PURE, Context, Workflow
+from tests.support.declared import declared
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# A pure step whose successor takes a claim at its start (an idempotent effect).
+pure_then_charge = Workflow("pure-then-charge", version=1, input={})
+
+
+@pure_then_charge.step(kind=PURE)
+def quote(ctx: Context) -> int:
+    return 700
+
+
+@pure_then_charge.step(kind=IDEMPOTENT, after=["quote"])
+def bill(ctx: Context) -> dict[str, Any]:
+    return {"billed": ctx.results["quote"], "key": ctx.idempotency_key}
+
+
+_workflows = declared(pure_then_charge)
 
 
 @pytest.fixture
@@ -80,7 +98,7 @@ def test_without_direct_successors_each_step_commits_its_start_and_finish(commit
 
 
 def test_a_successor_that_takes_a_claim_starts_under_a_savepoint():
-    run = engine.submit_run(workflow="pure-then-charge", input={})
+    run = engine.submit_run(workflow=pure_then_charge.name, input={})
 
     engine.execute_step(step_id=step(run, "quote").id, worker="t", successors=5)
 
@@ -100,9 +118,9 @@ def test_a_successor_its_claim_refuses_leaves_the_finish_whole():
     """The successor's key already has a succeeded claim (written here directly): its
     start rolls back to the savepoint, the finish before it commits, and the careful
     path says why the step does not start."""
-    run = engine.submit_run(workflow="pure-then-charge", input={})
+    run = engine.submit_run(workflow=pure_then_charge.name, input={})
     bill = step(run, "bill")
-    stepdef = registry.get("pure-then-charge", 1).stepdef("bill")
+    stepdef = pure_then_charge.stepdef("bill")
     key = step_claim_key(run, bill, stepdef)
     Claim.objects.create(
         key=key,

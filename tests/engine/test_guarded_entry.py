@@ -5,16 +5,38 @@ that never got that far instead of asking a person."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from examples.fakes import CodeHost
 from examples.models import Merge
 from runs import engine
 from runs.engine.tools import finish_with_result, start_attempt
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from runs.workflows import GUARDED, PURE, Context, Workflow
+from tests.support.declared import declared
 from tests.support.factories import expire_leases, run_queued
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# A pure step whose guarded successor starts in its finish's transaction.
+quote_then_merge = Workflow("quote-then-merge", version=1, input={"change_id": int})
+
+
+@quote_then_merge.step(kind=PURE)
+def quote_change(ctx: Context) -> int:
+    return int(ctx.input["change_id"])
+
+
+@quote_then_merge.step(kind=GUARDED)
+def merge_quoted(ctx: Context) -> dict[str, Any]:
+    return CodeHost().merge(change_id=ctx.results["quote_change"], run_id=ctx.run_id)
+
+
+_workflows = declared(quote_then_merge)
 
 
 def step_of(run: Run, key: str) -> Step:
@@ -24,7 +46,7 @@ def step_of(run: Run, key: str) -> Step:
 def test_a_guarded_successor_started_in_its_predecessors_finish_is_retried_if_never_entered():
     """The successor's start (claim included) commits with `quote_change`'s finish; the
     worker dies before calling `merge_quoted`. Nothing was merged: retry, same claim."""
-    run = engine.submit_run(workflow="quote-then-merge", input={"change_id": 41})
+    run = engine.submit_run(workflow=quote_then_merge.name, input={"change_id": 41})
     started = start_attempt(step_id=step_of(run, "quote_change").id, worker="w")
     assert started is not None
     successor = finish_with_result(started, 41, may_continue=True)

@@ -6,6 +6,7 @@ sweeper, which skips locked attempts, from recovering its attempt."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -16,11 +17,26 @@ from runs.engine.tools import context_factory, heartbeat, recover_attempt, start
 from runs.errors import AttemptFenced
 from runs.models import Attempt, Claim, Step
 from runs.states import AttemptStatus, StepStatus
+from runs.workflows import TRANSACTIONAL, Context, Retry, Workflow
 from tests.support import workflows as test_workflows
+from tests.support.declared import declared
 from tests.support.factories import expire_leases
 from tests.support.races import Background
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+# A transactional step that writes, heartbeats and pauses inside its transaction
+# (test_workflows.PAUSES, shared with the map beside it, heartbeat-map).
+heartbeat_write = Workflow("heartbeat-write", version=1, input={})
+
+
+@heartbeat_write.step(kind=TRANSACTIONAL, retry=Retry(max_attempts=3))
+def write_then_pause(ctx: Context) -> dict[str, Any]:
+    test_workflows.write_heartbeat_pause(ctx, 1)
+    return {"written": 1}
+
+
+_workflows = declared(heartbeat_write)
 
 
 def expire_lease_unless_locked(attempt_id: int) -> None:
@@ -43,7 +59,7 @@ def paused_after_heartbeat(run, step: Step) -> tuple[Background, threading.Event
 
 
 def test_a_paused_transactional_step_is_recovered_and_its_finish_fenced():
-    run = engine.submit_run(workflow="heartbeat-write", input={})
+    run = engine.submit_run(workflow=heartbeat_write.name, input={})
     step = Step.objects.get(run=run)
     worker, release, attempt = paused_after_heartbeat(run, step)
     try:
@@ -82,7 +98,7 @@ def test_a_paused_transactional_map_item_is_recovered_and_rolled_back():
 
 
 def test_a_heartbeat_in_a_transaction_renews_at_once_and_only_a_live_lease():
-    run = engine.submit_run(workflow="heartbeat-write", input={})
+    run = engine.submit_run(workflow=heartbeat_write.name, input={})
     started = start_attempt(step_id=Step.objects.get(run=run).id, worker="w")
     beat = context_factory(started)(key=None).heartbeat
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
+from examples.fakes import CodeHost
 from examples.models import TargetRecord
 from runs import engine
 from runs.engine.tools import (
@@ -35,12 +36,64 @@ from runs.engine.tools import (
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
+from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, Workflow
 from tests.support import workflows as test_workflows
+from tests.support.declared import declared
 from tests.support.factories import enter_effect, expire_leases, run_queued
 from tests.support.races import Background, is_waiting_on_lock
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# --- a guarded step and a map, each followed by a step whose condition raises, beside a
+# branch that a test starts while they finish --------------------------------------------
+def condition_raises(ctx: Context) -> bool:
+    raise RuntimeError("the approvals service did not answer")
+
+
+guarded_then_condition = Workflow("guarded-then-condition", version=1)
+
+
+@guarded_then_condition.step(kind=PURE, after=[])
+def side_branch(ctx: Context) -> str:
+    return "side"
+
+
+@guarded_then_condition.step(kind=GUARDED, after=[])
+def merge_checked(ctx: Context) -> dict[str, Any]:
+    return CodeHost().merge(change_id=1, run_id=ctx.run_id)
+
+
+@guarded_then_condition.step(kind=PURE, after=["merge_checked"], when=condition_raises)
+def announce_merge(ctx: Context) -> str:
+    return "announced"
+
+
+map_then_condition = Workflow("map-then-condition", version=1)
+
+
+@map_then_condition.step(kind=PURE, after=[])
+def side_of_map(ctx: Context) -> str:
+    return "side"
+
+
+@map_then_condition.step(kind=PURE, after=[])
+def list_targets(ctx: Context) -> list[int]:
+    return [1, 2]
+
+
+@map_then_condition.map_step(over="list_targets", batch_size=10, kind=TRANSACTIONAL)
+def copy_target(ctx: Context, target: int) -> None:
+    TargetRecord.objects.create(record_id=target, run_id=ctx.run_id)
+
+
+@map_then_condition.step(kind=PURE, after=["copy_target"], when=condition_raises)
+def report_targets(ctx: Context) -> str:
+    return "reported"
+
+
+_workflows = declared(guarded_then_condition, map_then_condition)
 
 
 def step_of(run: Run, key: str) -> Step:
@@ -180,7 +233,7 @@ def test_a_guarded_finish_whose_dependents_condition_raises_waits_for_a_start_an
     before its statement (after its attempt), waits for the start, and records the
     merge: the step succeeded, not left unresolved by a deadlock that rolled its finish
     back (the merge happened)."""
-    run = engine.submit_run(workflow="guarded-then-condition", input={})
+    run = engine.submit_run(workflow=guarded_then_condition.name, input={})
     merging = start_attempt(step_id=step_of(run, "merge_checked").id, worker="w1")
     assert merging is not None
     start = HeldStart(monkeypatch, step_of(run, "side_branch").id)
@@ -209,7 +262,7 @@ def test_a_maps_last_batch_whose_dependents_condition_raises_waits_for_a_start_a
     """The same through a map: the last batch of `copy_target` succeeds, the map step
     succeeds, and `report_targets`'s condition raises (fail_run). The batch's finish
     takes the run FOR UPDATE first, waits for the start of `side_of_map`, and commits."""
-    run = engine.submit_run(workflow="map-then-condition", input={})
+    run = engine.submit_run(workflow=map_then_condition.name, input={})
     engine.execute_step(step_id=step_of(run, "list_targets").id, worker="t")
     batch = step_of(run, "copy_target[0]")
     start = HeldStart(monkeypatch, step_of(run, "side_of_map").id)

@@ -6,7 +6,9 @@ The runs are driven in-process (engine.execute_step inline, no worker)."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 import pytest
 
@@ -15,8 +17,27 @@ from runs import engine
 from runs.engine.tools import keys
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
-from runs.workflows import Workflow, WorkflowDefinitionError
+from runs.workflows import PURE, TRANSACTIONAL, Context, Workflow, WorkflowDefinitionError
 from runs.workflows.definition import STEP_NAME_MAX
+from tests.support.declared import declared
+
+# A map whose items are named by a key function: each item's "id".
+map_items_by_id = Workflow("map-items-by-id", version=1, input={"items": list})
+
+
+@map_items_by_id.step(kind=PURE)
+def list_items_by_id(ctx: Context) -> list[Any]:
+    return ctx.input["items"]
+
+
+@map_items_by_id.map_step(
+    over="list_items_by_id", batch_size=2, kind=TRANSACTIONAL, key=lambda item: item["id"]
+)
+def record_by_id(ctx: Context, item: Any) -> None:
+    TargetRecord.objects.create(record_id=0, run_id=ctx.run_id, payload=json.dumps(item)[:100])
+
+
+_workflows = declared(map_items_by_id)
 
 LONG_STRING_KEY = "sha256:c1c39929e0a84f72b92d4aebd344a2b00117f31296935b21fd7177c47e423123"
 
@@ -156,7 +177,7 @@ def test_map_item_longer_than_a_key_is_processed_under_its_digest(db):
 
 def test_map_step_key_function_names_the_items(db):
     items = [{"id": "a", "v": 1}, {"id": 2, "v": 1}, {"id": "c" * 200, "v": 1}]
-    run = run_inline("map-items-by-id", items)
+    run = run_inline(map_items_by_id.name, items)
 
     # the key function's 200-character result is bounded like any key: its digest
     long_key = "sha256:5e39abe881f543e1215902fe6309ea58521e6911e3af4fd241aea8a95322ae09"
@@ -172,7 +193,7 @@ def test_map_step_key_function_names_the_items(db):
 
 
 def test_map_step_key_function_giving_two_items_one_key_fails_the_run(db):
-    run = run_inline("map-items-by-id", [{"id": 7}, {"id": "8"}, {"id": "7"}])
+    run = run_inline(map_items_by_id.name, [{"id": 7}, {"id": "8"}, {"id": "7"}])
 
     error = (
         "map step 'record_by_id': its key function gives items [0] and [2] of the list from "
@@ -185,7 +206,7 @@ def test_map_step_key_function_giving_two_items_one_key_fails_the_run(db):
 
 
 def test_map_step_key_function_that_raises_fails_the_run_naming_the_item(db):
-    run = run_inline("map-items-by-id", [{"id": 1}, {"name": "no id"}])
+    run = run_inline(map_items_by_id.name, [{"id": 1}, {"name": "no id"}])
 
     error = (
         "map step 'record_by_id': its key function raised KeyError('id') on item [1] of "

@@ -3,8 +3,11 @@ idempotency-key rules, the run reopened, completed effects never repeated."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from examples.fakes import CodeHost
 from examples.models import Merge, PaymentCharge, PaymentRequest, TargetRecord
 from runs import engine
 from runs.engine.tools import start_attempt
@@ -12,7 +15,41 @@ from runs.errors import RunNotActive, StepNotRetryable
 from runs.models import Claim, Event, Run, Step
 from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
+from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, NotApplied, Retry, Workflow
+from tests.support.declared import declared
 from tests.support.factories import drain, expire_leases, run_queued
+
+# A guarded merge the code host refuses (before merging) on every attempt the step
+# grants: only an operator's retry gets it merged.
+refused_merge = Workflow("refused-merge", version=1, input={"change_id": int})
+
+
+@refused_merge.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0.1, jitter=False))
+def merge(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt <= 3:
+        raise NotApplied("code host refused the request before merging")
+    return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
+
+
+# A map whose item 7 fails (both attempts of its batch) until an operator retries it.
+picky_map = Workflow("picky-map", version=1, input={"count": int})
+
+
+@picky_map.step(kind=PURE)
+def numbers(ctx: Context) -> list[int]:
+    return list(range(1, ctx.input["count"] + 1))
+
+
+@picky_map.map_step(
+    over="numbers", batch_size=5, kind=TRANSACTIONAL, retry=Retry(max_attempts=2, base_delay=0)
+)
+def copy_number(ctx: Context, number: int) -> None:
+    if number == 7 and ctx.attempt <= 2:
+        raise ValueError("record 7 is locked by a migration")
+    TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
+
+
+_workflows = declared(refused_merge, picky_map)
 
 
 def step_of(run: Run, key: str) -> Step:
@@ -55,7 +92,7 @@ def test_retry_abandoned_idempotent_step_uses_the_same_key_and_charges_once(db):
 
 
 def test_retry_guarded_step_whose_effect_did_not_happen_takes_a_new_key(db):
-    run = engine.submit_run(workflow="flaky-merge", input={"change_id": 3, "mode": "not_applied_3"})
+    run = engine.submit_run(workflow=refused_merge.name, input={"change_id": 3})
     run = drain(run)
     assert run.status == RunStatus.FAILED
     first = Claim.objects.get(run=run)
@@ -73,7 +110,7 @@ def test_retry_guarded_step_whose_effect_did_not_happen_takes_a_new_key(db):
 
 
 def test_retry_failed_batch_skips_completed_items_and_repeats_none(db):
-    run = engine.submit_run(workflow="picky-map", input={"count": 12})
+    run = engine.submit_run(workflow=picky_map.name, input={"count": 12})
     run = drain(run)
     assert run.status == RunStatus.FAILED
     assert step_of(run, "copy_number[1]").status == StepStatus.FAILED  # items 6..10
@@ -118,9 +155,7 @@ def test_retry_queues_steps_that_became_ready_while_the_run_had_failed(db):
     ],
 )
 def test_retry_refusals_change_nothing(db, keys, error, message):
-    run = drain(
-        engine.submit_run(workflow="flaky-merge", input={"change_id": 3, "mode": "not_applied_3"})
-    )
+    run = drain(engine.submit_run(workflow=refused_merge.name, input={"change_id": 3}))
     before = Event.objects.count()
     with pytest.raises(error, match=message):
         engine.retry_steps(run_id=run.id, step_keys=keys, actor="ann")

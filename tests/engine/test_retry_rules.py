@@ -5,6 +5,8 @@ decided by the rules that decide it the first time."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from examples.models import TargetRecord
@@ -13,9 +15,121 @@ from runs import engine
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.testing import _commits, run_inline
-from tests.support import workflows as test_workflows
+from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, Retry, Workflow
+from tests.support.declared import declared
 
 pytestmark = pytest.mark.django_db
+
+# --- a condition that raises until a test says otherwise --------------------------------
+# APPROVALS[run_id]: what the approvals service answers; absent, it raises (it did not
+# answer). PAID lists the runs whose payout ran.
+APPROVALS: dict[str, bool] = {}
+PAID: list[str] = []
+
+
+def approved(ctx: Context) -> bool:
+    if ctx.run_id not in APPROVALS:
+        raise RuntimeError("the approvals service did not answer")
+    return APPROVALS[ctx.run_id]
+
+
+flaky_condition = Workflow("flaky-condition", version=1)
+
+
+@flaky_condition.step(kind=PURE)
+def ask_approval(ctx: Context) -> str:
+    return "asked"
+
+
+@flaky_condition.step(kind=PURE, when=approved)
+def pay_out(ctx: Context) -> str:
+    PAID.append(ctx.run_id)
+    return "paid"
+
+
+flaky_condition_map = Workflow("flaky-condition-map", version=1)
+
+
+@flaky_condition_map.step(kind=PURE)
+def list_payees(ctx: Context) -> list[int]:
+    return [1, 2, 3, 4, 5]
+
+
+@flaky_condition_map.map_step(over="list_payees", batch_size=2, kind=TRANSACTIONAL, when=approved)
+def pay_each(ctx: Context, payee: int) -> None:
+    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
+
+
+# --- a map whose items are named by a directory that does not know them yet ------------
+# ACCOUNTS[payee]: the account that names a payee's item; absent, the key function
+# raises, so the engine refuses the list and the map never expands (a test fills it in).
+ACCOUNTS: dict[int, str] = {}
+
+refused_map = Workflow("refused-then-known-map", version=1)
+
+
+@refused_map.step(kind=PURE)
+def list_known_payees(ctx: Context) -> list[int]:
+    return [1, 2, 3, 4, 5]
+
+
+@refused_map.map_step(
+    over="list_known_payees", batch_size=2, kind=TRANSACTIONAL, key=lambda payee: ACCOUNTS[payee]
+)
+def pay_account(ctx: Context, payee: int) -> None:
+    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
+
+
+# --- a skipped step beside a branch that fails once: its dependent waits on both --------
+skip_beside_failure = Workflow("skip-beside-failure", version=1)
+
+
+@skip_beside_failure.step(kind=PURE)
+def triage(ctx: Context) -> str:
+    return "triaged"
+
+
+@skip_beside_failure.step(kind=PURE, after=["triage"], when=lambda ctx: False)
+def escalate(ctx: Context) -> str:
+    return "escalated"
+
+
+@skip_beside_failure.step(kind=PURE, after=["triage"], retry=Retry(max_attempts=1))
+def notify_once(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("the mail server refused the first attempt")
+    return "notified"
+
+
+@skip_beside_failure.step(kind=PURE, after=["escalate", "notify_once"])
+def close_ticket(ctx: Context) -> str:
+    return "closed"
+
+
+# --- a guarded step left unresolved beside a branch that fails once, both before one end --
+guarded_beside_flaky = Workflow("guarded-beside-flaky", version=1)
+
+
+@guarded_beside_flaky.step(kind=GUARDED, after=[])
+def deploy_later(ctx: Context) -> dict[str, Any]:
+    raise TimeoutError("deploy API timed out")
+
+
+@guarded_beside_flaky.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
+def flaky_once(ctx: Context) -> str:
+    if ctx.attempt == 1:
+        raise RuntimeError("fails on its first attempt")
+    return "fine"
+
+
+@guarded_beside_flaky.step(kind=PURE, after=["deploy_later", "flaky_once"])
+def wrap_up(ctx: Context) -> str:
+    return "wrapped up"
+
+
+_workflows = declared(
+    flaky_condition, flaky_condition_map, refused_map, skip_beside_failure, guarded_beside_flaky
+)
 
 
 def step_of(run: Run, key: str) -> Step:
@@ -35,23 +149,23 @@ def _retry(run: Run, *keys: str) -> Run:
         return engine.retry_steps(run_id=run.id, step_keys=list(keys), actor="ann")
 
 
-def test_a_step_whose_condition_raised_is_decided_by_its_condition_again_on_retry():
-    run = run_inline("flaky-condition")
+def test_a_step_whose_condition_raised_is_decided_by_its_condition_again_on_retry(monkeypatch):
+    run = run_inline(flaky_condition)
     assert run.status == RunStatus.FAILED
     assert step_of(run, "pay_out").status == StepStatus.FAILED
-    test_workflows.CONDITION_ANSWERS[str(run.id)] = False  # the service answers now: no
+    monkeypatch.setitem(APPROVALS, str(run.id), False)  # the service answers now: no
 
     run = _drive(_retry(run, "pay_out"))
 
     assert step_of(run, "pay_out").status == StepStatus.SKIPPED
-    assert str(run.id) not in test_workflows.BODIES_RUN  # no payout without its approval
+    assert str(run.id) not in PAID  # no payout without its approval
     assert run.status == RunStatus.SUCCEEDED
 
 
-def test_a_map_step_whose_condition_raised_expands_on_retry():
-    run = run_inline("flaky-condition-map")
+def test_a_map_step_whose_condition_raised_expands_on_retry(monkeypatch):
+    run = run_inline(flaky_condition_map)
     assert step_of(run, "pay_each").status == StepStatus.FAILED
-    test_workflows.CONDITION_ANSWERS[str(run.id)] = True
+    monkeypatch.setitem(APPROVALS, str(run.id), True)
 
     run = _drive(_retry(run, "pay_each"))
 
@@ -69,7 +183,7 @@ def test_a_map_step_whose_condition_raised_expands_on_retry():
 
 
 def test_a_map_step_whose_list_was_refused_expands_on_retry(monkeypatch):
-    run = run_inline("refused-then-known-map")  # the directory knows no payee yet
+    run = run_inline(refused_map)  # the directory knows no payee yet
     pay = step_of(run, "pay_account")
     assert (run.status, pay.status) == (RunStatus.FAILED, StepStatus.FAILED)
     assert pay.error == (
@@ -78,7 +192,7 @@ def test_a_map_step_whose_list_was_refused_expands_on_retry(monkeypatch):
     )
     assert not Step.objects.filter(run=run, parent__isnull=False).exists()  # never expanded
     for payee in range(1, 6):
-        monkeypatch.setitem(test_workflows.PAYEE_ACCOUNTS, payee, f"acct-{payee}")
+        monkeypatch.setitem(ACCOUNTS, payee, f"acct-{payee}")
 
     run = _drive(_retry(run, "pay_account"))
 
@@ -94,7 +208,7 @@ def test_a_map_step_whose_list_was_refused_expands_on_retry(monkeypatch):
 
 
 def test_a_retry_beside_a_skipped_step_lets_their_dependent_run():
-    run = run_inline("skip-beside-failure")
+    run = run_inline(skip_beside_failure)
     assert run.status == RunStatus.FAILED
     assert step_of(run, "escalate").status == StepStatus.SKIPPED
 
@@ -106,7 +220,7 @@ def test_a_retry_beside_a_skipped_step_lets_their_dependent_run():
 
 @pytest.mark.parametrize("decided_by", ["operator", "probe answer"])
 def test_resolving_a_claim_of_a_failed_run_then_retrying_finishes_the_run(decided_by):
-    run = run_inline("guarded-beside-flaky")
+    run = run_inline(guarded_beside_flaky)
     assert run.status == RunStatus.FAILED
     claim = Claim.objects.get(run=run, step__name="deploy_later")
     assert claim.status == ClaimStatus.UNRESOLVED

@@ -5,6 +5,8 @@ took the first."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from runs import engine
@@ -12,9 +14,28 @@ from runs.errors import DuplicateSignal, WaitFinished
 from runs.models import Run, Signal, Step
 from runs.states import RunStatus, StepStatus
 from runs.testing import _commits, run_inline
+from runs.workflows import Context, Workflow
 from tests.support.api import error_of, token_client
+from tests.support.declared import declared
 
 pytestmark = pytest.mark.django_db
+
+
+# Two waits of one run: one times out and goes on, the other waits on.
+two_waits = Workflow("two-waits", version=1)
+
+
+@two_waits.wait(signal="ping", after=[], timeout=timedelta(seconds=1), on_timeout="continue")
+def ping(ctx: Context) -> None:
+    """Goes on without its signal after a second."""
+
+
+@two_waits.wait(signal="pong", after=[])
+def pong(ctx: Context) -> None:
+    """Waits for its signal."""
+
+
+_workflows = declared(two_waits)
 
 
 def step_of(run: Run, key: str) -> Step:
@@ -30,7 +51,7 @@ def _execute(run: Run, *keys: str) -> Run:
 
 
 def test_a_signal_whose_wait_timed_out_is_refused():
-    run = run_inline("two-waits")  # ping's timeout is skipped: it went on without it
+    run = run_inline(two_waits)  # ping's timeout is skipped: it went on without it
     assert step_of(run, "ping").result == {"timed_out": True}
     assert run.status == RunStatus.WAITING  # pong still waits
 

@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.management import CommandError, call_command
 
 from runs import engine
 from runs.errors import InvalidInput, UnknownVersion, UnknownWorkflow
 from runs.models import Claim, Event, Run, Step
+from runs.workflows import PURE, Context, Field, Workflow
+from tests.support.declared import declared
+
+# Input with parameterised types.
+typed_input = Workflow(
+    "typed-input",
+    version=1,
+    input={
+        "ids": list[int],
+        "weights": Field(dict[str, float], default={}),
+        "groups": Field(list[dict[str, list[int]]], default=[]),
+        "note": Field(str | None, default=None),
+        "ratio": Field(float, default=0.5, min=0),
+    },
+)
+
+
+@typed_input.step(kind=PURE)
+def echo(ctx: Context) -> dict[str, Any]:
+    return ctx.input
+
+
+_workflows = declared(typed_input)
 
 
 def assert_nothing_written() -> None:

@@ -21,10 +21,40 @@ from runs.engine.tools import operate_module as operate
 from runs.errors import StepNotRetryable
 from runs.models import Claim, MapRegistry, RetentionPolicy, Run, Step, SubmissionKey
 from runs.states import RunStatus
+from runs.workflows import PURE, TRANSACTIONAL, Context, Field, Retry, Workflow
+from tests.support.declared import declared
 from tests.support.races import Background, is_waiting_on_lock
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# A map whose collector fails on its first attempt: the run fails after every item
+# completed, and a retry of `gather` reads the items' results again.
+collect_map_fails_once = Workflow(
+    "collect-map-fails-once", version=1, input={"count": int, "batch_size": Field(int, default=50)}
+)
+
+
+@collect_map_fails_once.step(kind=PURE)
+def numbers(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+@collect_map_fails_once.map_step(over="numbers", batch_size="batch_size", kind=TRANSACTIONAL)
+def double(ctx: Context, n: int) -> int:
+    return n * 2
+
+
+@collect_map_fails_once.step(kind=PURE, collect="double", retry=Retry(max_attempts=1))
+def gather(ctx: Context) -> dict[str, Any]:
+    if ctx.attempt == 1:
+        raise RuntimeError("gather fails on its first attempt")
+    assert ctx.collected is not None
+    return {"values": list(ctx.collected)}
+
+
+_workflows = declared(collect_map_fails_once)
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -107,7 +137,9 @@ def pause_retention_after(
 def failed_after_its_map() -> Run:
     """A run whose map completed every item, then whose collector failed: the run
     failed, `gather` can be retried and reads the items' results again."""
-    run = engine.submit_run(workflow="collect-map-fails-once", input={"count": 4, "batch_size": 2})
+    run = engine.submit_run(
+        workflow=collect_map_fails_once.name, input={"count": 4, "batch_size": 2}
+    )
     run = drive(run)
     assert run.status == RunStatus.FAILED
     assert Claim.objects.filter(run=run, item_key__isnull=False, status="succeeded").count() == 4

@@ -3,8 +3,12 @@ done by resolve_claim exactly as previewed."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
+from examples.models import TargetRecord
 from reconciliation.wording import preview_summary
 from runs import engine
 from runs.engine import preview_resolution, preview_resolutions, resolve_claim
@@ -13,7 +17,44 @@ from runs.errors import ClaimNotFound, InvalidResolution
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.resolutions import Preview
 from runs.states import ClaimStatus, RunStatus, StepStatus
+from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, Retry, Workflow
+from tests.support.declared import declared
 from tests.support.factories import crashed_merge, enter_effect, expire_leases, raised
+
+# A guarded step whose result a map step maps over.
+list_then_map = Workflow("list-then-map", version=1, input={})
+
+
+@list_then_map.step(kind=GUARDED)
+def fetch_changes(ctx: Context) -> list[int]:
+    raise TimeoutError("change list API timed out")
+
+
+@list_then_map.map_step(over="fetch_changes", batch_size=2, kind=TRANSACTIONAL)
+def record_change(ctx: Context, item: Any) -> None:
+    TargetRecord.objects.create(record_id=0, run_id=ctx.run_id, payload=json.dumps(item)[:100])
+
+
+# Two guarded steps one step waits for.
+twin_deploys = Workflow("twin-deploys", version=1, input={})
+
+
+@twin_deploys.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
+def deploy_east(ctx: Context) -> str:
+    raise TimeoutError("east deploy API timed out")
+
+
+@twin_deploys.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
+def deploy_west(ctx: Context) -> str:
+    raise TimeoutError("west deploy API timed out")
+
+
+@twin_deploys.step(kind=PURE, after=["deploy_east", "deploy_west"])
+def report(ctx: Context) -> str:
+    return "both deployed"
+
+
+_workflows = declared(list_then_map, twin_deploys)
 
 
 def all_rows() -> tuple:
@@ -54,7 +95,7 @@ def test_preview_succeeded_resumes_and_names_the_steps_that_become_ready(db):
 
 
 def test_preview_succeeded_says_a_map_dependent_would_expand(db):
-    run = raised("list-then-map")
+    run = raised(list_then_map.name)
     claim = Claim.objects.get(run=run)
 
     preview = previewed_then_resolved(claim, "succeeded", result=[1, 2, 3])
@@ -172,7 +213,7 @@ def test_preview_refuses_unknown_claims_and_outcomes(db):
 
 
 def test_previews_of_one_run_see_the_decisions_before_them(db):
-    run = raised("twin-deploys")  # both deploys unresolved; report waits for both
+    run = raised(twin_deploys.name)  # both deploys unresolved; report waits for both
     east = Claim.objects.get(run=run, step__name="deploy_east")
     west = Claim.objects.get(run=run, step__name="deploy_west")
     before = all_rows()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core.paginator import Paginator
@@ -14,8 +15,10 @@ from runs.engine import resolve_claim
 from runs.models import Claim, Step
 from runs.record import events
 from runs.states import ClaimStatus
+from runs.workflows import GUARDED, Context, Workflow
 from tests.support import factories
 from tests.support import workflows as test_workflows
+from tests.support.declared import declared
 from tests.support.factories import crashed, crashed_merge, expire_leases, operator, raised
 
 
@@ -79,10 +82,22 @@ def test_unresolved_queue_filters_by_workflow_and_age(db):
     assert queries.workflows_in_queue() == [("merge-change", 1), ("merge-change-probed", 1)]
 
 
+# A guarded step whose postcondition rejects its result.
+verified_merge = Workflow("verified-merge", version=1, input={})
+
+
+@verified_merge.step(kind=GUARDED, verify=lambda result: False)
+def merge_verified(ctx: Context) -> dict[str, Any]:
+    return {"merged": False}
+
+
+_workflows = declared(verified_merge)
+
+
 def test_unresolved_queue_classifies_what_made_each_claim_unresolved(db):
     died = crashed_merge()
     raised_run = raised("fan-out")
-    rejected_run = raised("verified-merge")
+    rejected_run = raised(verified_merge.name)
 
     engine.probe_claim(claim_id=Claim.objects.get(run=raised_run).id)  # cannot tell
 

@@ -1,6 +1,11 @@
 """Workflows only the test suite registers (tests/support/session_env.py adds this module to
 RUNS_WORKFLOW_MODULES). They give tests handles the examples do not: a guarded step
-that raises on demand, steps that pause inside their effect, a second version."""
+that raises on demand, steps that pause inside their effect, a second version.
+
+Only workflows that real worker processes must know (a `workers`, `live` or browser
+test, tests/integration, bench/) or that several test modules share belong here. A
+workflow one in-process test module uses is declared in that module, next to its tests
+(tests/support/declared.py)."""
 
 from __future__ import annotations
 
@@ -46,8 +51,6 @@ def merge(ctx: Context) -> dict[str, Any]:
         raise TimeoutError("code host did not answer within 30s")
     if mode == "not_applied_once" and ctx.attempt == 1:
         raise NotApplied("code host refused the request before merging")
-    if mode == "not_applied_3" and ctx.attempt <= 3:  # until an operator retries
-        raise NotApplied("code host refused the request before merging")
     return CodeHost().merge(change_id=ctx.input["change_id"], run_id=ctx.run_id)
 
 
@@ -86,28 +89,20 @@ def merge_slowly(ctx: Context) -> dict[str, Any]:
     return result
 
 
-# --- a transactional step and a transactional map item that heartbeat, then pause ------
+# --- a transactional map item that heartbeats, then pauses -----------------------------
 # PAUSES[run_id] = (paused, release): after its effect's write and ctx.heartbeat(), the
-# step (or item) sets `paused` and waits for `release`, inside its transaction, so a test
-# can act (expire the lease, sweep) while a worker sits paused in an open transaction.
+# item (or a step that calls write_heartbeat_pause, as tests/engine/test_heartbeat.py's
+# does) sets `paused` and waits for `release`, inside its transaction, so a test can act
+# (expire the lease, sweep) while a worker sits paused in an open transaction.
 PAUSES: dict[str, tuple[threading.Event, threading.Event]] = {}
 
 
-def _write_heartbeat_pause(ctx: Context, record_id: int) -> None:
+def write_heartbeat_pause(ctx: Context, record_id: int) -> None:
     TargetRecord.objects.create(record_id=record_id, run_id=ctx.run_id)
     ctx.heartbeat()
     paused, release = PAUSES[ctx.run_id]
     paused.set()
     release.wait(30)
-
-
-heartbeat_write = workflow("heartbeat-write", version=1, input={})
-
-
-@heartbeat_write.step(kind=TRANSACTIONAL, retry=Retry(max_attempts=3))
-def write_then_pause(ctx: Context) -> dict[str, Any]:
-    _write_heartbeat_pause(ctx, 1)
-    return {"written": 1}
 
 
 heartbeat_map = workflow("heartbeat-map", version=1, input={})
@@ -120,7 +115,7 @@ def one_item(ctx: Context) -> list[int]:
 
 @heartbeat_map.map_step(over="one_item", batch_size=1, kind=TRANSACTIONAL)
 def write_item_then_pause(ctx: Context, item: int) -> None:
-    _write_heartbeat_pause(ctx, item)
+    write_heartbeat_pause(ctx, item)
 
 
 # --- a version only some workers know --------------------------------------------------
@@ -172,7 +167,7 @@ def second(ctx: Context) -> str:
     return f"second after {ctx.results['first']}"
 
 
-# --- chains whose next step a worker starts in the finish's transaction ---------------
+# --- a chain whose next step a worker starts in the finish's transaction --------------
 # held-chain: its middle step holds inside its effect, so a test can SIGKILL the worker
 # while the step that started in `ready`'s finish transaction runs.
 held_chain = workflow("held-chain", version=1, input=HOLD_INPUT)
@@ -194,20 +189,6 @@ def conclude(ctx: Context) -> str:
     return f"concluded after {ctx.results['hold']}"
 
 
-# pure-then-charge: the next step takes a claim at its start (an idempotent effect).
-pure_then_charge = workflow("pure-then-charge", version=1, input={})
-
-
-@pure_then_charge.step(kind=PURE)
-def quote(ctx: Context) -> int:
-    return 700
-
-
-@pure_then_charge.step(kind=IDEMPOTENT, after=["quote"])
-def bill(ctx: Context) -> dict[str, Any]:
-    return {"billed": ctx.results["quote"], "key": ctx.idempotency_key}
-
-
 # --- a guarded merge that lets a test act between the effect and its finish ------------
 # HOOKS[run_id]() runs right after the merge, inside the step: a test uses it to make
 # time pass (expire the lease), run the sweeper or resolve the claim, deterministically.
@@ -226,18 +207,6 @@ def hooked_merge(ctx: Context) -> dict[str, Any]:
     if ctx.input["mode"] == "raise":
         raise TimeoutError("code host did not answer")
     return result
-
-
-# --- a guarded step that reports the fencing token it was given ------------------------
-tokens = workflow("token-merge", version=1, input={})
-
-
-@tokens.step(kind=GUARDED, retry=Retry(max_attempts=3, base_delay=0, jitter=False))
-def report_token(ctx: Context) -> dict[str, Any]:
-    if ctx.attempt == 1:
-        raise NotApplied("host refused before doing anything")
-    assert ctx.fencing_token is not None
-    return {"key": ctx.fencing_token.key, "number": ctx.fencing_token.number}
 
 
 # --- two independent pure steps (two running attempts per run) -------------------------
@@ -273,26 +242,7 @@ def after_deploy(ctx: Context) -> str:
     return "announced"
 
 
-# --- input with parameterised types ----------------------------------------------------
-typed_input = workflow(
-    "typed-input",
-    version=1,
-    input={
-        "ids": list[int],
-        "weights": Field(dict[str, float], default={}),
-        "groups": Field(list[dict[str, list[int]]], default=[]),
-        "note": Field(str | None, default=None),
-        "ratio": Field(float, default=0.5, min=0),
-    },
-)
-
-
-@typed_input.step(kind=PURE)
-def echo(ctx: Context) -> dict[str, Any]:
-    return ctx.input
-
-
-# --- map steps over any JSON items, by their own key or by a key function ---------------
+# --- a map step over any JSON items, each by its own key --------------------------------
 def _record_item(ctx: Context, item: Any) -> None:
     """One target row per processed item, its payload the item's JSON (truncated)."""
     TargetRecord.objects.create(record_id=0, run_id=ctx.run_id, payload=json.dumps(item)[:100])
@@ -313,81 +263,6 @@ def list_items(ctx: Context) -> list[Any]:
 @map_items.map_step(over="list_items", batch_size="batch_size", kind=TRANSACTIONAL)
 def record(ctx: Context, item: Any) -> None:
     _record_item(ctx, item)
-
-
-map_items_by_id = workflow("map-items-by-id", version=1, input={"items": list})
-
-
-@map_items_by_id.step(kind=PURE)
-def list_items_by_id(ctx: Context) -> list[Any]:
-    return ctx.input["items"]
-
-
-@map_items_by_id.map_step(
-    over="list_items_by_id", batch_size=2, kind=TRANSACTIONAL, key=lambda item: item["id"]
-)
-def record_by_id(ctx: Context, item: Any) -> None:
-    _record_item(ctx, item)
-
-
-# --- reconciliation: a guarded step whose postcondition always fails -------------------
-verified = workflow("verified-merge", version=1, input={})
-
-
-@verified.step(kind=GUARDED, verify=lambda result: False)
-def merge_verified(ctx: Context) -> dict[str, Any]:
-    return {"merged": False}
-
-
-# --- reconciliation: a guarded step whose result a map step maps over ------------------
-listed = workflow("list-then-map", version=1, input={})
-
-
-@listed.step(kind=GUARDED)
-def fetch_changes(ctx: Context) -> list[int]:
-    raise TimeoutError("change list API timed out")
-
-
-@listed.map_step(over="fetch_changes", batch_size=2, kind=TRANSACTIONAL)
-def record_change(ctx: Context, item: Any) -> None:
-    _record_item(ctx, item)
-
-
-# --- reconciliation: two guarded steps one step waits for ------------------------------
-twins = workflow("twin-deploys", version=1, input={})
-
-
-@twins.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
-def deploy_east(ctx: Context) -> str:
-    raise TimeoutError("east deploy API timed out")
-
-
-@twins.step(kind=GUARDED, after=[], retry=Retry(max_attempts=2))
-def deploy_west(ctx: Context) -> str:
-    raise TimeoutError("west deploy API timed out")
-
-
-@twins.step(kind=PURE, after=["deploy_east", "deploy_west"])
-def report(ctx: Context) -> str:
-    return "both deployed"
-
-
-# --- a map whose item 7 fails until an operator retries the batch ----------------------
-picky = workflow("picky-map", version=1, input={"count": int})
-
-
-@picky.step(kind=PURE)
-def numbers(ctx: Context) -> list[int]:
-    return list(range(1, ctx.input["count"] + 1))
-
-
-@picky.map_step(
-    over="numbers", batch_size=5, kind=TRANSACTIONAL, retry=Retry(max_attempts=2, base_delay=0)
-)
-def copy_number(ctx: Context, number: int) -> None:
-    if number == 7 and ctx.attempt <= 2:
-        raise ValueError("record 7 is locked by a migration")
-    TargetRecord.objects.create(record_id=number, run_id=ctx.run_id)
 
 
 # --- a branch that fails for good beside one that goes on ------------------------------
@@ -461,7 +336,7 @@ def total(ctx: Context) -> dict[str, Any]:
     return {"total": ctx.input["amount"] + (5 if ctx.input["express"] else 0)}
 
 
-# --- authoring: waits, sleeps, conditions, collected results ---------------
+# --- authoring: waits and sleeps ---------------------------------------------------------
 from datetime import timedelta  # noqa: E402
 
 wait_approval = workflow("wait-approval", version=1, input={"order": int})
@@ -522,81 +397,6 @@ def woke(ctx: Context) -> str:
     return "awake"
 
 
-conditional = workflow("conditional", version=1, input={"ship": bool})
-
-
-@conditional.step(kind=PURE)
-def decide(ctx: Context) -> bool:
-    return bool(ctx.input["ship"])
-
-
-@conditional.step(kind=PURE, when=lambda ctx: ctx.results["decide"])
-def ship(ctx: Context) -> str:
-    return "shipped"
-
-
-@conditional.step(kind=PURE, name="report")
-def conditional_report(ctx: Context) -> dict[str, Any]:
-    return {"decided": ctx.results["decide"], "ship": ctx.results["ship"]}
-
-
-collect_map = workflow(
-    "collect-map", version=1, input={"count": int, "batch_size": Field(int, default=50)}
-)
-
-
-@collect_map.step(kind=PURE, name="numbers")
-def count_up(ctx: Context) -> list[int]:
-    return list(range(ctx.input["count"]))
-
-
-@collect_map.map_step(over="numbers", batch_size="batch_size", kind=TRANSACTIONAL)
-def double(ctx: Context, n: int) -> int:
-    return n * 2
-
-
-@collect_map.step(kind=PURE, collect="double")
-def gather(ctx: Context) -> dict[str, Any]:
-    assert ctx.collected is not None
-    values = list(ctx.collected)
-    return {
-        "len": len(ctx.collected),
-        "ordered": values == [n * 2 for n in range(len(values))],
-        "sum": sum(values),
-    }
-
-
-# The same map, but its collector fails on its first attempt: the run fails after every
-# item completed, and a retry of `gather` reads the items' results again.
-collect_map_fails_once = workflow(
-    "collect-map-fails-once",
-    version=1,
-    input={"count": int, "batch_size": Field(int, default=50)},
-)
-
-
-@collect_map_fails_once.step(kind=PURE, name="numbers")
-def count_up_again(ctx: Context) -> list[int]:
-    return list(range(ctx.input["count"]))
-
-
-@collect_map_fails_once.map_step(
-    over="numbers", batch_size="batch_size", kind=TRANSACTIONAL, name="double"
-)
-def double_again(ctx: Context, n: int) -> int:
-    return n * 2
-
-
-@collect_map_fails_once.step(
-    kind=PURE, collect="double", name="gather", retry=Retry(max_attempts=1)
-)
-def gather_after_a_failure(ctx: Context) -> dict[str, Any]:
-    if ctx.attempt == 1:
-        raise RuntimeError("gather fails on its first attempt")
-    assert ctx.collected is not None
-    return {"values": list(ctx.collected)}
-
-
 # --- compensation -----------------------------------------------------------------------
 compensated = workflow(
     "compensated-order", version=1, input={"outcome": str, "undo": Field(str, default="ok")}
@@ -637,19 +437,6 @@ def finish(ctx: Context) -> str:
     return "done"
 
 
-branch_wait = workflow("branch-wait", version=1)
-
-
-@branch_wait.wait(signal="go", after=[])
-def hold_on(ctx: Context) -> None:
-    """Waits while the other branch runs."""
-
-
-@branch_wait.step(kind=GUARDED, after=[], retry=Retry(max_attempts=1))
-def poke(ctx: Context) -> str:
-    raise TimeoutError("no answer")
-
-
 # --- a guarded step that names a compensation and whose outcome stays unknown ----------
 compensated_deploy = workflow("compensated-deploy", version=1)
 
@@ -667,20 +454,6 @@ def deploy_release(ctx: Context) -> dict[str, Any]:
 @compensated_deploy.step(kind=PURE)
 def announce_release(ctx: Context) -> str:
     return "announced"
-
-
-# --- a pure step whose guarded successor starts in its finish's transaction -------------
-quote_then_merge = workflow("quote-then-merge", version=1, input={"change_id": int})
-
-
-@quote_then_merge.step(kind=PURE)
-def quote_change(ctx: Context) -> int:
-    return int(ctx.input["change_id"])
-
-
-@quote_then_merge.step(kind=GUARDED)
-def merge_quoted(ctx: Context) -> dict[str, Any]:
-    return CodeHost().merge(change_id=ctx.results["quote_change"], run_id=ctx.run_id)
 
 
 # --- two branches: one fails for good at once, the other fails once and may retry -------
@@ -717,130 +490,6 @@ def fails_at_first(ctx: Context) -> str:
 )
 def send_receipt(ctx: Context) -> str:
     return f"receipt sent under {ctx.idempotency_key}"
-
-
-# --- a condition that raises until a test says otherwise --------------------------------
-# CONDITION_ANSWERS[run_id]: what the condition answers; absent, it raises (its service
-# did not answer). BODIES_RUN lists the runs whose guarded body ran.
-CONDITION_ANSWERS: dict[str, bool] = {}
-BODIES_RUN: list[str] = []
-
-
-def _approved(ctx: Context) -> bool:
-    if ctx.run_id not in CONDITION_ANSWERS:
-        raise RuntimeError("the approvals service did not answer")
-    return CONDITION_ANSWERS[ctx.run_id]
-
-
-flaky_condition = workflow("flaky-condition", version=1)
-
-
-@flaky_condition.step(kind=PURE)
-def ask_approval(ctx: Context) -> str:
-    return "asked"
-
-
-@flaky_condition.step(kind=PURE, when=_approved)
-def pay_out(ctx: Context) -> str:
-    BODIES_RUN.append(ctx.run_id)
-    return "paid"
-
-
-flaky_condition_map = workflow("flaky-condition-map", version=1)
-
-
-@flaky_condition_map.step(kind=PURE)
-def list_payees(ctx: Context) -> list[int]:
-    return [1, 2, 3, 4, 5]
-
-
-@flaky_condition_map.map_step(over="list_payees", batch_size=2, kind=TRANSACTIONAL, when=_approved)
-def pay_each(ctx: Context, payee: int) -> None:
-    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
-
-
-# --- a map whose items are named by a directory that does not know them yet ------------
-# PAYEE_ACCOUNTS[payee]: the account that names a payee's item; absent, the key function
-# raises, so the engine refuses the list and the map never expands (a test fills it in).
-PAYEE_ACCOUNTS: dict[int, str] = {}
-
-refused_map = workflow("refused-then-known-map", version=1)
-
-
-@refused_map.step(kind=PURE)
-def list_known_payees(ctx: Context) -> list[int]:
-    return [1, 2, 3, 4, 5]
-
-
-@refused_map.map_step(
-    over="list_known_payees",
-    batch_size=2,
-    kind=TRANSACTIONAL,
-    key=lambda payee: PAYEE_ACCOUNTS[payee],
-)
-def pay_account(ctx: Context, payee: int) -> None:
-    TargetRecord.objects.create(record_id=payee, run_id=ctx.run_id)
-
-
-# --- a skipped step beside a branch that fails once: its dependent waits on both --------
-skip_beside_failure = workflow("skip-beside-failure", version=1)
-
-
-@skip_beside_failure.step(kind=PURE)
-def triage(ctx: Context) -> str:
-    return "triaged"
-
-
-@skip_beside_failure.step(kind=PURE, after=["triage"], when=lambda ctx: False)
-def escalate(ctx: Context) -> str:
-    return "escalated"
-
-
-@skip_beside_failure.step(kind=PURE, after=["triage"], retry=Retry(max_attempts=1))
-def notify_once(ctx: Context) -> str:
-    if ctx.attempt == 1:
-        raise RuntimeError("the mail server refused the first attempt")
-    return "notified"
-
-
-@skip_beside_failure.step(kind=PURE, after=["escalate", "notify_once"])
-def close_ticket(ctx: Context) -> str:
-    return "closed"
-
-
-# --- a guarded step left unresolved beside a branch that fails once, both before one end --
-guarded_beside_flaky = workflow("guarded-beside-flaky", version=1)
-
-
-@guarded_beside_flaky.step(kind=GUARDED, after=[])
-def deploy_later(ctx: Context) -> dict[str, Any]:
-    raise TimeoutError("deploy API timed out")
-
-
-@guarded_beside_flaky.step(kind=PURE, after=[], retry=Retry(max_attempts=1))
-def flaky_once(ctx: Context) -> str:
-    if ctx.attempt == 1:
-        raise RuntimeError("fails on its first attempt")
-    return "fine"
-
-
-@guarded_beside_flaky.step(kind=PURE, after=["deploy_later", "flaky_once"])
-def wrap_up(ctx: Context) -> str:
-    return "wrapped up"
-
-
-# --- two waits of one run: one times out and goes on, the other waits on ---------------
-two_waits = workflow("two-waits", version=1)
-
-
-@two_waits.wait(signal="ping", after=[], timeout=timedelta(seconds=1), on_timeout="continue")
-def ping(ctx: Context) -> None:
-    """Goes on without its signal after a second."""
-
-
-@two_waits.wait(signal="pong", after=[])
-def pong(ctx: Context) -> None:
-    """Waits for its signal."""
 
 
 # --- a branch that waits, beside one that fails once -----------------------------------
@@ -960,47 +609,3 @@ def late_branch(ctx: Context) -> str:
 @fork_join.step(kind=PURE, after=["failing_branch", "late_branch"])
 def join(ctx: Context) -> str:
     return "joined"
-
-
-# --- lock strength (tests/engine/test_lock_strength.py): a guarded step and a map, each
-# followed by a step whose condition raises (CONDITION_ANSWERS, above), beside a branch
-# that a test starts while they finish ------------------------------------------------
-guarded_then_condition = workflow("guarded-then-condition", version=1)
-
-
-@guarded_then_condition.step(kind=PURE, after=[])
-def side_branch(ctx: Context) -> str:
-    return "side"
-
-
-@guarded_then_condition.step(kind=GUARDED, after=[])
-def merge_checked(ctx: Context) -> dict[str, Any]:
-    return CodeHost().merge(change_id=1, run_id=ctx.run_id)
-
-
-@guarded_then_condition.step(kind=PURE, after=["merge_checked"], when=_approved)
-def announce_merge(ctx: Context) -> str:
-    return "announced"
-
-
-map_then_condition = workflow("map-then-condition", version=1)
-
-
-@map_then_condition.step(kind=PURE, after=[])
-def side_of_map(ctx: Context) -> str:
-    return "side"
-
-
-@map_then_condition.step(kind=PURE, after=[])
-def list_targets(ctx: Context) -> list[int]:
-    return [1, 2]
-
-
-@map_then_condition.map_step(over="list_targets", batch_size=10, kind=TRANSACTIONAL)
-def copy_target(ctx: Context, target: int) -> None:
-    TargetRecord.objects.create(record_id=target, run_id=ctx.run_id)
-
-
-@map_then_condition.step(kind=PURE, after=["copy_target"], when=_approved)
-def report_targets(ctx: Context) -> str:
-    return "reported"

@@ -3,6 +3,8 @@ services: waits and signals, sleeps, conditions, ctx.results, collected results.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.management import call_command
 
@@ -10,9 +12,36 @@ from runs import engine
 from runs.errors import DuplicateSignal, RunNotActive, RunNotFound, UnknownSignal
 from runs.models import Event, Run, Signal, Step
 from runs.testing import run_inline
-from runs.workflows import PURE, Context, Workflow, WorkflowDefinitionError
+from runs.workflows import (
+    GUARDED,
+    PURE,
+    TRANSACTIONAL,
+    Context,
+    Field,
+    Retry,
+    Workflow,
+    WorkflowDefinitionError,
+)
+from tests.support.declared import declared
 
 pytestmark = pytest.mark.django_db
+
+
+# A branch that waits for a signal beside a guarded one whose outcome stays unknown.
+branch_wait = Workflow("branch-wait", version=1)
+
+
+@branch_wait.wait(signal="go", after=[])
+def hold_on(ctx: Context) -> None:
+    """Waits while the other branch runs."""
+
+
+@branch_wait.step(kind=GUARDED, after=[], retry=Retry(max_attempts=1))
+def poke(ctx: Context) -> str:
+    raise TimeoutError("no answer")
+
+
+_workflows = declared(branch_wait)
 
 
 def _events(run: Run, type: str) -> list[Event]:
@@ -131,9 +160,58 @@ def test_send_signal_command_prints_one_line(capsys, operator):
 
 
 # --- conditions and results ------------------------------------------------------------
+# A step that runs only when `decide` says so, and a report that runs either way.
+conditional = Workflow("conditional", version=1, input={"ship": bool})
+
+
+@conditional.step(kind=PURE)
+def decide(ctx: Context) -> bool:
+    return bool(ctx.input["ship"])
+
+
+@conditional.step(kind=PURE, when=lambda ctx: ctx.results["decide"])
+def ship(ctx: Context) -> str:
+    return "shipped"
+
+
+@conditional.step(kind=PURE)
+def report(ctx: Context) -> dict[str, Any]:
+    return {"decided": ctx.results["decide"], "ship": ctx.results["ship"]}
+
+
+# A map whose collector reads every item's result, in item order.
+collect_map = Workflow(
+    "collect-map", version=1, input={"count": int, "batch_size": Field(int, default=50)}
+)
+
+
+@collect_map.step(kind=PURE)
+def numbers(ctx: Context) -> list[int]:
+    return list(range(ctx.input["count"]))
+
+
+@collect_map.map_step(over="numbers", batch_size="batch_size", kind=TRANSACTIONAL)
+def double(ctx: Context, n: int) -> int:
+    return n * 2
+
+
+@collect_map.step(kind=PURE, collect="double")
+def gather(ctx: Context) -> dict[str, Any]:
+    assert ctx.collected is not None
+    values = list(ctx.collected)
+    return {
+        "len": len(ctx.collected),
+        "ordered": values == [n * 2 for n in range(len(values))],
+        "sum": sum(values),
+    }
+
+
+_results_workflows = declared(conditional, collect_map)
+
+
 @pytest.mark.parametrize("ship", [True, False])
 def test_condition_skips_a_step_and_dependents_proceed(ship):
-    run = run_inline("conditional", input={"ship": ship})
+    run = run_inline(conditional, input={"ship": ship})
     assert run.status == "succeeded"
     if ship:
         assert run.step_statuses["ship"] == "succeeded"
@@ -146,7 +224,7 @@ def test_condition_skips_a_step_and_dependents_proceed(ship):
 
 
 def test_collected_results_of_a_5000_item_map_in_item_order():
-    run = run_inline("collect-map", input={"count": 5000, "batch_size": 50})
+    run = run_inline(collect_map, input={"count": 5000, "batch_size": 50})
     assert run.status == "succeeded"
     assert run.results["gather"] == {"len": 5000, "ordered": True, "sum": 5000 * 4999}
 
@@ -189,7 +267,7 @@ def test_a_run_resumed_after_reconciliation_still_waits_for_its_signal():
     from runs.engine import resolve_claim
     from runs.models import Claim
 
-    run = run_inline("branch-wait")
+    run = run_inline(branch_wait)
     assert run.status == "needs_reconciliation"
     assert run.step_statuses == {"hold_on": "waiting", "poke": "unresolved"}
     claim = Claim.objects.get(run=run)
