@@ -43,6 +43,14 @@ def register(workflow: Workflow) -> Workflow:
     return workflow
 
 
+def unregister(workflow: Workflow) -> None:
+    """Forget `workflow` if it is the one registered under its name and version (for a
+    test that declares its own, tests/support/declared.py); otherwise nothing."""
+    key = (workflow.name, workflow.version)
+    if _registry.get(key) is workflow:
+        del _registry[key]
+
+
 def get(name: str, version: int) -> Workflow | None:
     return _registry.get((name, version))
 

@@ -40,9 +40,7 @@ def registered(*workflows: Workflow) -> Iterator[None]:
         yield
     finally:
         for wf in added:
-            key = (wf.name, wf.version)
-            if registry._registry.get(key) is wf:
-                del registry._registry[key]
+            registry.unregister(wf)
 
 
 def declared(*workflows: Workflow) -> Callable[[], Iterator[None]]:
