@@ -566,6 +566,17 @@ RUNS_PREPARED_STATEMENTS = (
 )
 # Default lease of an attempt; a step may declare its own. Renewed by ctx.heartbeat().
 RUNS_LEASE_SECONDS = env_float("RUNS_LEASE_SECONDS", 60.0)
+# How long one attempt of a step may run when the step declares no `timeout=`
+# (docs/authoring.md#timeouts). Unset: each effect kind's own default
+# (runs/engine/core/clock.KIND_TIMEOUTS). Past it the attempt is stopped (SIGALRM in
+# the worker's process); RUNS_STEP_TIMEOUT_GRACE_SECONDS later, if the call ignored
+# that, its worker process is replaced, as Celery's hard time limit does.
+RUNS_STEP_TIMEOUT_SECONDS = (
+    env_positive("RUNS_STEP_TIMEOUT_SECONDS", 300.0)
+    if os.environ.get("RUNS_STEP_TIMEOUT_SECONDS", "").strip()
+    else None
+)
+RUNS_STEP_TIMEOUT_GRACE_SECONDS = env_positive("RUNS_STEP_TIMEOUT_GRACE_SECONDS", 10.0)
 # A worker's main process writes its heartbeat (runs/ops/heartbeat.py) this often, on a timer of
 # its own, never per step; the workers page calls a worker silent once its last one is
 # older than RUNS_LEASE_SECONDS. A worker silent for RUNS_WORKER_FORGET_SECONDS is

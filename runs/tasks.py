@@ -7,7 +7,7 @@ import socket
 from typing import Any
 
 from celery import shared_task
-from celery.signals import task_postrun, worker_ready
+from celery.signals import task_postrun, worker_process_init, worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
@@ -91,6 +91,13 @@ def sweep_at_start(**_: object) -> None:
     engine.sweep()
     if not settings.RUNS_SWEEP_ONLY_RUNS:  # a demo's worker resumes nobody's batches
         batches.resume(stalled_only=False)
+
+
+@worker_process_init.connect
+def replace_hung_processes(**_: object) -> None:
+    """A prefork pool's child may end itself when a step outlives its timeout and grace
+    (runs/engine/core/timeouts.py): the pool starts a new child in its place."""
+    engine.replace_hung_processes()
 
 
 @task_postrun.connect

@@ -36,6 +36,7 @@ to it):
 from .core import publish as _publish
 from .core.clock import db_now_plus, lease_for
 from .core.publish import queue_depths
+from .core.timeouts import replace_hung_processes
 from .entry.execute import execute_step
 from .policies import retention
 from .policies.operate import (
@@ -95,6 +96,7 @@ __all__ = [
     "probe_claim",
     "probe_of",
     "queue_depths",
+    "replace_hung_processes",
     "reprobe_claim",
     "resolve_claim",
     "resolve_workflow",

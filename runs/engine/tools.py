@@ -20,9 +20,11 @@ from .attempts.items import completed_items, run_batch
 from .attempts.lease import renew_lease
 from .attempts.start import LeaseClock, Started, start_queued
 from .core import faults, keys, publish
+from .core.clock import kill_after, timeout_for
 from .core.faults import SimulatedCrash
 from .core.keys import step_claim_key
 from .core.publish import publish_probes, step_queue_depth
+from .core.timeouts import bounded
 from .entry import execute as execute_module
 from .entry.execute import _context_factory as context_factory
 from .entry.execute import _still_owned_before_effect as still_owned_before_effect
@@ -56,6 +58,7 @@ __all__ = [
     "LeaseClock",
     "SimulatedCrash",
     "Started",
+    "bounded",
     "completed_items",
     "context_factory",
     "db_now",
@@ -68,6 +71,7 @@ __all__ = [
     "heartbeat",
     "insert_claim",
     "keys",
+    "kill_after",
     "next_tick_after",
     "operate_module",
     "probe_module",
@@ -90,6 +94,7 @@ __all__ = [
     "submit_module",
     "sync_declared_schedules",
     "tick_key",
+    "timeout_for",
     "transactional_item",
     "waits_module",
     "wake_due",

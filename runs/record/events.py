@@ -361,6 +361,19 @@ class AttemptCrashed(Event):
 
 @_event
 @dataclass(frozen=True, kw_only=True, slots=True)
+class AttemptTimedOut(Event):
+    """The attempt ran past its timeout (attempt_number on the row) and was stopped; the
+    events that follow say what its kind made of it (a retry, an unresolved claim)."""
+
+    TYPE: ClassVar[str] = "attempt_timed_out"
+    step: str
+    seconds: float  # the step's timeout
+    # Its call did not stop, so its worker process was ended and the attempt recovered.
+    replaced: bool = field(default=False, metadata=SOMETIMES)
+
+
+@_event
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PlanExpanded(Event):
     """A map step's collection became batches (docs/architecture.md#map-steps)."""
 
@@ -592,6 +605,7 @@ STEP_FAILED = StepFailed.TYPE
 STEP_UNRESOLVED = StepUnresolved.TYPE
 STEP_REFUSED = StepRefused.TYPE
 ATTEMPT_CRASHED = AttemptCrashed.TYPE
+ATTEMPT_TIMED_OUT = AttemptTimedOut.TYPE
 PLAN_EXPANDED = PlanExpanded.TYPE
 BATCH_FINISHED = BatchFinished.TYPE
 CLAIM_TAKEN = ClaimTaken.TYPE

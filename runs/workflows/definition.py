@@ -154,6 +154,9 @@ class StepDef:
     after: tuple[str, ...]
     retry: Retry
     lease_seconds: float | None = None
+    # How long one attempt may run, in seconds (None: the setting, or the kind's
+    # default: runs/engine/core/clock.timeout_for).
+    timeout: float | None = None
     # Map steps: the step whose result (a list) is mapped, and the batch size (an int,
     # or the name of an input field that holds it).
     over: str | None = None
@@ -270,6 +273,7 @@ class Workflow:
         retry: Retry | None = None,
         name: str | None = None,
         lease_seconds: float | None = None,
+        timeout: float | timedelta | None = None,
         key_includes_input: bool = False,
         probe: Callable[..., Any] | None = None,
         verify: Callable[[Any], bool] | None = None,
@@ -303,6 +307,13 @@ class Workflow:
             This step's lease, overriding `RUNS_LEASE_SECONDS` (default 60). Default None:
             the setting. A step that runs longer must call `ctx.heartbeat()` or it is
             declared crashed; all kinds.
+        timeout:
+            How long one attempt may run, in seconds (or a timedelta); past it the attempt
+            is stopped, even if its call ignores signals, and ends as its kind requires:
+            pure and transactional roll back and are retried, idempotent is retried with
+            the same key, guarded becomes unresolved (it may have acted). A heartbeat does
+            not extend it. Default None: `RUNS_STEP_TIMEOUT_SECONDS` if set, else the
+            kind's default (docs/authoring.md#timeouts). All kinds.
         key_includes_input:
             Include a digest of the run's input in the step's claim and idempotency key
             (docs/architecture.md#claims-and-keys). Default False: the key is the run, the
@@ -363,6 +374,7 @@ class Workflow:
                     after=deps,
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
+                    timeout=_timeout_seconds(timeout, self.name),
                     key_includes_input=key_includes_input,
                     probe=probe,
                     verify=verify,
@@ -382,6 +394,7 @@ class Workflow:
         retry: Retry | None = None,
         name: str | None = None,
         lease_seconds: float | None = None,
+        timeout: float | timedelta | None = None,
         probe: Callable[..., Any] | None = None,
     ) -> Callable[[StepFn], StepFn]:
         """Declare a compensation: decorates `fn(ctx) -> result` and returns it
@@ -410,6 +423,13 @@ class Workflow:
             This step's lease, overriding `RUNS_LEASE_SECONDS` (default 60). Default None:
             the setting. A step that runs longer must call `ctx.heartbeat()` or it is
             declared crashed; all kinds.
+        timeout:
+            How long one attempt may run, in seconds (or a timedelta); past it the attempt
+            is stopped, even if its call ignores signals, and ends as its kind requires:
+            pure and transactional roll back and are retried, idempotent is retried with
+            the same key, guarded becomes unresolved (it may have acted). A heartbeat does
+            not extend it. Default None: `RUNS_STEP_TIMEOUT_SECONDS` if set, else the
+            kind's default (docs/authoring.md#timeouts). All kinds.
         probe:
             As for `step`: `probe(ctx) -> ProbeResult` settles an unresolved claim of a
             guarded compensation. Default None.
@@ -426,6 +446,7 @@ class Workflow:
                 after=(),
                 retry=retry or Retry(),
                 lease_seconds=lease_seconds,
+                timeout=_timeout_seconds(timeout, self.name),
                 probe=probe,
             )
             return fn
@@ -607,6 +628,7 @@ class Workflow:
         retry: Retry | None = None,
         name: str | None = None,
         lease_seconds: float | None = None,
+        timeout: float | timedelta | None = None,
         key: Callable[[Any], Any] | None = None,
         when: Callable[..., bool] | None = None,
     ) -> Callable[[StepFn], StepFn]:
@@ -640,6 +662,11 @@ class Workflow:
             This step's lease, overriding `RUNS_LEASE_SECONDS` (default 60). Default None:
             the setting. A batch that runs longer must call `ctx.heartbeat()` or it is
             declared crashed.
+        timeout:
+            How long one attempt of a batch may run, in seconds (or a timedelta): it bounds
+            the whole batch, not one item. Past it the batch stops; the items it committed
+            stay done and the rest are retried as the kind requires. Default None: as for
+            `step` (docs/authoring.md#timeouts).
         key:
             `key(item)`, whose string is the item's key (its claim key), unique in its
             list, e.g. `key=lambda record: record["id"]`. Default None: the item's
@@ -671,6 +698,7 @@ class Workflow:
                     after=deps,
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
+                    timeout=_timeout_seconds(timeout, self.name),
                     over=over,
                     batch_size=batch_size,
                     key=key,
@@ -866,3 +894,16 @@ class Workflow:
                 for s in self.steps.values()
             ],
         }
+
+
+def _timeout_seconds(timeout: float | timedelta | None, workflow: str) -> float | None:
+    """A step's declared timeout in seconds; a non-positive one is refused."""
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise WorkflowDefinitionError(
+            f"{workflow}: timeout must be a positive number of seconds or a timedelta, "
+            f"not {timeout!r}"
+        )
+    return float(seconds)

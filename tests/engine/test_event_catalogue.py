@@ -25,6 +25,7 @@ STORED_TYPES = {
     "step_succeeded",
     "step_retrying",
     "step_failed",
+    "attempt_timed_out",
     "step_unresolved",
     "step_refused",
     "attempt_crashed",

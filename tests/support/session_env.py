@@ -24,6 +24,9 @@ if _worker and not os.environ["RUNS_QUEUE"].endswith(f"-{_worker}"):
 # The sweeper's back-off reads the broker's queue depth, which here holds every test's
 # messages: the tests that are about it turn it on (and empty the queue first).
 os.environ.setdefault("RUNS_REPUBLISH_BACKOFF", "0")
-os.environ.setdefault("RUNS_WORKFLOW_MODULES", "examples.workflows,tests.support.workflows")
+os.environ.setdefault(
+    "RUNS_WORKFLOW_MODULES",
+    "examples.workflows,tests.support.workflows,tests.support.timeout_workflows",
+)
 # The settings refuse to start without one (unless DEBUG); worker processes inherit it.
 os.environ.setdefault("SECRET_KEY", f"test-only-{uuid.uuid4().hex}")

@@ -252,7 +252,9 @@ def _insert_transactional_claim(started: Started) -> Claim:
     return Claim(id=claim_id, key=key)
 
 
-def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
+def fail_attempt(
+    started: Started, *, error: str, uncertain: bool, timed_out: float | None = None
+) -> str:
     """Record a failed attempt and decide what follows, by effect kind
     (docs/architecture.md, "Effect kinds"): an uncertain guarded effect becomes
     unresolved; otherwise retry with backoff while attempts remain, then fail the step
@@ -260,11 +262,14 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
 
     `uncertain`: the effect may have happened (anything but NotApplied). When a step
     gives up, its in-flight claims close as `failed` only if the effect certainly did
-    not happen; an idempotent step's become `abandoned` (outcome unknown)."""
+    not happen; an idempotent step's become `abandoned` (outcome unknown). `timed_out`:
+    the step's timeout, when that is what stopped it (an attempt_timed_out event first).
+    """
     step, run, attempt = started.step, started.run, started.attempt
     with transaction.atomic():
         if started.step.kind == EffectKind.GUARDED and uncertain:
             fence(attempt.id, AttemptStatus.UNRESOLVED, error)
+            _record_timeout(started, timed_out)
             _leave_running(started, status=StepStatus.UNRESOLVED, error=error)
             mark_unresolved(
                 run_id=run.id,
@@ -275,6 +280,7 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
             )
             return "unresolved"
         fence(attempt.id, AttemptStatus.FAILED, error)
+        _record_timeout(started, timed_out)
         # Decided on the run as it is now, under its lock (core/locks.py): an operator's retry
         # that reopened it meanwhile is seen, and none can commit between this decision
         # and its writes.
@@ -296,6 +302,16 @@ def fail_attempt(started: Started, *, error: str, uncertain: bool) -> str:
         ):
             raise AttemptFenced(f"step {step.key} is no longer owned by its attempt")
         return "failed"
+
+
+def _record_timeout(started: Started, seconds: float | None) -> None:
+    if seconds is not None:
+        events.append_event(
+            started.run.id,
+            events.AttemptTimedOut(step=started.step.key, seconds=seconds),
+            step_id=started.step.id,
+            attempt_number=started.attempt.number,
+        )
 
 
 def defer_attempt(started: Started, *, reason: str) -> str:

@@ -36,15 +36,17 @@ class _Local(threading.local):
 _local = _Local()
 
 
-def renew_lease_aside(attempt_id: int, seconds: float) -> None:
-    """Extend a live lease from the thread's second connection, or raise AttemptFenced
-    if it was lost."""
+def renew_lease_aside(attempt_id: int, seconds: float, *, until: float | None = None) -> None:
+    """Extend a live lease from the thread's second connection (never past `until`
+    seconds after the attempt's start, as renew_lease), or raise AttemptFenced if it was
+    lost."""
     conn = _connection()
     try:
         renewed = conn.execute(
             SQL["renew"],
             {
                 "lease": float(seconds),
+                "until": None if until is None else float(until),
                 "attempt": attempt_id,
                 "running": AttemptStatus.RUNNING.value,
             },

@@ -133,7 +133,7 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
         "claim": claim_id if result is not None else None,
     }
     if renew:
-        params["lease"] = started.lease_seconds
+        params["lease"], params["until"] = started.lease_seconds, started.until
         started.lease.renewed(time.monotonic())
     with prepared.cursor() as cursor:
         cursor.execute(SQL["fence_renewing" if renew else "fence_held"], params)
@@ -187,7 +187,7 @@ def _idempotent_item(started: Started, ctx: Context, key: str, item_key: str, it
     """Claim, effect with the item's key (outside any transaction), outcome."""
     name = started.step.name
     with transaction.atomic():
-        renew_lease(started.attempt.id, started.lease_seconds)
+        renew_lease(started.attempt.id, started.lease_seconds, until=started.until)
         claim_id = _insert_item_claim(started, key, item_key)
         if claim_id is None:
             # An earlier attempt claimed it. Still in flight (that attempt died), or
@@ -211,6 +211,6 @@ def _idempotent_item(started: Started, ctx: Context, key: str, item_key: str, it
     result = ensure_json(started.stepdef.fn(ctx, item))
     faults.hit("after_effect", name)
     with transaction.atomic():
-        renew_lease(started.attempt.id, started.lease_seconds)
+        renew_lease(started.attempt.id, started.lease_seconds, until=started.until)
         _complete_item_claim(claim_id, result)
     return True

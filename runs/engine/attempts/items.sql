@@ -18,10 +18,11 @@
 
 -- name: fence_renewing
 -- ... and once a quarter of the lease is spent (by this worker's clock), the fence
--- renews it.
+-- renews it, never past the attempt's bound (its timeout and grace).
     WITH held AS (
         UPDATE runs_attempt
-        SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
+        SET lease_expires_at = LEAST(statement_timestamp() + make_interval(secs => %(lease)s),
+                                     started_at + make_interval(secs => %(until)s))
         WHERE id = %(attempt)s AND status = %(running)s
           AND lease_expires_at > statement_timestamp()
         RETURNING 1

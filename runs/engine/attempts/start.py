@@ -18,7 +18,7 @@ from django.db.models import Field, Model
 
 from runs import sql
 from runs.engine.core import faults
-from runs.engine.core.clock import lease_for
+from runs.engine.core.clock import kill_after, lease_for, timeout_for
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING, start_run
@@ -79,6 +79,12 @@ class Started:
     @property
     def lease_seconds(self) -> float:
         return self.lease.seconds
+
+    @property
+    def until(self) -> float:
+        """Seconds after the attempt's start past which its lease never runs and its
+        worker process is replaced: its timeout and grace (core/clock.kill_after)."""
+        return kill_after(timeout_for(self.stepdef))
 
     @property
     def is_batch(self) -> bool:
@@ -210,8 +216,9 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
 
     lease = lease_for(stepdef)
     assert step.current_attempt_id is not None
-    if lease != default_lease:
-        renew_lease(step.current_attempt_id, lease)
+    until = kill_after(timeout_for(stepdef))
+    if lease != default_lease or until < lease:  # not on the default path: no statement
+        renew_lease(step.current_attempt_id, lease, until=until)
     attempt = Attempt(
         id=step.current_attempt_id,
         step_id=step.id,

@@ -30,8 +30,10 @@ from runs.engine.attempts.start import (
     republish_if_early,
     start_queued,
 )
-from runs.engine.core import faults
+from runs.engine.core import faults, timeouts
+from runs.engine.core.clock import timeout_for
 from runs.engine.core.keys import step_claim_key
+from runs.engine.core.timeouts import StepTimedOut
 from runs.engine.policies.pauses import holding, mark_held
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.engine.policies.waits import reach_wait
@@ -47,6 +49,8 @@ log = logging.getLogger(__name__)
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, StepTimedOut):  # the engine's own: said without its module's path
+        return f"StepTimedOut: {exc}"
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
@@ -74,9 +78,11 @@ def _context_factory(started: Started) -> Any:
             # Inside the effect's own transaction: renewed there, the attempt row would
             # stay locked until it ends, and a worker paused meanwhile could not be
             # recovered (the sweeper skips locked attempts).
-            heartbeat.renew_lease_aside(started.attempt.id, started.lease_seconds)
+            heartbeat.renew_lease_aside(
+                started.attempt.id, started.lease_seconds, until=started.until
+            )
         else:
-            renew_lease(started.attempt.id, started.lease_seconds)
+            renew_lease(started.attempt.id, started.lease_seconds, until=started.until)
         started.lease.renewed(renewed)
 
     def make(*, item: Any = None, item_key: str | None = None, key: str | None = None) -> Context:
@@ -167,20 +173,21 @@ def run_attempt(started: Started, *, may_continue: bool = False) -> tuple[str, S
     """Run a started attempt's effect as its kind requires, then finish or fail it.
     Returns a word saying how it ended, and the successor this worker runs next (only
     with `may_continue`, and only after a success that made exactly one step ready)."""
-    step, stepdef = started.step, started.stepdef
+    step = started.step
     make_context = _context_factory(started)
     late_evidence: dict[str, Any] = {}
     if step.parent_id is None and step.kind in (EffectKind.PURE, EffectKind.IDEMPOTENT):
         faults.hit("after_claim", step.name)
     try:
         if started.is_batch:
-            counts = run_batch(started, make_context)
+            with _bounded(started):
+                counts = run_batch(started, make_context)
             successor = finish_batch(started, counts, may_continue=may_continue)
         elif step.kind == EffectKind.TRANSACTIONAL:
             ctx = make_context(key=step_claim_key(started.run, started.step, started.stepdef))
             faults.hit("before_claim", step.name)
             successor = finish_with_effect(
-                started, lambda: _checked(started, stepdef.fn(ctx)), may_continue=may_continue
+                started, lambda: _checked(started, _call(started, ctx)), may_continue=may_continue
             )
         else:
             ctx = make_context(key=started.claim.key if started.claim else None)
@@ -190,7 +197,7 @@ def run_attempt(started: Started, *, may_continue: bool = False) -> tuple[str, S
                 # From here on a death leaves the effect's outcome unknown.
                 faults.hit("after_claim", step.name)
                 ctx.fencing_token = fencing_token(started)
-            result = stepdef.fn(ctx)
+            result = _call(started, ctx)
             late_evidence = {"late_result": result}
             result = _checked(started, result)
             faults.hit("after_effect", step.name)
@@ -205,6 +212,10 @@ def run_attempt(started: Started, *, may_continue: bool = False) -> tuple[str, S
         return _defer(started, exc), None
     except NotApplied as exc:
         return _fail(started, exc, uncertain=False), None
+    except StepTimedOut as exc:
+        # Stopped inside its call: the effect may have begun, as after any error.
+        log.warning("step %s attempt %s: %s", step.key, started.attempt.number, exc)
+        return _fail(started, exc, uncertain=True, timed_out=exc.seconds), None
     except Exception as exc:
         # The message may quote the step's data: its text is in the attempt's error,
         # and in the log only if RUNS_LOG_PAYLOADS allows.
@@ -238,7 +249,9 @@ def _still_owned_before_effect(started: Started) -> bool:
     start committed early (a successor started in its predecessor's finish) therefore
     widens nothing."""
     try:
-        renew_lease(started.attempt.id, started.lease_seconds, entering_effect=True)
+        renew_lease(
+            started.attempt.id, started.lease_seconds, until=started.until, entering_effect=True
+        )
     except AttemptFenced as exc:
         log.warning("step %s: %s; the effect was NOT called", started.step.key, exc)
         settle_late_finish(
@@ -263,9 +276,27 @@ def _checked(started: Started, result: Any) -> Any:
     return result
 
 
-def _fail(started: Started, exc: BaseException, *, uncertain: bool) -> str:
+def _call(started: Started, ctx: Context) -> Any:
+    """The step's function, under its timeout."""
+    with _bounded(started):
+        return started.stepdef.fn(ctx)
+
+
+def _bounded(started: Started) -> Any:
+    """The attempt's timeout (core/timeouts.py); its worker process is replaced past the
+    grace only where it may be: a Celery pool's child, never the web or a test."""
+    return timeouts.bounded(
+        timeout_for(started.stepdef),
+        kill_after=started.until if timeouts.may_replace_process() else None,
+        what=f"step {started.step.key} attempt {started.attempt.number}",
+    )
+
+
+def _fail(
+    started: Started, exc: BaseException, *, uncertain: bool, timed_out: float | None = None
+) -> str:
     try:
-        return fail_attempt(started, error=_describe(exc), uncertain=uncertain)
+        return fail_attempt(started, error=_describe(exc), uncertain=uncertain, timed_out=timed_out)
     except AttemptFenced as fenced:
         log.warning("late failure of step %s ignored: %s", started.step.key, fenced)
         settle_late_finish(started, {"late_error": _describe(exc)})

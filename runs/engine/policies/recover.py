@@ -28,6 +28,7 @@ from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
 from runs.engine.attempts.start import Started
+from runs.engine.core.clock import timeout_for
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_on_commit, publish_probes, step_queue_depth
@@ -40,6 +41,7 @@ from runs.ops import metrics
 from runs.ops.logcontext import payload
 from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
+from runs.workflows import registry
 
 from .probe import give_up_probe
 from .waits import wait_step, wake_due
@@ -153,6 +155,20 @@ def _probe_after(attempt: Attempt) -> Any:
     return attempt.lease_expires_at + timedelta(seconds=float(settings.RUNS_PROBE_GRACE_SECONDS))
 
 
+def _ran_past_timeout(run: Run | None, step: Step, attempt: Attempt) -> float | None:
+    """The step's timeout if the attempt's lease ran to it (the attempt was alive at its
+    timeout and did not stop: core/timeouts.py replaced its process, or could not), else
+    None. A workflow this worker does not know has no timeout to tell."""
+    wf = registry.get(run.workflow, run.version) if run is not None else None
+    stepdef = wf.stepdef(step.name) if wf is not None else None
+    if stepdef is None or attempt.started_at is None:
+        return None
+    seconds = timeout_for(stepdef)
+    if attempt.lease_expires_at >= attempt.started_at + timedelta(seconds=seconds):
+        return seconds
+    return None
+
+
 def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     """Mark the attempt crashed and apply the effect-kind table of
     docs/architecture.md#effect-kinds.
@@ -173,6 +189,9 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     if step.kind == EffectKind.GUARDED and attempt.effect_entered_at is None:
         effect_started = False
     reason = "lease expired" if effect_started else "lease expired before the effect was called"
+    timed_out = _ran_past_timeout(run, step, attempt)
+    if timed_out is not None:
+        reason = f"timed out after {timed_out:g} s; its call did not stop, so its worker ended"
     n = Attempt.objects.filter(pk=attempt.id, status=AttemptStatus.RUNNING).update(
         status=AttemptStatus.CRASHED, finished_at=Now(), error=reason
     )
@@ -183,6 +202,13 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         step_id=step.id,
         attempt_number=attempt.number,
     )
+    if timed_out is not None:
+        events.append_event(
+            step.run_id,
+            events.AttemptTimedOut(step=step.key, seconds=timed_out, replaced=True),
+            step_id=step.id,
+            attempt_number=attempt.number,
+        )
     workflow, kind = _labels(step)
     metrics.on_commit(lambda: metrics.STEPS.labels(workflow, kind, "crashed").inc())
     if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
@@ -199,7 +225,9 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             run_id=step.run_id,
             step=step,
             attempt_number=attempt.number,
-            reason=f"worker {attempt.worker or '?'} died (lease expired)",
+            reason=reason
+            if timed_out is not None
+            else f"worker {attempt.worker or '?'} died (lease expired)",
             probe_after=_probe_after(attempt),
         )
         return
@@ -213,7 +241,7 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
             step.key,
             was=StepStatus.RUNNING,
             only_if=Q(current_attempt=attempt),
-            reason="attempt crashed",
+            reason="attempt timed out" if timed_out is not None else "attempt crashed",
             current_attempt=None,
         )
         assert took, "caller holds the step's lock and saw it running this attempt"
