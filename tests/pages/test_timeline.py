@@ -923,3 +923,21 @@ def test_a_cancel_ended_by_its_compensations_says_so_and_names_no_canceller():
         second.title.startswith("ended cancelled at") and "after its compensations" in second.title
     )
     assert "None" not in tl.summary and "Its compensations finished" in tl.summary
+
+
+def test_an_attempt_stopped_at_its_timeout_is_marked_with_how_it_was_stopped():
+    s = Story(status=RunStatus.SUCCEEDED, finished=40)
+    hang = s.step("hang", status=StepStatus.SUCCEEDED)
+    s.attempt(hang, 1, AttemptStatus.FAILED, 1, 3, error="StepTimedOut: ran past 2 s")
+    s.event(events.ATTEMPT_TIMED_OUT, 3, on=hang, attempt=1, step="hang", seconds=2.0)
+    s.attempt(hang, 2, AttemptStatus.CRASHED, 5, 20, lease=8)
+    s.event(
+        events.ATTEMPT_TIMED_OUT, 20, on=hang, attempt=2, step="hang", seconds=2.0, replaced=True
+    )
+    s.attempt(hang, 3, AttemptStatus.SUCCEEDED, 21, 22)
+    tl = s.build()
+    first, second = [m for m in tl.lane("hang").markers if m.kind == "timed-out"]
+    assert first.x == tl.axis.x(at(3))
+    assert first.title.startswith("hang attempt 1: timed out after 2 s at")
+    assert second.title.endswith("its call did not stop, so its worker process was replaced")
+    assert "timed-out" in set(tl.used)

@@ -57,6 +57,8 @@ def step_mark(rows: Rows, lane: Lane, space: Space, step: Step, row: Event) -> N
             late_result(at, row, event)
         case ev.StepRefused():
             refused(at, event)
+        case ev.AttemptTimedOut():
+            timed_out(at, row, event)
 
 
 def claim_taken(at: At, row: Event, e: ev.ClaimTaken) -> None:
@@ -200,5 +202,22 @@ def refused(at: At, e: ev.StepRefused) -> None:
         shapes=[
             Shape("mk-ring", circle(x, cy, 5)),
             Shape("mk-line", f"M{num(x - 3.5)} {num(cy + 3.5)}l7 -7"),
+        ],
+    )
+
+
+def timed_out(at: At, row: Event, e: ev.AttemptTimedOut) -> None:
+    """An attempt stopped at its timeout (docs/authoring.md#timeouts): a clock face."""
+    x, cy, when = at.x, at.cy, at.when
+    how = "; its call did not stop, so its worker process was replaced" if e.replaced else ""
+    _point_mark(
+        at,
+        kind="timed-out",
+        css="mk-timed-out",
+        title=f"{at.key} attempt {row.attempt_number}: timed out after {e.seconds:g} s "
+        f"at {when}{how}",
+        shapes=[
+            Shape("mk-ring", circle(x, cy, 5)),
+            Shape("mk-line", f"M{num(x)} {num(cy - 3)}v3h2.5"),
         ],
     )
