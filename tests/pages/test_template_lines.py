@@ -14,13 +14,14 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 LIMIT = 120
 KNOWN_LONG = {
     "base.html": 2,
+    "includes/field_error.html": 1,
     "reconciliation/history.html": 4,
     "reconciliation/queue.html": 3,
     "runs/batch.html": 1,
     "runs/bulk.html": 3,
     "runs/detail.html": 11,
     "runs/list.html": 9,
-    "runs/new.html": 1,
+    "runs/new.html": 2,
     "runs/operations.html": 1,
     "runs/overview.html": 2,
     "runs/pauses.html": 1,
