@@ -96,3 +96,13 @@ def test_a_bound_gives_back_another_handlers_alarm_as_it_found_it():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
+
+
+def test_the_run_page_shows_where_an_attempt_was_stopped_and_says_why(viewer_client):
+    run = run_inline("hangs-once", input={"ignores_signals": False})
+
+    page = viewer_client.get(f"/runs/{run.id}/").content.decode()
+
+    assert "hang attempt 1: timed out after 2 s at" in page  # the mark's title
+    assert "stopped at its timeout" in page  # the legend explains it
+    assert "StepTimedOut: the step ran past its timeout of 2 s" in page  # the attempt's error
