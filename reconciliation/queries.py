@@ -41,6 +41,7 @@ from runs import sql
 from runs.engine import db_now_plus, preview_resolutions, probe_of
 from runs.errors import PostconditionFailed
 from runs.models import Attempt, Claim, Event, Pause
+from runs.reads.limits import holding
 from runs.record import events
 from runs.record.history import snapshot
 from runs.resolutions import Preview
@@ -336,6 +337,8 @@ class ClaimDetail:
     probe_due: bool  # "check again" would be accepted now (if the step has a probe)
     previews: dict[str, Preview]  # what resolving as succeeded / failed would do
     said: dict[str, str]  # the same, in words (wording.preview_summary)
+    # Runs whose guarded step its key hold keeps queued while it is unresolved.
+    holding: int = 0
 
 
 def claim_detail(claim_id: int) -> ClaimDetail | None:
@@ -416,6 +419,7 @@ def _claim_detail(claim_id: int) -> ClaimDetail | None:
         probe_due=bool(claim.probe_due),
         previews=previews,
         said={outcome: preview_summary(p) for outcome, p in previews.items()},
+        holding=holding(claim.hold_key) if claim.status == ClaimStatus.UNRESOLVED else 0,
     )
 
 

@@ -13,6 +13,7 @@ from .retention import (
     RunHistorySummary,
 )
 from .schedules import Schedule
+from .slots import Slot
 from .workers import WorkerProcess
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "RunSearchKey",
     "Schedule",
     "Signal",
+    "Slot",
     "Step",
     "SubmissionKey",
     "WorkerProcess",

@@ -258,6 +258,10 @@ class Step(models.Model):
     # (policies/pauses.py); NULL while its message, if any, is still out. Cleared by the
     # resume's and the sweeper's republish.
     held_at = models.DateTimeField(null=True, blank=True)
+    # What the step waits for while queued without a message: the scope of a full
+    # concurrency limit or a key hold (runs/engine/attempts/slots.py); '' otherwise.
+    # Whoever frees the slot (a finish, the sweeper, a resolution) sends its message.
+    waiting_for = models.TextField(blank=True, db_default="", default="")
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())
@@ -293,6 +297,13 @@ class Step(models.Model):
                 fields=["wake_at"],
                 name="step_timer_idx",
                 condition=Q(status=StepStatus.WAITING, wake_at__isnull=False),
+            ),
+            # the steps waiting for a slot or a hold, by scope, oldest first
+            # (attempts/slots.py): empty unless limits are declared and full
+            models.Index(
+                fields=["waiting_for", "queued_at", "id"],
+                name="step_waiting_for_idx",
+                condition=~Q(waiting_for=""),
             ),
         ]
         constraints = [
@@ -470,6 +481,9 @@ class Claim(models.Model):
     # decision, which the operator queue orders by. Kept after the resolution.
     unresolved_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # `field=value` of the step's declared hold (runs/workflows/limits.py), '' without
+    # one: while this claim is unresolved, no step holding the same key starts.
+    hold_key = models.TextField(blank=True, db_default="", default="")
 
     class Meta:
         ordering = ["id"]
@@ -492,6 +506,12 @@ class Claim(models.Model):
                 fields=["-resolved_at", "-id"],
                 name="claim_resolved_idx",
                 condition=Q(resolved_at__isnull=False),
+            ),
+            # a key hold's check at a start (attempts/slots.py)
+            models.Index(
+                fields=["hold_key"],
+                name="claim_hold_idx",
+                condition=Q(status=ClaimStatus.UNRESOLVED) & ~Q(hold_key=""),
             ),
         ]
         constraints = [

@@ -331,6 +331,20 @@ class StepRefused(Event):
 
 @_event
 @dataclass(frozen=True, kw_only=True, slots=True)
+class StepWaitingForSlot(Event):
+    """A start found the step's concurrency limit full, or its key held by an unresolved
+    claim (docs/authoring.md#limits-and-holds): it stays queued until a slot frees.
+    Written once per scope the step waits for."""
+
+    TYPE: ClassVar[str] = "step_waiting_for_slot"
+    step: str
+    scope: str  # the limit's scope (`step wf.name change_id=301`) or `hold field=value`
+    in_use: int  # slots in use then (for a hold: the unresolved claims on the key)
+    of: int | None  # the limit's max; None for a hold
+
+
+@_event
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepWaiting(Event):
     """The step waits for a signal or a time."""
 
@@ -604,6 +618,7 @@ STEP_RETRYING = StepRetrying.TYPE
 STEP_FAILED = StepFailed.TYPE
 STEP_UNRESOLVED = StepUnresolved.TYPE
 STEP_REFUSED = StepRefused.TYPE
+STEP_WAITING_FOR_SLOT = StepWaitingForSlot.TYPE
 ATTEMPT_CRASHED = AttemptCrashed.TYPE
 ATTEMPT_TIMED_OUT = AttemptTimedOut.TYPE
 PLAN_EXPANDED = PlanExpanded.TYPE

@@ -42,6 +42,7 @@ from runs.reads.filters import (
     search,
     search_filter,
 )
+from runs.reads.limits import SlotWait, slot_waits
 from runs.sql import routing
 from runs.states import RUN_ACTIVE, RUN_FINISHED, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
@@ -103,6 +104,8 @@ class StepRow:
     wait: WaitSpec | None = None
     # The pause that holds it (or its waiting batches) back, if one.
     paused: Pause | None = None
+    # Its concurrency limit is full or its key held (runs/reads/limits.py), if so.
+    slot_wait: SlotWait | None = None
 
     @property
     def kind(self) -> str:
@@ -282,8 +285,10 @@ def run_page(
         page, types = _event_log(run, by_id, events_page, event_type)
     signals = list(Signal.objects.filter(run=run).order_by("id"))
     pauses = pauses_of(run.workflow)
+    slots_waiting = slot_waits(run, (row.step for row in top.values()))
     for row in top.values():
         row.paused = holding(pauses, row)
+        row.slot_wait = slots_waiting.get(row.step.pk)
     return RunPage(
         run, list(top.values()), claims, counts, page, types, drawn, now, signals, pauses
     )

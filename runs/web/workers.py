@@ -21,6 +21,7 @@ from django.db import connection
 
 from runs import engine, sql
 from runs.models import Attempt, WorkerProcess
+from runs.reads.limits import LimitRow, limits_in_use
 from runs.states import RUN_ACTIVE, AttemptStatus, RunStatus, StepStatus
 
 SQL = sql.load(__file__)
@@ -93,6 +94,10 @@ class WorkersPage:
     oldest_queued_at: datetime | None
     # Queued steps of runs going on, held back by a pause (not waiting for a worker).
     paused: int
+    # Queued steps waiting for a slot of a concurrency limit or a key hold, and each
+    # limit's scope with a slot in use or a step waiting (runs/reads/limits.py).
+    limited: int
+    limits: list[LimitRow]
     queues: list[QueueDepth]
     broker_error: str
 
@@ -105,7 +110,7 @@ class WorkersPage:
         return sum(1 for w in self.workers if w.silent)
 
 
-def _waiting() -> tuple[datetime, int, datetime | None, int]:
+def _waiting() -> tuple[datetime, int, datetime | None, int, int]:
     with connection.cursor() as cursor:
         cursor.execute(
             SQL["waiting"],
@@ -116,8 +121,8 @@ def _waiting() -> tuple[datetime, int, datetime | None, int]:
                 "compensating": [RunStatus.COMPENSATING.value],
             },
         )
-        now, count, oldest, paused = cursor.fetchone()
-    return now, int(count), oldest, int(paused)
+        now, count, oldest, paused, limited = cursor.fetchone()
+    return now, int(count), oldest, int(paused), int(limited)
 
 
 def queue_depths() -> tuple[list[QueueDepth], str]:
@@ -136,7 +141,7 @@ def queue_depths() -> tuple[list[QueueDepth], str]:
 
 
 def workers_page() -> WorkersPage:
-    now, waiting, oldest, paused = _waiting()
+    now, waiting, oldest, paused, limited = _waiting()
     lease = float(settings.RUNS_LEASE_SECONDS)
     stale_before = now - timedelta(seconds=lease)
     workers = [
@@ -187,6 +192,8 @@ def workers_page() -> WorkersPage:
         waiting=waiting,
         oldest_queued_at=oldest,
         paused=paused,
+        limited=limited,
+        limits=limits_in_use(),
         queues=queues,
         broker_error=broker_error,
     )

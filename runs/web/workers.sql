@@ -8,11 +8,14 @@
 -- step_waiting_idx's condition so that the partial index serves the count and the
 -- minimum, each run then by primary key. queued_at is when the step became ready (the
 -- sweeper's republish leaves it), so the minimum is the real oldest wait. A step held
--- by a pause waits for a person, not a worker: counted apart, and not in the minimum.
+-- by a pause waits for a person, not a worker: counted apart, and not in the minimum;
+-- so does one waiting for a slot of its concurrency limit or a key hold (waiting_for).
 -- OFFSET 0 keeps the lateral a subquery: pulled up, its EXISTS became one subplan per
 -- aggregate that reads `held`, three lookups of runs_pause per step instead of one.
-SELECT statement_timestamp(), count(*) FILTER (WHERE NOT p.held),
-       min(s.queued_at) FILTER (WHERE NOT p.held), count(*) FILTER (WHERE p.held)
+SELECT statement_timestamp(), count(*) FILTER (WHERE NOT p.held AND s.waiting_for = ''),
+       min(s.queued_at) FILTER (WHERE NOT p.held AND s.waiting_for = ''),
+       count(*) FILTER (WHERE p.held),
+       count(*) FILTER (WHERE NOT p.held AND s.waiting_for <> '')
 FROM runs_step s JOIN runs_run r ON r.id = s.run_id
 CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM runs_pause
                                    WHERE workflow = r.workflow AND step IN ('', s.name))

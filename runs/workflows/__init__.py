@@ -19,6 +19,7 @@ from .definition import (
 )
 from .errors import WorkflowDefinitionError
 from .inputs import Field
+from .limits import Limit
 from .registry import register
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def workflow(
     search: tuple[str, ...] = (),
     effects: Callable[[str], int] | None = None,
     expected_effects: Callable[[dict[str, Any]], int] | None = None,
+    limit: Limit | None = None,
 ) -> Workflow:
     """Declare a workflow and register it (registry.register) in one go.
 
@@ -67,6 +69,10 @@ def workflow(
     expected_effects:
         Optional, with `effects`: `expected_effects(input) -> int`, how many effects a
         correct run with this input makes. Default None.
+    limit:
+        A `Limit(max=n)`: at most n attempts of this workflow's steps running at once,
+        across all its runs and versions; `Limit(per="field", max=n)`: at most n per
+        value of that input field (docs/authoring.md#limits-and-holds). Default None.
     """
     return register(
         Workflow(
@@ -77,6 +83,7 @@ def workflow(
             search=search,
             effects=effects,
             expected_effects=expected_effects,
+            limit=limit,
         )
     )
 
@@ -90,6 +97,7 @@ __all__ = [
     "Context",
     "FencingToken",
     "Field",
+    "Limit",
     "NotApplied",
     "ProbeResult",
     "Retry",

@@ -25,6 +25,7 @@ from runs.states import EffectKind
 
 from .errors import WorkflowDefinitionError
 from .inputs import DeclaredInput, Field, InputType
+from .limits import Limit, check_fields, limits_of
 from .schedules import check_schedule_fields
 from .search import bound_search_ints, check_search_fields, search_keys
 
@@ -175,6 +176,9 @@ class StepDef:
     wait: WaitSpec | None = None
     collect: str | None = None
     compensate: str | None = None
+    # Concurrency limits (runs/workflows/limits.py) and the input field of its key hold.
+    limits: tuple[Limit, ...] = ()
+    hold: str | None = None
 
     @property
     def is_map(self) -> bool:
@@ -233,6 +237,8 @@ class Workflow:
     # Input fields a run is found by (search.py, docs/authoring.md#search-fields):
     # `search=("change_id",)` finds the run of change 301 in the runs list and the API.
     search: tuple[str, ...] = ()
+    # At most this many attempts of the workflow's steps running at once (limits.py).
+    limit: Limit | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
@@ -245,6 +251,9 @@ class Workflow:
             self.search, self.declared_input, f"workflow {self.name!r} v{self.version}"
         )
         bound_search_ints(self.search, self.declared_input)
+        if self.limit is not None:
+            limits_of(self.limit, f"workflow {self.name!r}")
+            check_fields([self.limit.per], self.fields, f"workflow {self.name!r} limit")
 
     # The declared input (inputs.py): its fields, their parsed types and defaults, or
     # the pydantic model that stands instead of them.
@@ -280,6 +289,8 @@ class Workflow:
         when: Callable[..., bool] | None = None,
         collect: str | None = None,
         compensate: str | None = None,
+        limit: Limit | list[Limit] | tuple[Limit, ...] | None = None,
+        hold: str | None = None,
     ) -> Callable[[StepFn], StepFn]:
         """Declare a step: decorates `fn(ctx) -> result` (the result must be
         JSON-serializable) and returns it unchanged. Every parameter is keyword-only.
@@ -341,10 +352,34 @@ class Workflow:
             The name of a compensation declared before with `@wf.compensation` that undoes
             this step's effect if the run is cancelled or fails after the step succeeded;
             one step per compensation. Default None: nothing to undo. All kinds.
+        limit:
+            A `Limit(max=n)` (at most n attempts of this step running at once, across all
+            runs), a `Limit(per="field", max=n)` (at most n per value of that input field),
+            or a list of both. A step over its limit stays queued, neither failed nor
+            retried, and starts when a slot frees, oldest first
+            (docs/authoring.md#limits-and-holds). Default None: no limit. All kinds.
+        hold:
+            An input field (e.g. `"change_id"`): while a claim of a step holding the same
+            field is unresolved for a value, no new attempt of such a step starts for
+            that value in any run until the claim is decided. Guarded steps only (only
+            they leave a claim unresolved). Default None: no hold.
         """
 
         def register(fn: StepFn) -> StepFn:
             step_name = name or fn.__name__
+            where = f"{self.name}: step {step_name!r}"
+            limits = limits_of(limit, where)
+            check_fields([one.per for one in limits], self.fields, where)
+            step_kind = self._kind(kind, step_name)
+            if hold is not None:
+                if step_kind != GUARDED:
+                    raise WorkflowDefinitionError(
+                        f"{where}: hold= is for guarded steps (only their claims are "
+                        f"left unresolved), not {step_kind.value}"
+                    )
+                if not isinstance(hold, str) or not hold.strip():
+                    raise WorkflowDefinitionError(f"{where}: hold= names an input field")
+                check_fields([hold], self.fields, where)
             deps = self._deps(after)
             if collect is not None:
                 if collect not in self.steps or not self.steps[collect].is_map:
@@ -370,7 +405,7 @@ class Workflow:
                 StepDef(
                     name=step_name,
                     fn=fn,
-                    kind=self._kind(kind, step_name),
+                    kind=step_kind,
                     after=deps,
                     retry=retry or Retry(),
                     lease_seconds=lease_seconds,
@@ -381,6 +416,8 @@ class Workflow:
                     when=when,
                     collect=collect,
                     compensate=compensate,
+                    limits=limits,
+                    hold=hold,
                 )
             )
             return fn

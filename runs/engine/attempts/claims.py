@@ -26,6 +26,7 @@ from runs.record import events
 from runs.sql import prepared
 from runs.states import ClaimStatus
 from runs.workflows.definition import StepDef
+from runs.workflows.limits import keyed
 
 SQL = sql.load(__file__)
 # The claims a retry of the same logical invocation may take over (claims.sql, take).
@@ -102,6 +103,7 @@ def take_claim(
                 "in_flight": ClaimStatus.IN_FLIGHT,
                 "attempt": attempt.id,
                 "retakeable": RETAKEABLE,
+                "hold_key": keyed(stepdef.hold, run.input) if stepdef.hold and not item else "",
             },
         )
         row = cursor.fetchone()

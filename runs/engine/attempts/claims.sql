@@ -30,11 +30,11 @@
 -- key's uniqueness is the arbiter. A retry re-owns an in-flight claim with the same key,
 -- or an abandoned one (an idempotent step that gave up, retried by an operator: the same
 -- key is what makes that safe); one that succeeded, failed or is unresolved returns no
--- row and is never taken again.
+-- row and is never taken again. hold_key: the step's declared hold (attempts/slots.py).
     INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status, attempt_id,
-                            error, resolved_by, resolution_note, created_at)
+                            error, resolved_by, resolution_note, created_at, hold_key)
     VALUES (%(key)s, %(run)s, %(step)s, %(item)s, %(kind)s, %(in_flight)s, %(attempt)s,
-            '', '', '', now())
+            '', '', '', now(), %(hold_key)s)
     ON CONFLICT (key) DO UPDATE
         SET attempt_id = EXCLUDED.attempt_id, status = EXCLUDED.status, error = '',
             completed_at = NULL

@@ -29,9 +29,11 @@ from runs.sql import prepared
 from runs.states import AttemptStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.definition import StepDef, Workflow
+from runs.workflows.limits import Scope, scopes_for
 
 from .claims import take_claim
 from .lease import renew_lease
+from .slots import take as take_slots
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,8 @@ class Started:
     results: dict[str, Any] | None = None
     # A batch's: its map parent's plan revision (part of its items' claim keys).
     parent_revision: int | None = None
+    # The limits and hold it started under (slots.py): handed over when it ends.
+    scopes: tuple[Scope, ...] = ()
 
     @property
     def lease_seconds(self) -> float:
@@ -214,8 +218,12 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         # Unknown here, or a wait (which takes no attempt): the careful path decides.
         raise NotStartableHere
 
-    lease = lease_for(stepdef)
     assert step.current_attempt_id is not None
+    scopes = scopes_for(wf, stepdef, run.input)
+    if scopes:
+        # Raises slots.NoSlot, which rolls the whole start back: the step stays queued.
+        take_slots(step, step.current_attempt_id, scopes)
+    lease = lease_for(stepdef)
     until = kill_after(timeout_for(stepdef))
     if lease != default_lease or until < lease:  # not on the default path: no statement
         renew_lease(step.current_attempt_id, lease, until=until)
@@ -252,6 +260,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         claim=claim,
         results=results,
         parent_revision=parent_revision,
+        scopes=scopes,
     )
 
 
@@ -299,7 +308,12 @@ def _plain_dependent_kinds(workflow: Workflow, step: Step) -> tuple[str, ...] | 
     entry = _PLAIN_DEPENDENTS.get(key)
     if entry is None or entry[0] is not workflow:
         defs = [workflow.steps[n] for n in workflow.dependents(step.name)]
-        plain = bool(defs) and all(not (d.is_wait or d.is_map or d.when) for d in defs)
+        # A limited dependent (slots.py) may be refused a slot: started after the commit.
+        plain = (
+            bool(defs)
+            and workflow.limit is None
+            and all(not (d.is_wait or d.is_map or d.when or d.limits or d.hold) for d in defs)
+        )
         # A run that began compensating meanwhile makes a compensation ready instead.
         kinds = [d.kind for d in defs] + [c.kind for c in workflow.compensations.values()]
         entry = _PLAIN_DEPENDENTS[key] = (workflow, tuple(map(str, kinds)) if plain else None)

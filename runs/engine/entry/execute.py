@@ -23,6 +23,7 @@ from runs.engine.attempts.finish import (
 )
 from runs.engine.attempts.items import run_batch
 from runs.engine.attempts.lease import renew_lease
+from runs.engine.attempts.slots import NoSlot, hand_over, wait
 from runs.engine.attempts.start import (
     NotStartableHere,
     Started,
@@ -132,6 +133,8 @@ def _execute(*, step_id: int, worker: str, successors: int) -> str:
         may_continue = successors > 0 and not connection.in_atomic_block
         outcome, successor = _run_observed(started, may_continue=may_continue)
         successors -= 1
+        if started.scopes and not connection.in_atomic_block:
+            hand_over(started.scopes)  # its slots are free: the oldest waiters' turn
         if successor is None:
             return outcome
         if successor.started is not None:
@@ -318,7 +321,8 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
     it: an unknown workflow (refused, recorded), a wait (parked or ended without an
     attempt), a redelivery that finds a running step (a takeover if its lease expired),
     a claim that may not be taken again, a retry's message that came early, a step
-    held by a pause (left as it is, counted)."""
+    held by a pause (left as it is, counted), a step whose limit is full or whose key
+    is held (left as it is, waiting for a slot: attempts/slots.py)."""
     if not faults.enabled():
         # The common case, a queued step: one statement moves it to running, creates its
         # attempt and returns all the attempt needs (no read before, no re-read after).
@@ -326,6 +330,9 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
             started = start_queued(step_id, worker)
         except (NotStartableHere, ClaimNotTakeable):
             started = None  # rolled back; the careful path below says why
+        except NoSlot as refused:
+            wait(step_id, refused)  # rolled back: queued, until a slot frees
+            return None
         if started is not None:
             return started
     step = Step.objects.select_related("run").filter(pk=step_id).first()
@@ -359,6 +366,9 @@ def start_attempt(*, step_id: int, worker: str) -> Started | None:
     except ClaimNotTakeable as exc:
         # Nothing was written (the start rolled back); say why on the step.
         refuse(step, worker, str(exc))
+        return None
+    except NoSlot as refused:
+        wait(step_id, refused)
         return None
     if started is None:
         paused = holding(step_id)

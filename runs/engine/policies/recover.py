@@ -27,6 +27,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
+from runs.engine.attempts.slots import republish_waiting
 from runs.engine.attempts.start import Started
 from runs.engine.core.clock import timeout_for
 from runs.engine.core.jsonvalues import ensure_json
@@ -56,12 +57,15 @@ class SweepReport:
     probes: list[int] = field(default_factory=list)
     probes_given_up: list[int] = field(default_factory=list)  # claims left to the operator
     woken: list[int] = field(default_factory=list)  # waiting steps whose time came
+    # steps waiting for a slot or a hold sent because one is free (attempts/slots.py)
+    handed_over: list[int] = field(default_factory=list)
 
     def __str__(self) -> str:
         return (
             f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished "
             f"step(s), {len(self.probes)} republished probe(s), "
-            f"{len(self.probes_given_up)} probe(s) given up, {len(self.woken)} woken timer(s)"
+            f"{len(self.probes_given_up)} probe(s) given up, {len(self.woken)} woken timer(s), "
+            f"{len(self.handed_over)} step(s) sent a freed slot"
         )
 
 
@@ -98,6 +102,9 @@ def sweep(*, limit: int = 200) -> SweepReport:
                 report.crashed.append(attempt_id)
     report.woken = wake_due(limit=limit, only=swept_runs("run_id"))
     report.republished = republish_stale(limit=limit)
+    if not settings.RUNS_SWEEP_ONLY_RUNS:  # the demo's processes declare no limit
+        # After the crashes above: a crashed attempt's slot is free now.
+        report.handed_over = republish_waiting(limit=limit)
     report.probes = republish_probes(limit=limit)
     report.probes_given_up = give_up_probes(limit=limit)
     if (
@@ -106,6 +113,7 @@ def sweep(*, limit: int = 200) -> SweepReport:
         or report.probes
         or report.probes_given_up
         or report.woken
+        or report.handed_over
     ):
         log.info("recovery sweep: %s", report)
     return report
@@ -351,6 +359,9 @@ def republish_stale(*, limit: int = 200) -> list[int]:
             # is never held (paused_step).
             paused_step()
         )
+        # A step waiting for a slot or a hold has no message by design: a freed slot
+        # sends it (attempts/slots.py), not the lapse of time.
+        .filter(waiting_for="")
     )
     # Due for a message that has not come: the status and time on step_waiting_idx.
     due = startable.filter(

@@ -36,6 +36,7 @@ from django.db.models import Count, Exists, F, OuterRef
 from django.db.models.functions import Now
 from django.dispatch import Signal
 
+from runs.engine.attempts.slots import hand_over
 from runs.engine.core import keys
 from runs.engine.core.jsonvalues import ensure_json
 from runs.engine.core.locks import lock_run
@@ -68,6 +69,7 @@ from runs.resolutions import (
 )
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
+from runs.workflows.limits import Scope
 
 OUTCOMES = (ClaimStatus.SUCCEEDED, ClaimStatus.FAILED)
 
@@ -179,6 +181,10 @@ def resolve_claim(
         if n != 1:
             _refuse_resolved(claim_id)
         resolved = Claim.objects.get(pk=claim_id)
+        if resolved.hold_key:
+            # Decided: the steps its key held may start (attempts/slots.py).
+            held = Scope(f"hold {resolved.hold_key}", hold=resolved.hold_key)
+            transaction.on_commit(lambda: hand_over([held]))
         claim_resolved.send(Claim, claim_id=claim_id, outcome=outcome, actor=who)
         events.append_event(
             resolved.run_id,

@@ -57,6 +57,8 @@ def step_mark(rows: Rows, lane: Lane, space: Space, step: Step, row: Event) -> N
             late_result(at, row, event)
         case ev.StepRefused():
             refused(at, event)
+        case ev.StepWaitingForSlot():
+            waiting_for_slot(at, event)
         case ev.AttemptTimedOut():
             timed_out(at, row, event)
 
@@ -202,6 +204,26 @@ def refused(at: At, e: ev.StepRefused) -> None:
         shapes=[
             Shape("mk-ring", circle(x, cy, 5)),
             Shape("mk-line", f"M{num(x - 3.5)} {num(cy + 3.5)}l7 -7"),
+        ],
+    )
+
+
+def waiting_for_slot(at: At, e: ev.StepWaitingForSlot) -> None:
+    """A start turned away by a full limit or a key hold: an hourglass-like ring."""
+    x, cy, when = at.x, at.cy, at.when
+    why = (
+        f"held while {e.in_use} claim(s) on {e.scope.removeprefix('hold ')} are unresolved"
+        if e.of is None
+        else f"waiting for a slot of {e.scope} ({e.in_use} of {e.of} in use)"
+    )
+    _point_mark(
+        at,
+        kind="waiting-for-slot",
+        css="mk-refused",
+        title=f"{at.key}: {why}, at {when}",
+        shapes=[
+            Shape("mk-ring", circle(x, cy, 5)),
+            Shape("mk-line", f"M{num(x - 3)} {num(cy)}h6"),
         ],
     )
 

@@ -1,0 +1,83 @@
+-- Concurrency slots and key holds (slots.py). Parameters only; statuses included.
+
+-- name: release_ended
+-- The scope's slots whose attempt has ended (committed as of this statement): deleted
+-- here, by the next start in the scope, so that ending an attempt writes nothing more.
+-- SKIP LOCKED: a slot another start is deleting (or just took) is left to it, so two
+-- starts never wait on each other here.
+    DELETE FROM runs_slot
+    WHERE id IN (
+        SELECT s.id FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
+        WHERE s.scope = %(scope)s AND a.status <> %(running)s
+        ORDER BY s.n
+        FOR UPDATE OF s SKIP LOCKED)
+
+-- name: take
+-- The lowest slot number below the limit that no row holds, inserted for this attempt,
+-- unless an older step waits for this scope (oldest first: a freed slot is handed to
+-- it, slots.hand_over), one a pause holds excepted. Returns whether a number looked free and the one taken: a
+-- number another start inserted meanwhile conflicts on slot_scope_n_unique and is not
+-- taken (DO NOTHING, after waiting for that start's commit), and the caller asks again
+-- in a new snapshot. The unique index, not this statement's reading, holds the limit.
+    WITH free AS (
+        SELECT g AS n FROM generate_series(0, %(max)s - 1) g
+        WHERE NOT EXISTS (SELECT 1 FROM runs_slot s WHERE s.scope = %(scope)s AND s.n = g)
+          AND NOT EXISTS (
+              SELECT 1 FROM runs_step w
+              WHERE w.waiting_for = %(scope)s AND w.status = ANY(%(waiting)s::text[])
+                AND w.id <> %(step)s AND w.held_at IS NULL
+                AND (w.queued_at, w.id) < (%(queued_at)s::timestamptz, %(step)s))
+        ORDER BY g
+        LIMIT 1
+    ), taken AS (
+        INSERT INTO runs_slot (scope, n, attempt_id, step_id, taken_at)
+        SELECT %(scope)s, n, %(attempt)s, %(step)s, statement_timestamp() FROM free
+        ON CONFLICT ON CONSTRAINT slot_scope_n_unique DO NOTHING
+        RETURNING n
+    )
+    SELECT (SELECT count(*) FROM free), (SELECT n FROM taken)
+
+-- name: held
+-- The unresolved claims on a hold key (claim_hold_idx).
+    SELECT count(*) FROM runs_claim
+    WHERE hold_key = %(hold)s AND status = %(unresolved)s
+
+-- name: clear_waiting
+    UPDATE runs_step SET waiting_for = '' WHERE id = %(step)s AND waiting_for <> ''
+
+-- name: mark_waiting
+-- A start found no slot (or a hold): the step stays as it is (queued or retrying), its
+-- message gone; it records what it waits for, once per scope (the event is written
+-- only when this changes the row).
+    UPDATE runs_step SET waiting_for = %(scope)s
+    WHERE id = %(step)s AND status = ANY(%(waiting)s::text[]) AND waiting_for <> %(scope)s
+    RETURNING key, run_id
+
+-- name: in_use
+-- The scope's slots whose attempt still runs.
+    SELECT count(*) FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
+    WHERE s.scope = %(scope)s AND a.status = %(running)s
+
+-- name: oldest_waiting
+-- The steps waiting for the scope, oldest first (step_waiting_for_idx); not one a pause
+-- turned away since (held_at): its resume sends it, and the take's order ignores it.
+    SELECT id FROM runs_step
+    WHERE waiting_for = %(scope)s AND status = ANY(%(waiting)s::text[]) AND held_at IS NULL
+    ORDER BY queued_at, id
+    LIMIT %(limit)s
+
+-- name: waiting_scopes
+-- One waiting step per scope (its oldest), with what names its definition: the
+-- sweeper's pass over every scope someone waits for.
+    SELECT DISTINCT ON (s.waiting_for) s.waiting_for, s.id, r.workflow, r.version, s.name,
+           r.input
+    FROM runs_step s JOIN runs_run r ON r.id = s.run_id
+    WHERE s.waiting_for <> '' AND s.status = ANY(%(waiting)s::text[])
+    ORDER BY s.waiting_for, s.queued_at, s.id
+    LIMIT %(limit)s
+
+-- name: forget_scope
+-- A scope no definition declares any more (a new version of the workflow): its steps
+-- wait for nothing, and the sweeper's republish of lost messages takes them on.
+    UPDATE runs_step SET waiting_for = ''
+    WHERE waiting_for = %(scope)s AND status = ANY(%(waiting)s::text[])

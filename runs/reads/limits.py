@@ -1,0 +1,134 @@
+"""What the pages say about concurrency limits and key holds
+(docs/authoring.md#limits-and-holds): why a queued step waits ("waiting for a slot (5
+of 5 in use)"), each limit's slots in use and waiters for the workers page, and how many
+steps an unresolved claim holds. Reads only; the engine's attempts/slots.py writes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db.models import Count
+
+from runs.models import Claim, Run, Slot, Step
+from runs.states import AttemptStatus, ClaimStatus, StepStatus
+from runs.workflows import registry
+from runs.workflows.limits import Scope, scopes_for
+
+WAITING = (StepStatus.QUEUED, StepStatus.RETRYING)
+HOLD = "hold "
+
+
+@dataclass(frozen=True)
+class SlotWait:
+    """Why a queued step has not started: its limit's scope is full, or its key held."""
+
+    scope: str
+    in_use: int
+    of: int | None  # the limit's max; None for a hold
+
+    @property
+    def is_hold(self) -> bool:
+        return self.of is None
+
+    @property
+    def words(self) -> str:
+        if self.of is None:
+            key = self.scope.removeprefix(HOLD)
+            return f"held: {self.in_use} unresolved claim(s) on {key} wait for a decision"
+        return f"waiting for a slot ({self.in_use} of {self.of} in use)"
+
+
+@dataclass(frozen=True)
+class LimitRow:
+    """One scope of a limit with slots in use or steps waiting (the workers page)."""
+
+    scope: str
+    in_use: int
+    of: int | None
+    waiting: int
+
+
+def slot_waits(run: Run, steps: Iterable[Step]) -> dict[int, SlotWait]:
+    """For each of the run's steps waiting for a slot or a hold, why, counted now."""
+    waiting = [s for s in steps if s.waiting_for and s.status in WAITING]
+    if not waiting:
+        return {}
+    wf = registry.get(run.workflow, run.version)
+    found: dict[int, SlotWait] = {}
+    for step in waiting:
+        stepdef = wf.stepdef(step.name) if wf is not None else None
+        scopes = scopes_for(wf, stepdef, run.input or {}) if stepdef is not None else ()
+        scope = next((s for s in scopes if s.text == step.waiting_for), None)
+        if scope is not None:
+            found[step.pk] = SlotWait(scope.text, _in_use(scope), scope.max)
+    return found
+
+
+def holding(hold_key: str) -> int:
+    """How many runs have a step waiting for the claims on this hold key to be decided."""
+    if not hold_key:
+        return 0
+    waiting = Step.objects.filter(waiting_for=HOLD + hold_key, status__in=WAITING)
+    return waiting.values("run_id").distinct().count()
+
+
+def limits_in_use() -> list[LimitRow]:
+    """Every scope with a slot in use or a step waiting, busiest first. A slot's row
+    outlives its attempt until the next start in its scope deletes it: only those of
+    running attempts count."""
+    used = Counter(
+        dict(
+            Slot.objects.filter(attempt__status=AttemptStatus.RUNNING)
+            .values("scope")
+            .annotate(n=Count("id"))
+            .values_list("scope", "n")
+        )
+    )
+    waiting = Counter(
+        dict(
+            Step.objects.filter(status__in=WAITING)
+            .exclude(waiting_for="")
+            .values("waiting_for")
+            .annotate(n=Count("id"))
+            .values_list("waiting_for", "n")
+        )
+    )
+    rows = [
+        LimitRow(
+            scope,
+            _in_use(Scope(scope, hold=scope.removeprefix(HOLD)))
+            if scope.startswith(HOLD)
+            else used.get(scope, 0),
+            _max_of(scope),
+            waiting.get(scope, 0),
+        )
+        for scope in set(used) | set(waiting)
+    ]
+    return sorted(rows, key=lambda r: (-r.waiting, -r.in_use, r.scope))
+
+
+def _in_use(scope: Scope) -> int:
+    if scope.hold is not None:
+        return Claim.objects.filter(hold_key=scope.hold, status=ClaimStatus.UNRESOLVED).count()
+    return Slot.objects.filter(scope=scope.text, attempt__status=AttemptStatus.RUNNING).count()
+
+
+def _max_of(scope: str) -> int | None:
+    """The declared max of a scope (`step wf.name change_id=301`: owner, then the per
+    field's `field=value`), from the registered definitions; None for a hold, or a
+    scope no definition declares any more."""
+    if scope.startswith(HOLD):
+        return None
+    kind, owner, *rest = scope.split(" ", 2)
+    per = rest[0].split("=", 1)[0] if rest else None
+    for wf in registry.all_workflows():
+        if kind == "workflow" and owner == wf.name and wf.limit and wf.limit.per == per:
+            return wf.limit.max
+        for stepdef in wf.steps.values():
+            if kind == "step" and owner == f"{wf.name}.{stepdef.name}":
+                for limit in stepdef.limits:
+                    if limit.per == per:
+                        return limit.max
+    return None
