@@ -577,6 +577,13 @@ class ResumedSerializer(serializers.Serializer[Any]):
 
 
 # --- workflows -------------------------------------------------------------------------
+class WorkflowLimit(serializers.Serializer[Any]):
+    max = serializers.IntegerField(help_text="At most this many attempts running at once.")
+    per = serializers.CharField(
+        allow_null=True, help_text="The input field with a set of slots per value; null: one set."
+    )
+
+
 class WorkflowStep(serializers.Serializer[Any]):
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
@@ -594,6 +601,16 @@ class WorkflowStep(serializers.Serializer[Any]):
         required=False,
         help_text="A wait step: an approval, sent by someone other than the run's submitter.",
     )
+    limits = WorkflowLimit(
+        many=True,
+        required=False,
+        help_text="Its concurrency limits (docs/authoring.md#limits-and-holds), if any.",
+    )
+    hold = serializers.CharField(
+        required=False,
+        help_text="A guarded step's key hold: the input field whose value an unresolved "
+        "claim holds in other runs.",
+    )
 
 
 class WorkflowVersion(serializers.Serializer[Any]):
@@ -604,6 +621,10 @@ class WorkflowVersion(serializers.Serializer[Any]):
     search = serializers.ListField(
         child=serializers.CharField(),
         help_text="Its search fields: input fields GET /api/runs/?field=…&value=… filters on.",
+    )
+    limit = WorkflowLimit(
+        required=False,
+        help_text="A limit on all its steps' attempts at once, if it declares one.",
     )
 
 

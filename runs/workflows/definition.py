@@ -928,9 +928,15 @@ class Workflow:
                 )
                 | ({"conditional": True} if s.when else {})
                 | ({"compensate": s.compensate} if s.compensate else {})
+                | ({"limits": [_limit(one) for one in s.limits]} if s.limits else {})
+                | ({"hold": s.hold} if s.hold else {})
                 for s in self.steps.values()
             ],
-        }
+        } | ({"limit": _limit(self.limit)} if self.limit else {})
+
+
+def _limit(limit: Limit) -> dict[str, Any]:
+    return {"max": limit.max, "per": limit.per}
 
 
 def _timeout_seconds(timeout: float | timedelta | None, workflow: str) -> float | None:
