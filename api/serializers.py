@@ -584,6 +584,14 @@ class WorkflowLimit(serializers.Serializer[Any]):
     )
 
 
+class WorkflowRate(serializers.Serializer[Any]):
+    starts = serializers.IntegerField(help_text="At most this many starts …")
+    every = serializers.FloatField(help_text="… every this many seconds, evenly spaced.")
+    per = serializers.CharField(
+        allow_null=True, help_text="The input field with a rate per value; null: one rate."
+    )
+
+
 class WorkflowStep(serializers.Serializer[Any]):
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
@@ -606,6 +614,7 @@ class WorkflowStep(serializers.Serializer[Any]):
         required=False,
         help_text="Its concurrency limits (docs/authoring.md#limits-and-holds), if any.",
     )
+    rate = WorkflowRate(required=False, help_text="Its rate of starts, if it declares one.")
     hold = serializers.CharField(
         required=False,
         help_text="A guarded step's key hold: the input field whose value an unresolved "
@@ -626,6 +635,7 @@ class WorkflowVersion(serializers.Serializer[Any]):
         required=False,
         help_text="A limit on all its steps' attempts at once, if it declares one.",
     )
+    rate = WorkflowRate(required=False, help_text="A rate of all its steps' starts, if any.")
 
 
 class WorkflowSerializer(serializers.Serializer[Any]):

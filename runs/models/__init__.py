@@ -13,7 +13,7 @@ from .retention import (
     RunHistorySummary,
 )
 from .schedules import Schedule
-from .slots import Slot
+from .slots import RateClock, Slot
 from .workers import WorkerProcess
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "MapRegistry",
     "Pause",
     "PauseChange",
+    "RateClock",
     "RetentionPolicy",
     "RetentionPolicyChange",
     "RetentionPurge",

@@ -262,6 +262,9 @@ class Step(models.Model):
     # concurrency limit or a key hold (runs/engine/attempts/slots.py); '' otherwise.
     # Whoever frees the slot (a finish, the sweeper, a resolution) sends its message.
     waiting_for = models.TextField(blank=True, db_default="", default="")
+    # The turn a rate reserved for the step's next start (attempts/slots.py): a start at
+    # or after it passes the rate without taking another turn.
+    rate_due_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(db_default=Now())

@@ -34,3 +34,17 @@ class Slot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} #{self.n}"
+
+
+class RateClock(models.Model):
+    """A rate's clock (docs/authoring.md#limits-and-holds): when the next start in
+    `scope` may come. A start moves it on by the rate's interval, or puts the step off
+    to the time it reserves; its row lock makes starts of one scope take turns for that
+    one statement."""
+
+    id = models.BigAutoField(primary_key=True)
+    scope = models.TextField(unique=True)
+    next_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.scope}: next start at {self.next_at}"

@@ -5,11 +5,9 @@ steps an unresolved claim holds. Reads only; the engine's attempts/slots.py writ
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from django.db.models import Count
+from datetime import datetime
 
 from runs.models import Claim, Run, Slot, Step
 from runs.states import AttemptStatus, ClaimStatus, StepStatus
@@ -26,14 +24,18 @@ class SlotWait:
 
     scope: str
     in_use: int
-    of: int | None  # the limit's max; None for a hold
+    of: int | None  # the limit's max; None for a hold or a rate
+    # A rate's: the turn it reserved for the step (the database's clock).
+    turn_at: datetime | None = None
 
     @property
     def is_hold(self) -> bool:
-        return self.of is None
+        return self.of is None and self.turn_at is None
 
     @property
     def words(self) -> str:
+        if self.turn_at is not None:
+            return f"put off by its rate until {self.turn_at:%H:%M:%S} UTC"
         if self.of is None:
             key = self.scope.removeprefix(HOLD)
             return f"held: {self.in_use} unresolved claim(s) on {key} wait for a decision"
@@ -52,11 +54,16 @@ class LimitRow:
 
 def slot_waits(run: Run, steps: Iterable[Step]) -> dict[int, SlotWait]:
     """For each of the run's steps waiting for a slot or a hold, why, counted now."""
+    steps = list(steps)
+    found: dict[int, SlotWait] = {
+        s.pk: SlotWait("rate", 0, None, turn_at=s.rate_due_at)
+        for s in steps
+        if s.rate_due_at is not None and s.status in WAITING
+    }
     waiting = [s for s in steps if s.waiting_for and s.status in WAITING]
     if not waiting:
-        return {}
+        return found
     wf = registry.get(run.workflow, run.version)
-    found: dict[int, SlotWait] = {}
     for step in waiting:
         stepdef = wf.stepdef(step.name) if wf is not None else None
         scopes = scopes_for(wf, stepdef, run.input or {}) if stepdef is not None else ()
@@ -74,39 +81,10 @@ def holding(hold_key: str) -> int:
     return waiting.values("run_id").distinct().count()
 
 
-def limits_in_use() -> list[LimitRow]:
-    """Every scope with a slot in use or a step waiting, busiest first. A slot's row
-    outlives its attempt until the next start in its scope deletes it: only those of
-    running attempts count."""
-    used = Counter(
-        dict(
-            Slot.objects.filter(attempt__status=AttemptStatus.RUNNING)
-            .values("scope")
-            .annotate(n=Count("id"))
-            .values_list("scope", "n")
-        )
-    )
-    waiting = Counter(
-        dict(
-            Step.objects.filter(status__in=WAITING)
-            .exclude(waiting_for="")
-            .values("waiting_for")
-            .annotate(n=Count("id"))
-            .values_list("waiting_for", "n")
-        )
-    )
-    rows = [
-        LimitRow(
-            scope,
-            _in_use(Scope(scope, hold=scope.removeprefix(HOLD)))
-            if scope.startswith(HOLD)
-            else used.get(scope, 0),
-            _max_of(scope),
-            waiting.get(scope, 0),
-        )
-        for scope in set(used) | set(waiting)
-    ]
-    return sorted(rows, key=lambda r: (-r.waiting, -r.in_use, r.scope))
+def limit_rows(rows: Iterable[tuple[str, int, int]]) -> list[LimitRow]:
+    """The workers page's rows from (scope, in use, waiting) as runs/web/workers.sql
+    counts them, each with its declared max."""
+    return [LimitRow(scope, used, declared_max(scope), waiting) for scope, used, waiting in rows]
 
 
 def _in_use(scope: Scope) -> int:
@@ -115,7 +93,7 @@ def _in_use(scope: Scope) -> int:
     return Slot.objects.filter(scope=scope.text, attempt__status=AttemptStatus.RUNNING).count()
 
 
-def _max_of(scope: str) -> int | None:
+def declared_max(scope: str) -> int | None:
     """The declared max of a scope (`step wf.name change_id=301`: owner, then the per
     field's `field=value`), from the registered definitions; None for a hold, or a
     scope no definition declares any more."""

@@ -21,8 +21,8 @@ from django.db import connection
 
 from runs import engine, sql
 from runs.models import Attempt, WorkerProcess
-from runs.reads.limits import LimitRow, limits_in_use
-from runs.states import RUN_ACTIVE, AttemptStatus, RunStatus, StepStatus
+from runs.reads.limits import LimitRow, limit_rows
+from runs.states import RUN_ACTIVE, AttemptStatus, ClaimStatus, RunStatus, StepStatus
 
 SQL = sql.load(__file__)
 
@@ -125,6 +125,20 @@ def _waiting() -> tuple[datetime, int, datetime | None, int, int]:
     return now, int(count), oldest, int(paused), int(limited)
 
 
+def _limits() -> list[LimitRow]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL["limits"],
+            {
+                "running": AttemptStatus.RUNNING.value,
+                "queued": StepStatus.QUEUED.value,
+                "retrying": StepStatus.RETRYING.value,
+                "unresolved": ClaimStatus.UNRESOLVED.value,
+            },
+        )
+        return limit_rows(cursor.fetchall())
+
+
 def queue_depths() -> tuple[list[QueueDepth], str]:
     """Messages waiting in each of the engine's queues (settings.RUNS_QUEUE and its
     control twin) as the broker counts them (engine.queue_depths), with the broker's
@@ -193,7 +207,7 @@ def workers_page() -> WorkersPage:
         oldest_queued_at=oldest,
         paused=paused,
         limited=limited,
-        limits=limits_in_use(),
+        limits=_limits(),
         queues=queues,
         broker_error=broker_error,
     )

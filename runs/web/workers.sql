@@ -23,3 +23,25 @@ CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM runs_pause
 WHERE s.status IN (%(queued)s, %(retrying)s) AND s.status = %(queued)s
   AND r.status = ANY(CASE WHEN s.compensates = '' THEN %(active)s::text[]
                           ELSE %(compensating)s::text[] END)
+
+-- name: limits
+-- Each concurrency limit's scope with a slot in use (its attempt running), a step
+-- waiting for it, or, for a key hold, an unresolved claim on its key
+-- (docs/authoring.md#limits-and-holds). A slot's row outlives its attempt until the
+-- next start in its scope deletes it: only running attempts' count. Three partial or
+-- small reads: the slots table, step_waiting_for_idx, claim_hold_idx.
+SELECT scope, sum(in_use)::int, sum(waiting)::int
+FROM (
+    SELECT s.scope, 1 AS in_use, 0 AS waiting
+    FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
+    WHERE a.status = %(running)s
+    UNION ALL
+    SELECT waiting_for, 0, 1 FROM runs_step
+    WHERE waiting_for <> '' AND status IN (%(queued)s, %(retrying)s)
+    UNION ALL
+    SELECT 'hold ' || hold_key, 1, 0 FROM runs_claim
+    WHERE status = %(unresolved)s AND hold_key <> ''
+) used
+GROUP BY scope
+ORDER BY sum(waiting) DESC, sum(in_use) DESC, scope
+LIMIT 200

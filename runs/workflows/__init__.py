@@ -19,7 +19,7 @@ from .definition import (
 )
 from .errors import WorkflowDefinitionError
 from .inputs import Field
-from .limits import Limit
+from .limits import Limit, Rate
 from .registry import register
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ def workflow(
     effects: Callable[[str], int] | None = None,
     expected_effects: Callable[[dict[str, Any]], int] | None = None,
     limit: Limit | None = None,
+    rate: Rate | None = None,
 ) -> Workflow:
     """Declare a workflow and register it (registry.register) in one go.
 
@@ -73,6 +74,9 @@ def workflow(
         A `Limit(max=n)`: at most n attempts of this workflow's steps running at once,
         across all its runs and versions; `Limit(per="field", max=n)`: at most n per
         value of that input field (docs/authoring.md#limits-and-holds). Default None.
+    rate:
+        A `Rate(starts=n, every=seconds)`: at most n starts of its steps per interval,
+        across all workers; `per="field"`: per value of that input field. Default None.
     """
     return register(
         Workflow(
@@ -84,6 +88,7 @@ def workflow(
             effects=effects,
             expected_effects=expected_effects,
             limit=limit,
+            rate=rate,
         )
     )
 
@@ -100,6 +105,7 @@ __all__ = [
     "Limit",
     "NotApplied",
     "ProbeResult",
+    "Rate",
     "Retry",
     "StepDef",
     "Workflow",

@@ -25,7 +25,7 @@ from runs.states import EffectKind
 
 from .errors import WorkflowDefinitionError
 from .inputs import DeclaredInput, Field, InputType
-from .limits import Limit, check_fields, limits_of
+from .limits import Limit, Rate, check_fields, limits_of, rate_of
 from .schedules import check_schedule_fields
 from .search import bound_search_ints, check_search_fields, search_keys
 
@@ -179,6 +179,7 @@ class StepDef:
     # Concurrency limits (runs/workflows/limits.py) and the input field of its key hold.
     limits: tuple[Limit, ...] = ()
     hold: str | None = None
+    rate: Rate | None = None
 
     @property
     def is_map(self) -> bool:
@@ -239,6 +240,8 @@ class Workflow:
     search: tuple[str, ...] = ()
     # At most this many attempts of the workflow's steps running at once (limits.py).
     limit: Limit | None = None
+    # At most so many starts of its steps per interval (limits.py).
+    rate: Rate | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
@@ -254,6 +257,8 @@ class Workflow:
         if self.limit is not None:
             limits_of(self.limit, f"workflow {self.name!r}")
             check_fields([self.limit.per], self.fields, f"workflow {self.name!r} limit")
+        if rate_of(self.rate, f"workflow {self.name!r}") is not None:
+            check_fields([self.rate.per], self.fields, f"workflow {self.name!r} rate")
 
     # The declared input (inputs.py): its fields, their parsed types and defaults, or
     # the pydantic model that stands instead of them.
@@ -291,6 +296,7 @@ class Workflow:
         compensate: str | None = None,
         limit: Limit | list[Limit] | tuple[Limit, ...] | None = None,
         hold: str | None = None,
+        rate: Rate | None = None,
     ) -> Callable[[StepFn], StepFn]:
         """Declare a step: decorates `fn(ctx) -> result` (the result must be
         JSON-serializable) and returns it unchanged. Every parameter is keyword-only.
@@ -363,6 +369,11 @@ class Workflow:
             field is unresolved for a value, no new attempt of such a step starts for
             that value in any run until the claim is decided. Guarded steps only (only
             they leave a claim unresolved). Default None: no hold.
+        rate:
+            A `Rate(starts=n, every=seconds)`: at most n starts of this step per interval,
+            evenly spaced, across all workers (counted in PostgreSQL); `per="field"`: per
+            value of that input field. A start over the rate is put off to its turn,
+            neither failed nor retried. Default None: no rate. All kinds.
         """
 
         def register(fn: StepFn) -> StepFn:
@@ -370,6 +381,8 @@ class Workflow:
             where = f"{self.name}: step {step_name!r}"
             limits = limits_of(limit, where)
             check_fields([one.per for one in limits], self.fields, where)
+            if rate_of(rate, where) is not None:
+                check_fields([rate.per], self.fields, where)
             step_kind = self._kind(kind, step_name)
             if hold is not None:
                 if step_kind != GUARDED:
@@ -418,6 +431,7 @@ class Workflow:
                     compensate=compensate,
                     limits=limits,
                     hold=hold,
+                    rate=rate,
                 )
             )
             return fn
@@ -908,7 +922,7 @@ class Workflow:
         return self.declared_input.schema(f"{self.name} v{self.version} input", self.description)
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "description": self.description,
@@ -930,13 +944,23 @@ class Workflow:
                 | ({"compensate": s.compensate} if s.compensate else {})
                 | ({"limits": [_limit(one) for one in s.limits]} if s.limits else {})
                 | ({"hold": s.hold} if s.hold else {})
+                | ({"rate": _rate(s.rate)} if s.rate else {})
                 for s in self.steps.values()
             ],
-        } | ({"limit": _limit(self.limit)} if self.limit else {})
+        }
+        return (
+            described
+            | ({"limit": _limit(self.limit)} if self.limit else {})
+            | ({"rate": _rate(self.rate)} if self.rate else {})
+        )
 
 
 def _limit(limit: Limit) -> dict[str, Any]:
     return {"max": limit.max, "per": limit.per}
+
+
+def _rate(rate: Rate) -> dict[str, Any]:
+    return {"starts": rate.starts, "every": rate.every, "per": rate.per}
 
 
 def _timeout_seconds(timeout: float | timedelta | None, workflow: str) -> float | None:

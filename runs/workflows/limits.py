@@ -22,6 +22,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from .errors import WorkflowDefinitionError
@@ -51,6 +52,44 @@ class Limit:
 
     def describe(self) -> str:
         return f"{self.max} at once" + (f" per {self.per}" if self.per else "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rate:
+    """At most `starts` attempt starts every `every` seconds, spaced evenly (20 a second:
+    one every 50 ms); with `per`, that many per value of the input field. Counted in
+    PostgreSQL for all workers together, never per worker process."""
+
+    starts: int
+    every: float = 1.0
+    per: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.starts, bool) or not isinstance(self.starts, int) or self.starts < 1:
+            raise WorkflowDefinitionError(
+                f"Rate(starts=...) must be a positive int, not {self.starts!r}"
+            )
+        every = self.every.total_seconds() if isinstance(self.every, timedelta) else self.every
+        if isinstance(every, bool) or not isinstance(every, int | float) or not every > 0:
+            raise WorkflowDefinitionError(
+                f"Rate(every=...) must be a positive number of seconds, not {self.every!r}"
+            )
+        object.__setattr__(self, "every", float(every))
+        if self.per is not None and (not isinstance(self.per, str) or not self.per.strip()):
+            raise WorkflowDefinitionError(
+                f"Rate(per=...) must name an input field, not {self.per!r}"
+            )
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two starts."""
+        return self.every / self.starts
+
+
+def rate_of(rate: Rate | None, where: str) -> Rate | None:
+    if rate is not None and not isinstance(rate, Rate):
+        raise WorkflowDefinitionError(f"{where}: rate= takes a Rate(...), not {rate!r}")
+    return rate
 
 
 def limits_of(limit: Limit | Sequence[Limit] | None, where: str) -> tuple[Limit, ...]:
@@ -101,6 +140,8 @@ class Scope:
     text: str
     max: int | None = None
     hold: str | None = None
+    # A rate: seconds between two starts in the scope.
+    interval: float | None = None
 
 
 def scopes_for(workflow: Any, stepdef: Any, run_input: Mapping[str, Any]) -> tuple[Scope, ...]:
@@ -108,11 +149,24 @@ def scopes_for(workflow: Any, stepdef: Any, run_input: Mapping[str, Any]) -> tup
     workflow's limit, its own limits, its hold. Empty for a step that declares none
     (the start then does nothing more)."""
     limit = workflow.limit
-    if limit is None and not stepdef.limits and stepdef.hold is None:
+    if (
+        limit is None
+        and workflow.rate is None
+        and not stepdef.limits
+        and stepdef.hold is None
+        and stepdef.rate is None
+    ):
         return ()
     found: list[Scope] = []
     if limit is not None:
         found.append(Scope(_text(f"workflow {workflow.name}", limit, run_input), limit.max))
+    for owner, rate in (
+        (f"workflow {workflow.name}", workflow.rate),
+        (f"step {workflow.name}.{stepdef.name}", stepdef.rate),
+    ):
+        if rate is not None:
+            text = _text(f"rate {owner}", rate, run_input)
+            found.append(Scope(text, interval=rate.interval))
     for one in stepdef.limits:
         found.append(Scope(_text(f"step {workflow.name}.{stepdef.name}", one, run_input), one.max))
     if stepdef.hold is not None:
@@ -121,5 +175,5 @@ def scopes_for(workflow: Any, stepdef: Any, run_input: Mapping[str, Any]) -> tup
     return tuple(sorted(found, key=lambda scope: scope.text))
 
 
-def _text(owner: str, limit: Limit, run_input: Mapping[str, Any]) -> str:
+def _text(owner: str, limit: Limit | Rate, run_input: Mapping[str, Any]) -> str:
     return owner if limit.per is None else f"{owner} {keyed(limit.per, run_input)}"

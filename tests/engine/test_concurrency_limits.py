@@ -41,7 +41,6 @@ def _work(n: int) -> list[Step]:
     return [Step.objects.get(run=run) for run in runs]
 
 
-
 def _waited(step: Step) -> list[dict]:
     return list(
         Event.objects.filter(step=step, type="step_waiting_for_slot").values_list(
@@ -224,3 +223,33 @@ def test_a_step_without_a_limit_takes_no_slot():
     run = engine.submit_run(workflow="quick-one", input={})
     assert engine.execute_step(step_id=Step.objects.get(run=run).id, worker="w") == "succeeded"
     assert Slot.objects.count() == 0
+
+
+def test_a_start_over_its_rate_is_put_off_to_a_turn_of_its_own(monkeypatch):
+    """5 a second: one start every 200 ms. Three steps at once: the first starts, the
+    second and third are put off to the next two turns, each with its message due then;
+    a message that comes early is sent again for what remains, taking no second turn."""
+    countdowns: dict[int, float | None] = {}
+    monkeypatch.setattr(
+        publish, "send", lambda task, arg, countdown=None: countdowns.__setitem__(arg, countdown)
+    )
+    steps = [Step.objects.get(run=engine.submit_run(workflow="paced", input={})) for _ in range(3)]
+    countdowns.clear()
+
+    outcomes = [engine.execute_step(step_id=s.id, worker="w") for s in steps]
+
+    assert outcomes[0] == "succeeded"
+    assert outcomes[1:] == ["skipped", "skipped"]
+    second, third = (Step.objects.get(pk=s.id) for s in steps[1:])
+    assert second.status == third.status == StepStatus.QUEUED
+    turns = (third.rate_due_at - second.rate_due_at).total_seconds()
+    assert turns == pytest.approx(0.2, abs=1e-6)  # one interval apart, in submission order
+    assert second.message_due_at == second.rate_due_at
+    assert 0 < countdowns[second.id] <= 0.2 and 0.2 < countdowns[third.id] <= 0.4
+    assert Attempt.objects.filter(step__in=[second, third]).count() == 0
+
+    countdowns.clear()
+    assert engine.execute_step(step_id=third.id, worker="w") == "skipped"  # early
+    third.refresh_from_db()
+    assert (third.rate_due_at - second.rate_due_at).total_seconds() == pytest.approx(0.2, abs=1e-6)
+    assert 0 < countdowns[third.id] <= 0.4

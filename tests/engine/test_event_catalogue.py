@@ -28,6 +28,7 @@ STORED_TYPES = {
     "attempt_timed_out",
     "step_unresolved",
     "step_refused",
+    "step_waiting_for_slot",
     "attempt_crashed",
     "plan_expanded",
     "batch_finished",

@@ -118,3 +118,35 @@ def test_an_unresolved_merge_holds_its_change_in_another_run_until_a_person_deci
     assert wait_settled(second, cluster).status == RunStatus.SUCCEEDED, cluster.logs()
     (attempt,) = Attempt.objects.filter(step=merge)
     assert attempt.started_at >= decided_at
+
+
+@pytest.mark.soak
+def test_a_rate_of_5_a_second_holds_within_10_percent_over_a_minute_on_4_processes(cluster):
+    cluster.worker(pool=PREFORK)
+    cluster.worker(pool=PREFORK)
+    cluster.beat()
+    runs = [engine.submit_run(workflow="paced", input={}) for _ in range(360)]
+
+    wait_for(
+        lambda: (
+            Run.objects.filter(pk__in=[r.pk for r in runs], status=RunStatus.SUCCEEDED).count()
+            == len(runs)
+        ),
+        timeout=180,
+        what="360 runs at 5 starts a second",
+        on_timeout=cluster.logs,
+    )
+
+    starts = sorted(
+        Attempt.objects.filter(run__in=runs, status=AttemptStatus.SUCCEEDED).values_list(
+            "started_at", flat=True
+        )
+    )
+    first = starts[0]
+    in_a_minute = sum(1 for at in starts if (at - first).total_seconds() < 60)
+    assert 270 <= in_a_minute <= 330, in_a_minute
+    # Never a burst: no second of the run saw more than 5 starts (+1 at its edge).
+    busiest = max(
+        sum(1 for at in starts if 0 <= (at - start).total_seconds() < 1) for start in starts
+    )
+    assert busiest <= 6, busiest

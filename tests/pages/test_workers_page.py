@@ -18,8 +18,9 @@ from runs.models import Attempt, Run, Step, WorkerProcess
 from runs.states import RUN_ACTIVE, RunStatus, StepStatus
 from tests.pages.test_query_budgets import LAYOUT
 
-# The waiting steps with the database's clock, the worker rows, the running attempts.
-WORKERS_PAGE = 3
+# The waiting steps with the database's clock, the worker rows, the running attempts,
+# the concurrency limits in use.
+WORKERS_PAGE = 4
 HTMX_LIVE = {"HX-Request": "true", "HX-Target": "workers-live"}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runs.workflows import GUARDED, PURE, Context, Limit, Retry, workflow
+from runs.workflows import GUARDED, PURE, Context, Limit, Rate, Retry, workflow
 
 limited = workflow("limited-three", version=1, input={"seconds": float})
 
@@ -43,3 +43,12 @@ def _timed(seconds: float) -> dict[str, float]:
     began = time.time()
     time.sleep(seconds)
     return {"began": began, "ended": time.time()}
+
+
+paced = workflow("paced", version=1, input={})
+
+
+@paced.step(kind=PURE, rate=Rate(starts=5, every=1.0))
+def tick(ctx: Context) -> dict[str, Any]:
+    """At most 5 starts a second, however many workers."""
+    return {}

@@ -68,14 +68,29 @@ class NoSlot(Exception):
         super().__init__(what)
 
 
+class RateLater(NoSlot):
+    """The attempt may not start yet: its rate's next turn is `wait` seconds away.
+    `reserved`: the step already holds that turn (its message came early)."""
+
+    def __init__(self, scope: Scope, wait: float, *, reserved: bool) -> None:
+        self.wait = wait
+        self.reserved = reserved
+        super().__init__(scope, 0)
+        self.args = (f"put off by its rate {scope.text}: its turn is in {wait:.3f} s",)
+
+
 def take(step: Step, attempt_id: int, scopes: Iterable[Scope]) -> None:
-    """Take a slot of each limit and find each hold clear, in the caller's
-    transaction (the start's); raise NoSlot at the first that refuses."""
+    """Take a slot of each limit, find each hold clear and take a turn of each rate, in
+    the caller's transaction (the start's); raise NoSlot (RateLater for a rate) at the
+    first that refuses."""
     queued_at = step.queued_at or step.created_at
     with connection.cursor() as cursor:
         for scope in scopes:
+            if scope.interval is not None:
+                _turn(cursor, step, scope)
+                continue
             if scope.hold is not None:
-                held = _count(cursor, "held", hold=scope.hold, unresolved=ClaimStatus.UNRESOLVED)
+                held = _held(cursor, scope.hold)
                 if held:
                     raise NoSlot(scope, held)
                 continue
@@ -101,14 +116,33 @@ def take(step: Step, attempt_id: int, scopes: Iterable[Scope]) -> None:
                     raise NoSlot(scope, in_use(scope))
             else:
                 raise NoSlot(scope, in_use(scope))
-        if step.waiting_for:
+        if step.waiting_for or step.rate_due_at is not None:
             cursor.execute(SQL["clear_waiting"], {"step": step.id})
+
+
+def _turn(cursor: Any, step: Step, scope: Scope) -> None:
+    """A start under a rate: a turn the step reserved earlier lets it pass once it has
+    come (the start statement's time, step.started_at, is the database's clock); else
+    it takes the scope's next turn, which must be now."""
+    due, now = step.rate_due_at, step.started_at
+    if due is not None and now is not None and not hasattr(now, "resolve_expression"):
+        if due <= now:
+            return
+        raise RateLater(scope, (due - now).total_seconds(), reserved=True)
+    cursor.execute(SQL["reserve"], {"scope": scope.text, "interval": scope.interval})
+    wait = float(cursor.fetchone()[0])
+    if wait > 0:
+        raise RateLater(scope, wait, reserved=False)
 
 
 def wait(step_id: int, refused: NoSlot) -> None:
     """Record that the step waits for `refused.scope` (once per scope: an event and the
     step's waiting_for), then look again whether it may start now (the module's
-    docstring says why), and send it if so."""
+    docstring says why), and send it if so. A step over its rate is put off to a turn
+    of its own instead (put_off)."""
+    if isinstance(refused, RateLater):
+        put_off(step_id, refused)
+        return
     scope = refused.scope
     with transaction.atomic():
         step = Step.objects.filter(pk=step_id).only("run_id").first()
@@ -133,13 +167,41 @@ def wait(step_id: int, refused: NoSlot) -> None:
     hand_over([scope])
 
 
+def put_off(step_id: int, refused: RateLater) -> None:
+    """Give the step a turn of its own on its rate's clock (one turn per step, so a
+    thousand steps over a rate come back one by one at its pace, not all at once) and
+    send its message for then. A step whose turn is reserved already (its message came
+    before it) is sent again for what remains."""
+    wait_seconds: float | None = refused.wait
+    if not refused.reserved:
+        scope = refused.scope
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(SQL["lock_step"], {"step": step_id})
+            cursor.execute(
+                SQL["put_off"],
+                {
+                    "step": step_id,
+                    "scope": scope.text,
+                    "interval": scope.interval,
+                    "waiting": WAITING,
+                },
+            )
+            row = cursor.fetchone()
+            wait_seconds = None if row is None else float(row[0])
+    if wait_seconds is None:
+        return  # no longer waiting (started or stopped meanwhile)
+    log.info("step %s %s", step_id, refused)
+    publish_now([step_id], countdown=wait_seconds)
+
+
 def in_use(scope: Scope) -> int:
     """How many of the scope's slots are in use now (their attempt runs), or for a
     hold, how many unresolved claims hold its key."""
     with connection.cursor() as cursor:
         if scope.hold is not None:
-            return _count(cursor, "held", hold=scope.hold, unresolved=ClaimStatus.UNRESOLVED)
-        return _count(cursor, "in_use", scope=scope.text, running=AttemptStatus.RUNNING)
+            return _held(cursor, scope.hold)
+        cursor.execute(SQL["in_use"], {"scope": scope.text, "running": AttemptStatus.RUNNING})
+        return int(cursor.fetchone()[0])
 
 
 def hand_over(scopes: Iterable[Scope]) -> list[int]:
@@ -148,6 +210,8 @@ def hand_over(scopes: Iterable[Scope]) -> list[int]:
     after a commit that may have freed one; returns the steps sent."""
     sent: list[int] = []
     for scope in scopes:
+        if scope.interval is not None:
+            continue  # a rate's steps come back at their own turns (put_off)
         used = in_use(scope)
         if scope.hold is not None:
             free = 0 if used else HOLD_BATCH
@@ -198,6 +262,6 @@ def _declared(text: str, workflow: str, version: int, name: str, run_input: Any)
     return None
 
 
-def _count(cursor: Any, name: str, **params: Any) -> int:
-    cursor.execute(SQL[name], params)
+def _held(cursor: Any, hold: str) -> int:
+    cursor.execute(SQL["held"], {"hold": hold, "unresolved": ClaimStatus.UNRESOLVED})
     return int(cursor.fetchone()[0])

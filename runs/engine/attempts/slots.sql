@@ -43,7 +43,9 @@
     WHERE hold_key = %(hold)s AND status = %(unresolved)s
 
 -- name: clear_waiting
-    UPDATE runs_step SET waiting_for = '' WHERE id = %(step)s AND waiting_for <> ''
+-- Started: it waits for nothing, and a rate's turn it held is spent.
+    UPDATE runs_step SET waiting_for = '', rate_due_at = NULL
+    WHERE id = %(step)s AND (waiting_for <> '' OR rate_due_at IS NOT NULL)
 
 -- name: mark_waiting
 -- A start found no slot (or a hold): the step stays as it is (queued or retrying), its
@@ -81,3 +83,38 @@
 -- wait for nothing, and the sweeper's republish of lost messages takes them on.
     UPDATE runs_step SET waiting_for = ''
     WHERE waiting_for = %(scope)s AND status = ANY(%(waiting)s::text[])
+
+-- name: reserve
+-- A rate's turn (slots.py): the clock of the scope moves on by one interval from its
+-- next start or from now, whichever is later; the turn this start takes is that time
+-- less the interval, and the seconds until it are returned (0: now). In the start's
+-- transaction: a start refused for any reason gives its turn back with its rollback.
+-- The row lock makes the starts of one scope take turns for this statement only.
+    INSERT INTO runs_rateclock (scope, next_at)
+    VALUES (%(scope)s, statement_timestamp() + make_interval(secs => %(interval)s))
+    ON CONFLICT (scope) DO UPDATE
+        SET next_at = greatest(runs_rateclock.next_at, statement_timestamp())
+                      + make_interval(secs => %(interval)s)
+    RETURNING greatest(0, EXTRACT(EPOCH FROM next_at - statement_timestamp())::float
+                          - %(interval)s)
+
+-- name: lock_step
+-- The step's row before its rate's clock, in the order a start takes them.
+    SELECT 1 FROM runs_step WHERE id = %(step)s FOR UPDATE
+
+-- name: put_off
+-- A start over its rate: the step keeps a turn of its own (rate_due_at), reserved on
+-- the scope's clock, and its message is due then (message_due_at, which the sweeper
+-- counts its republish bound from). Returns the seconds until the turn.
+    WITH turn AS (
+        INSERT INTO runs_rateclock (scope, next_at)
+        VALUES (%(scope)s, statement_timestamp() + make_interval(secs => %(interval)s))
+        ON CONFLICT (scope) DO UPDATE
+            SET next_at = greatest(runs_rateclock.next_at, statement_timestamp())
+                          + make_interval(secs => %(interval)s)
+        RETURNING next_at - make_interval(secs => %(interval)s) AS at
+    )
+    UPDATE runs_step SET rate_due_at = (SELECT at FROM turn),
+                         message_due_at = (SELECT at FROM turn)
+    WHERE id = %(step)s AND status = ANY(%(waiting)s::text[])
+    RETURNING greatest(0, EXTRACT(EPOCH FROM rate_due_at - statement_timestamp())::float)
