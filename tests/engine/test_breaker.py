@@ -8,12 +8,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.test import Client
 
 from runs import engine
 from runs.engine.tools import breaker_module
+from runs.management.commands.createoperator import grant_role
 from runs.models import Attempt, BreakerChange, BreakerSetting, Pause, PauseChange, Run, Step
 from runs.principals import ENGINE_BREAKER
+from runs.roles import OPERATORS
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from runs.testing import run_inline
 from runs.workflows import PURE, Breaker, Retry, Workflow
@@ -233,3 +237,49 @@ def test_a_breaker_that_cannot_trip_sensibly_is_refused_where_it_is_declared(
 def test_anything_but_a_breaker_is_refused():
     with pytest.raises(WorkflowDefinitionError, match="breaker must be a Breaker"):
         _declare(breaker={"outcomes": 3})
+
+
+def test_an_operator_overrides_the_threshold_in_the_admin_and_every_change_is_audited():
+    ann = User.objects.create_user("ann", password="pw-for-tests-1")
+    grant_role(ann, OPERATORS)
+    client = Client()
+    client.force_login(ann)
+    form = {
+        "workflow": "breaker-charge",
+        "step": "charge",
+        "enabled": "on",
+        "outcomes": "1",
+        "within_seconds": "30",
+        "reason": "the payment host is flaky tonight",
+    }
+    refused = client.post("/admin/runs/breakersetting/add/", {**form, "step": "receipt"})
+    assert refused.status_code == 200
+    assert "declares a breaker on step" in refused.content.decode()
+    assert not BreakerSetting.objects.exists()
+
+    added = client.post("/admin/runs/breakersetting/add/", form)
+    assert added.status_code == 302, added.content.decode()[:2000]
+    setting = BreakerSetting.objects.get()
+    changed = client.post(
+        f"/admin/runs/breakersetting/{setting.pk}/change/", {**form, "outcomes": "2"}
+    )
+    assert changed.status_code == 302, changed.content.decode()[:2000]
+
+    created, change = BreakerChange.objects.order_by("id")
+    assert (created.actor, created.action, created.old) == ("ann", "created", None)
+    assert created.new["outcomes"] == 1
+    assert (change.actor, change.action) == ("ann", "changed")
+    assert (change.old["outcomes"], change.new["outcomes"]) == (1, 2)
+    assert change.new["within_seconds"] == 30.0
+    assert client.get("/admin/runs/breakerchange/").status_code == 200
+
+    fail_once()
+    assert breaker_pauses() == []  # 2 now, not 3 and not 1
+    fail_once()
+    (pause,) = breaker_pauses()
+    assert pause.reason.endswith("in the last 30 s (threshold 2)")
+
+    deleted = client.post(f"/admin/runs/breakersetting/{setting.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302
+    last = BreakerChange.objects.order_by("-id").first()
+    assert (last.action, last.old["outcomes"], last.new) == ("deleted", 2, None)
