@@ -577,6 +577,21 @@ class ResumedSerializer(serializers.Serializer[Any]):
 
 
 # --- workflows -------------------------------------------------------------------------
+class BreakerSerializer(serializers.Serializer[Any]):
+    outcomes = serializers.IntegerField(
+        help_text="Failed or unknown outcomes within the window that pause the step."
+    )
+    within_seconds = serializers.FloatField(help_text="The window, in seconds.")
+    enabled = serializers.BooleanField(help_text="False: an operator switched it off.")
+    overridden = serializers.BooleanField(
+        help_text="True: an operator's values (the admin) stand instead of the declared ones."
+    )
+    declared = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="What the workflow declares: outcomes and within_seconds.",
+    )
+
+
 class WorkflowStep(serializers.Serializer[Any]):
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
@@ -593,6 +608,11 @@ class WorkflowStep(serializers.Serializer[Any]):
     four_eyes = serializers.BooleanField(
         required=False,
         help_text="A wait step: an approval, sent by someone other than the run's submitter.",
+    )
+    breaker = BreakerSerializer(
+        required=False,
+        help_text="Its breaker as it applies now (docs/operating.md#breakers); absent: none "
+        "declared. Read-only: operators change it in the admin.",
     )
 
 
