@@ -82,7 +82,7 @@ def enqueue_events() -> int:
                 "pending": Status.PENDING.value,
             },
         )
-        written += cursor.rowcount
+        written += int(cursor.rowcount)
     return written
 
 
