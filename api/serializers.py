@@ -592,6 +592,21 @@ class WorkflowRate(serializers.Serializer[Any]):
     )
 
 
+class BreakerSerializer(serializers.Serializer[Any]):
+    outcomes = serializers.IntegerField(
+        help_text="Failed or unknown outcomes within the window that pause the step."
+    )
+    within_seconds = serializers.FloatField(help_text="The window, in seconds.")
+    enabled = serializers.BooleanField(help_text="False: an operator switched it off.")
+    overridden = serializers.BooleanField(
+        help_text="True: an operator's values (the admin) stand instead of the declared ones."
+    )
+    declared = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="What the workflow declares: outcomes and within_seconds.",
+    )
+
+
 class WorkflowStep(serializers.Serializer[Any]):
     name = serializers.CharField()
     kind = serializers.ChoiceField(choices=EffectKind.choices)
@@ -619,6 +634,11 @@ class WorkflowStep(serializers.Serializer[Any]):
         required=False,
         help_text="A guarded step's key hold: the input field whose value an unresolved "
         "claim holds in other runs.",
+    )
+    breaker = BreakerSerializer(
+        required=False,
+        help_text="Its breaker as it applies now (docs/operating.md#breakers); absent: none "
+        "declared. Read-only: operators change it in the admin.",
     )
 
 

@@ -24,7 +24,17 @@ from reconciliation import queries as claim_queries
 from reconciliation import services
 from runs import engine, roles
 from runs.batches import selection, service
-from runs.models import Attempt, Batch, BatchItem, Event, Pause, Run, RunSearchKey, Step
+from runs.models import (
+    Attempt,
+    Batch,
+    BatchItem,
+    BreakerSetting,
+    Event,
+    Pause,
+    Run,
+    RunSearchKey,
+    Step,
+)
 from runs.principals import Principal, user_principal
 from runs.reads.summaries import run_detail, search_keys_matching, with_search_key
 from runs.record import export as run_export
@@ -410,6 +420,26 @@ class BatchViewSet(ApiViewSet):
 
 
 # --- workflows -------------------------------------------------------------------------
+def _with_breakers(
+    described: dict[str, Any], overrides: dict[tuple[str, str], BreakerSetting]
+) -> dict[str, Any]:
+    """Each declared breaker as it applies now: an operator's override, if one stands,
+    else the declaration (the engine's rule: runs/engine/policies/breaker.effective)."""
+    for step in described["steps"]:
+        declared = step.get("breaker")
+        if declared is None:
+            continue
+        override = overrides.get((described["name"], step["name"]))
+        step["breaker"] = {
+            "outcomes": override.outcomes if override else declared["outcomes"],
+            "within_seconds": override.within_seconds if override else declared["within_seconds"],
+            "enabled": override.enabled if override else True,
+            "overridden": override is not None,
+            "declared": declared,
+        }
+    return described
+
+
 class WorkflowViewSet(ApiViewSet):
     roles = {"list": READ_RUNS}
 
@@ -418,12 +448,14 @@ class WorkflowViewSet(ApiViewSet):
         by_name: dict[str, list[Any]] = {}
         for wf in registry.all_workflows():
             by_name.setdefault(wf.name, []).append(wf)
+        overrides = {(o.workflow, o.step): o for o in BreakerSetting.objects.all()}
         workflows = [
             {
                 "name": name,
                 "latest_version": versions[-1].version,
                 "versions": [
-                    {**wf.describe(), "input_schema": wf.input_schema()} for wf in versions
+                    _with_breakers({**wf.describe(), "input_schema": wf.input_schema()}, overrides)
+                    for wf in versions
                 ],
             }
             for name, versions in sorted(by_name.items())

@@ -51,6 +51,8 @@ class WebhookDelivery(models.Model):
     class Event(models.TextChoices):
         CLAIM_UNRESOLVED = "claim_unresolved"
         CLAIM_STALE = "claim_stale"  # older than RECONCILIATION_STALE_MINUTES
+        # The engine's breaker paused a step (a PauseChange with its counts); once per pause.
+        STEP_PAUSED_BY_BREAKER = "step_paused_by_breaker"
 
     class Status(models.TextChoices):
         PENDING = "pending"  # due at next_attempt_at
@@ -58,7 +60,10 @@ class WebhookDelivery(models.Model):
         FAILED = "failed"  # RUNS_WEBHOOK_MAX_TRIES used up; kept, visible
 
     event = models.CharField(max_length=32, choices=Event.choices)
-    claim_id = models.BigIntegerField()
+    # What the event is about: a claim (claim_unresolved, claim_stale) or a pause
+    # (step_paused_by_breaker), the other null; by id, never a foreign key.
+    claim_id = models.BigIntegerField(null=True, blank=True)
+    pause_id = models.BigIntegerField(null=True, blank=True)
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     tries = models.PositiveIntegerField(default=0)
@@ -76,12 +81,27 @@ class WebhookDelivery(models.Model):
             models.UniqueConstraint(
                 fields=["claim_id", "event"], name="webhookdelivery_once_per_claim"
             ),
+            # Nulls are distinct: a claim's rows never meet a pause's here.
+            models.UniqueConstraint(
+                fields=["pause_id", "event"], name="webhookdelivery_once_per_pause"
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    event__in=["claim_unresolved", "claim_stale"],
+                    claim_id__isnull=False,
+                    pause_id__isnull=True,
+                )
+                | Q(event="step_paused_by_breaker", claim_id__isnull=True, pause_id__isnull=False),
+                name="webhookdelivery_subject",
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=["pending", "delivered", "failed"]),
                 name="webhookdelivery_status_valid",
             ),
             models.CheckConstraint(
-                condition=Q(event__in=["claim_unresolved", "claim_stale"]),
+                condition=Q(
+                    event__in=["claim_unresolved", "claim_stale", "step_paused_by_breaker"]
+                ),
                 name="webhookdelivery_event_valid",
             ),
             models.CheckConstraint(
@@ -100,4 +120,5 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.event} of claim {self.claim_id}: {self.status}"
+        about = f"claim {self.claim_id}" if self.claim_id is not None else f"pause {self.pause_id}"
+        return f"{self.event} of {about}: {self.status}"

@@ -56,8 +56,9 @@ def enabled() -> bool:
 
 
 def enqueue_events() -> int:
-    """Write an outbox row for each new unresolved claim and each claim past
-    RECONCILIATION_STALE_MINUTES that has none; how many were written."""
+    """Write an outbox row for each new unresolved claim, each claim past
+    RECONCILIATION_STALE_MINUTES and each pause the engine's breaker made
+    (step_paused_by_breaker) that has none; how many were written."""
     stale_after = float(settings.RECONCILIATION_STALE_MINUTES) * 60
     written = 0
     with transaction.atomic(durable=True), connection.cursor() as cursor:
@@ -73,6 +74,15 @@ def enqueue_events() -> int:
                 },
             )
             written += cursor.rowcount
+        cursor.execute(
+            SQL["enqueue_breaker"],
+            {
+                "event": Event.STEP_PAUSED_BY_BREAKER.value,
+                "base": settings.RUNS_PUBLIC_URL,
+                "pending": Status.PENDING.value,
+            },
+        )
+        written += int(cursor.rowcount)
     return written
 
 

@@ -62,3 +62,34 @@ SET status = %(pending)s, tries = 0, next_attempt_at = now(), last_error = '',
         'error', '', 'next_attempt_at', now()))
 WHERE id = ANY(%(ids)s) AND status = %(failed)s
 RETURNING id
+
+-- name: enqueue_breaker
+-- The pauses the engine's breaker made (runs_pausechange rows with its counts, by their
+-- partial index pausechange_breaker_idx) that have no row of this event yet: one per
+-- pause (UNIQUE(pause_id, event)), announced even if resumed before the scan. The
+-- payload is built here, once, from the audit row, which outlives the pause.
+INSERT INTO reconciliation_webhookdelivery
+    (event, claim_id, pause_id, payload, status, tries, next_attempt_at, created_at,
+     last_error, history)
+SELECT %(event)s, NULL, c.pause_id,
+       jsonb_build_object(
+           'event', %(event)s,
+           'pause_id', c.pause_id,
+           'workflow', c.workflow,
+           'step', c.step,
+           'outcomes', c.breaker -> 'outcomes',
+           'threshold', c.breaker -> 'threshold',
+           'within_seconds', c.breaker -> 'within_seconds',
+           'actor', c.actor,
+           'reason', c.reason,
+           'paused_at', c.at,
+           'url', %(base)s || '/pauses/'
+       ),
+       %(pending)s, 0, now(), now(), '', '[]'::jsonb
+FROM runs_pausechange c
+WHERE c.breaker IS NOT NULL
+  AND c.pause_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM reconciliation_webhookdelivery w
+                  WHERE w.pause_id = c.pause_id AND w.event = %(event)s)
+ORDER BY c.id
+ON CONFLICT (pause_id, event) DO NOTHING

@@ -1,5 +1,5 @@
-"""The admin (/admin/) is where retention policies and schedules are edited
-(docs/operating.md#retention). Operators
+"""The admin (/admin/) is where retention policies, schedules and breaker overrides
+are edited (docs/operating.md#retention, docs/operating.md#breakers). Operators
 use it through their group's permissions (migration 0013), without being superusers.
 
 Every change to a policy writes a RetentionPolicyChange (who, when, old and new values)
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
@@ -21,8 +22,16 @@ from django.utils.html import format_html, format_html_join
 
 from runs import engine
 from runs.engine import retention
-from runs.models import RetentionPolicy, RetentionPolicyChange, RetentionPurge, Schedule
+from runs.models import (
+    BreakerChange,
+    BreakerSetting,
+    RetentionPolicy,
+    RetentionPolicyChange,
+    RetentionPurge,
+    Schedule,
+)
 from runs.principals import user_principal
+from runs.workflows import registry
 
 RECENT_PURGES = 10
 
@@ -269,3 +278,102 @@ class ScheduleAdmin(admin.ModelAdmin[Schedule]):
             obj.updated_at = Now()
             obj.save(update_fields=[*fields, "updated_at"])
         obj.refresh_from_db()
+
+
+class BreakerSettingForm(forms.ModelForm[BreakerSetting]):
+    """Only a step that declares a breaker (in some version of its workflow) can have
+    its breaker overridden: the engine reads the override after an outcome of such a
+    step only (docs/operating.md#breakers)."""
+
+    class Meta:
+        model = BreakerSetting
+        fields = ("workflow", "step", "enabled", "outcomes", "within_seconds", "reason")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        workflow, step = data.get("workflow", ""), data.get("step", "")
+        if workflow and step:
+            declared = [
+                s.name
+                for version in registry.versions(workflow)
+                if (wf := registry.get(workflow, version)) is not None
+                for s in wf.steps.values()
+                if s.breaker is not None
+            ]
+            if step not in declared:
+                raise forms.ValidationError(
+                    f"no version of workflow {workflow!r} declares a breaker on step {step!r}"
+                    + (f"; steps with one: {', '.join(sorted(set(declared)))}" if declared else "")
+                    + ". An override changes a declared breaker; declaring one is a deploy."
+                )
+        if data.get("outcomes") is not None and data["outcomes"] < 1:
+            self.add_error("outcomes", "at least 1")
+        if data.get("within_seconds") is not None and not data["within_seconds"] > 0:
+            self.add_error("within_seconds", "a positive number of seconds")
+        return data
+
+
+def _breaker_audit(
+    request: HttpRequest, obj: BreakerSetting, action: str, old: dict[str, Any] | None
+) -> None:
+    BreakerChange.objects.create(
+        workflow=obj.workflow,
+        step=obj.step,
+        action=action,
+        actor=request.user.get_username(),
+        old=old,
+        new=None if action == "deleted" else obj.values(),
+    )
+
+
+@admin.register(BreakerSetting)
+class BreakerSettingAdmin(admin.ModelAdmin[BreakerSetting]):
+    """Breaker overrides: a step's threshold and window, or off, at run time; each
+    change audited (BreakerChange) in the admin's own transaction."""
+
+    form = BreakerSettingForm
+    list_display = ("workflow", "step", "enabled", "outcomes", "within_seconds", "updated_at")
+    list_filter = ("enabled",)
+    search_fields = ("workflow", "step")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("workflow", "step") if obj is not None else ()
+
+    def save_model(
+        self, request: HttpRequest, obj: BreakerSetting, form: Any, change: bool
+    ) -> None:
+        with transaction.atomic():
+            old = None
+            if change:
+                old = BreakerSetting.objects.select_for_update().get(pk=obj.pk).values()
+                obj.updated_at = Now()
+            super().save_model(request, obj, form, change)
+            obj.refresh_from_db()
+            _breaker_audit(request, obj, "changed" if change else "created", old)
+
+    def delete_model(self, request: HttpRequest, obj: BreakerSetting) -> None:
+        with transaction.atomic():
+            _breaker_audit(request, obj, "deleted", obj.values())
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[BreakerSetting]) -> None:
+        with transaction.atomic():
+            for obj in queryset.select_for_update():
+                _breaker_audit(request, obj, "deleted", obj.values())
+            super().delete_queryset(request, queryset)
+
+
+@admin.register(BreakerChange)
+class BreakerChangeAdmin(admin.ModelAdmin[BreakerChange]):
+    list_display = ("at", "workflow", "step", "action", "actor", "old", "new")
+    list_filter = ("action",)
+    search_fields = ("workflow", "step", "actor")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -8,8 +8,11 @@ A principal is a name and the way it came in:
   `api-session`;
 - the command line: `user:<username>` via `cli` with `submit_run --actor`, else `cli`;
 - a schedule: `schedule:<name>`, on behalf of the people who made and changed it;
-- a direct call into the engine (tests, scripts): the empty principal.
-Usernames cannot contain ':', so `user:cli` (a user named cli) is not `cli`.
+- a direct call into the engine (tests, scripts): the empty principal;
+- the engine acting on its own: `engine:<what>`, only `engine:breaker` so far (a step
+  paused by its breaker, runs/engine/policies/breaker.py).
+Usernames cannot contain ':', so `user:cli` (a user named cli) is not `cli`, and no
+person can be `engine:breaker`.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class Principal:
 
 
 NOBODY = Principal("")
+
+# Who pauses a step when its breaker trips (Pause.actor, PauseChange.actor).
+ENGINE_BREAKER = "engine:breaker"
 
 
 def user_principal(name: str) -> str:

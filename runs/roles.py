@@ -36,6 +36,8 @@ OPERATOR_ADMIN_PERMISSIONS = {
     "retentionpolicychange": ("view",),
     "retentionpurge": ("view",),
     "schedule": ("view", "add", "change", "delete"),
+    "breakersetting": ("view", "add", "change", "delete"),
+    "breakerchange": ("view",),
 }
 
 

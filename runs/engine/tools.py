@@ -29,6 +29,7 @@ from .entry import execute as execute_module
 from .entry.execute import _context_factory as context_factory
 from .entry.execute import _still_owned_before_effect as still_owned_before_effect
 from .entry.execute import run_attempt, start_attempt
+from .policies import breaker as breaker_module
 from .policies import operate as operate_module
 from .policies import probe as probe_module
 from .policies import recover as recover_module
@@ -59,6 +60,7 @@ __all__ = [
     "SimulatedCrash",
     "Started",
     "bounded",
+    "breaker_module",
     "completed_items",
     "context_factory",
     "db_now",

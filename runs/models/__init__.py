@@ -4,7 +4,7 @@ themselves (workers), pauses (pauses). Import them from here."""
 
 from .batches import Batch, BatchItem
 from .core import Attempt, Claim, Event, Run, RunSearchKey, Signal, Step, SubmissionKey
-from .pauses import Pause, PauseChange
+from .pauses import BreakerChange, BreakerSetting, Pause, PauseChange
 from .retention import (
     MapRegistry,
     RetentionPolicy,
@@ -20,6 +20,8 @@ __all__ = [
     "Attempt",
     "Batch",
     "BatchItem",
+    "BreakerChange",
+    "BreakerSetting",
     "Claim",
     "Event",
     "MapRegistry",

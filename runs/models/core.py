@@ -416,6 +416,20 @@ class Attempt(models.Model):
                 name="attempt_live_lease_idx",
                 condition=Q(status=AttemptStatus.RUNNING),
             ),
+            # The breaker's count (runs/engine/policies/breaker.sql): the attempts that
+            # ended failed, crashed or unresolved, by when they ended; only those rows,
+            # so it stays as small as the failures of the recent past.
+            models.Index(
+                fields=["finished_at"],
+                name="attempt_bad_outcome_idx",
+                condition=Q(
+                    status__in=[
+                        AttemptStatus.FAILED,
+                        AttemptStatus.CRASHED,
+                        AttemptStatus.UNRESOLVED,
+                    ]
+                ),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["step", "number"], name="attempt_step_number_unique"),

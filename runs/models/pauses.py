@@ -50,10 +50,31 @@ class PauseChange(models.Model):
     # Resume: how many waiting steps it republished.
     republished = models.PositiveIntegerField(default=0)
     at = models.DateTimeField(db_default=Now())
+    # The Pause row it made or ended (its id outlives it: a resume deletes the row).
+    # Null on rows written before migration 0034.
+    pause_id = models.BigIntegerField(null=True, blank=True)
+    # A pause the engine's breaker made (runs/engine/policies/breaker.py): the counts it
+    # tripped on, {"outcomes", "threshold", "within_seconds"}; null for a person's pause
+    # and every resume. The webhook announces the rows that have it, once per pause.
+    breaker = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-at", "-id"]
-        indexes = [models.Index(fields=["-at", "-id"], name="pausechange_at_idx")]
+        indexes = [
+            models.Index(fields=["-at", "-id"], name="pausechange_at_idx"),
+            # The breaker's count starts after the step's last resume; the webhook's scan
+            # reads the breaker's pauses: both few rows of a small table, by index.
+            models.Index(
+                fields=["workflow", "step", "-at"],
+                name="pausechange_resume_idx",
+                condition=Q(action="resume"),
+            ),
+            models.Index(
+                fields=["pause_id"],
+                name="pausechange_breaker_idx",
+                condition=Q(breaker__isnull=False),
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(action__in=["pause", "resume"]), name="pausechange_action_valid"
@@ -62,3 +83,69 @@ class PauseChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.workflow}{'/' + self.step if self.step else ''}"
+
+
+class BreakerSetting(models.Model):
+    """An operator's override of one step's declared breaker (docs/operating.md#breakers),
+    edited in the admin at run time: its threshold and window, or off. Only a step that
+    declares a breaker has one to override: the engine reads this table only after an
+    outcome of such a step, so a step without a breaker costs no statement. Every change
+    writes a BreakerChange in the admin's transaction."""
+
+    workflow = models.CharField(max_length=100)
+    step = models.CharField(max_length=100)
+    enabled = models.BooleanField(
+        default=True, help_text="Off: the breaker never trips, whatever the step declares."
+    )
+    outcomes = models.PositiveIntegerField(
+        help_text="Failed or unknown outcomes within the window that pause the step (>= 1)."
+    )
+    within_seconds = models.FloatField(help_text="The window, in seconds (> 0).")
+    reason = models.TextField(help_text="Why it is overridden (kept in the audit).")
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["workflow", "step"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "step"], name="breakersetting_unique"),
+            models.CheckConstraint(condition=Q(outcomes__gte=1), name="breakersetting_outcomes"),
+            models.CheckConstraint(
+                condition=Q(within_seconds__gt=0), name="breakersetting_within_positive"
+            ),
+            models.CheckConstraint(condition=~Q(reason=""), name="breakersetting_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"breaker of {self.workflow}/{self.step}"
+
+    def values(self) -> dict[str, object]:
+        return {
+            "enabled": self.enabled,
+            "outcomes": self.outcomes,
+            "within_seconds": self.within_seconds,
+            "reason": self.reason,
+        }
+
+
+class BreakerChange(models.Model):
+    """Append-only audit of the breaker overrides: who, when, old and new values."""
+
+    workflow = models.CharField(max_length=100)
+    step = models.CharField(max_length=100)
+    action = models.CharField(max_length=8)  # created, changed, deleted
+    actor = models.CharField(max_length=150)
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=["created", "changed", "deleted"]),
+                name="breakerchange_action_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} breaker of {self.workflow}/{self.step}"

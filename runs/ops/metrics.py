@@ -21,6 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from runs import sql
+from runs.principals import ENGINE_BREAKER
 from runs.states import RUN_ACTIVE, ClaimStatus, RunStatus, StepStatus
 
 SQL = sql.load(__file__)
@@ -104,8 +105,8 @@ class DatabaseCollector(Collector):
             count, oldest = cursor.fetchone()
             cursor.execute(SQL["runs_by_status"])
             by_status = dict(cursor.fetchall())
-            cursor.execute(SQL["pauses"])
-            (pauses,) = cursor.fetchone()
+            cursor.execute(SQL["pauses"], {"breaker": ENGINE_BREAKER})
+            pauses, breaker_pauses = cursor.fetchone()
             # Steps count only where they can start: of an active run (a compensation,
             # of a compensating one).
             waiting: dict[str, Any] = {
@@ -138,6 +139,11 @@ class DatabaseCollector(Collector):
         yield runs
         yield GaugeMetricFamily(
             f"{PREFIX}_pauses", "Pauses in effect (workflows or steps paused).", value=pauses
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_breaker_pauses",
+            "Pauses in effect that a step's breaker made (actor engine:breaker).",
+            value=breaker_pauses,
         )
         yield GaugeMetricFamily(
             f"{PREFIX}_paused_steps",

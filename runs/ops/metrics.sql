@@ -10,7 +10,8 @@ WHERE status = %(unresolved)s
 SELECT status, count(*) FROM runs_run GROUP BY status
 
 -- name: pauses
-SELECT count(*) FROM runs_pause
+-- All pauses, and those the engine's breaker made (actor engine:breaker).
+SELECT count(*), count(*) FILTER (WHERE actor = %(breaker)s) FROM runs_pause
 
 -- name: paused_steps
 -- Steps waiting (queued or retrying) behind a pause, of runs where they could start

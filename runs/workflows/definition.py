@@ -116,6 +116,43 @@ class Retry:
         return float(raw * random.uniform(0.5, 1.0) if self.jitter else raw)
 
 
+@dataclass(frozen=True)
+class Breaker:
+    """A step's breaker (docs/authoring.md#breakers): when `outcomes` attempts of the
+    step, across every run and version of its workflow, ended failed, crashed, timed
+    out or unresolved within the last `within` (a timedelta, or seconds), the engine
+    pauses that step name itself, as an operator would (runs/engine/policies/breaker.py).
+    Both are checked here: `outcomes` a whole number of at least 1, `within` positive."""
+
+    outcomes: int
+    within: timedelta | float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.outcomes, bool) or not isinstance(self.outcomes, int):
+            raise WorkflowDefinitionError(
+                f"Breaker.outcomes must be a whole number of at least 1, not {self.outcomes!r}"
+            )
+        if self.outcomes < 1:
+            raise WorkflowDefinitionError(
+                f"Breaker.outcomes must be at least 1, not {self.outcomes}"
+            )
+        within = self.within
+        seconds = within.total_seconds() if isinstance(within, timedelta) else within
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+            raise WorkflowDefinitionError(
+                f"Breaker.within must be a positive timedelta or number of seconds, not {within!r}"
+            )
+
+    @property
+    def seconds(self) -> float:
+        """The window in seconds."""
+        within = self.within
+        return float(within.total_seconds() if isinstance(within, timedelta) else within)
+
+    def describe(self) -> dict[str, Any]:
+        return {"outcomes": self.outcomes, "within_seconds": self.seconds}
+
+
 # Step.name is varchar(100), and runs/engine/core/keys.py bounds map item keys so that a
 # claim key built from a name this long still fits Claim.key.
 STEP_NAME_MAX = 100
@@ -180,6 +217,9 @@ class StepDef:
     limits: tuple[Limit, ...] = ()
     hold: str | None = None
     rate: Rate | None = None
+    # A breaker (docs/authoring.md#breakers): the engine pauses this step name after
+    # too many failed or unknown outcomes in a window. None: no breaker.
+    breaker: Breaker | None = None
 
     @property
     def is_map(self) -> bool:
@@ -297,6 +337,7 @@ class Workflow:
         limit: Limit | list[Limit] | tuple[Limit, ...] | None = None,
         hold: str | None = None,
         rate: Rate | None = None,
+        breaker: Breaker | None = None,
     ) -> Callable[[StepFn], StepFn]:
         """Declare a step: decorates `fn(ctx) -> result` (the result must be
         JSON-serializable) and returns it unchanged. Every parameter is keyword-only.
@@ -374,6 +415,14 @@ class Workflow:
             evenly spaced, across all workers (counted in PostgreSQL); `per="field"`: per
             value of that input field. A start over the rate is put off to its turn,
             neither failed nor retried. Default None: no rate. All kinds.
+        breaker:
+            A `Breaker(outcomes=N, within=timedelta(...) or seconds)`: when N attempts of
+            this step, across every run and version of the workflow, ended failed,
+            crashed, timed out or unresolved within that window, the engine pauses this
+            step name itself (actor `engine:breaker`, the counts as its reason), as an
+            operator's pause would: no new attempt starts until someone resumes it. An
+            operator may change its numbers, or switch it off, from the admin at run time
+            (docs/operating.md#breakers). Default None: no breaker. All kinds.
         """
 
         def register(fn: StepFn) -> StepFn:
@@ -432,6 +481,7 @@ class Workflow:
                     limits=limits,
                     hold=hold,
                     rate=rate,
+                    breaker=_breaker(breaker, self.name),
                 )
             )
             return fn
@@ -682,6 +732,7 @@ class Workflow:
         timeout: float | timedelta | None = None,
         key: Callable[[Any], Any] | None = None,
         when: Callable[..., bool] | None = None,
+        breaker: Breaker | None = None,
     ) -> Callable[[StepFn], StepFn]:
         """Declare a map step: decorates `fn(ctx, item)` and returns it unchanged; it is
         called once per item of the list that step `over` returned, in batches of
@@ -727,6 +778,9 @@ class Workflow:
             A condition `when(ctx) -> bool`, decided when the step's dependencies are done;
             false skips the step (status `skipped`, result None) and its dependents proceed
             as after a success; one that raises fails the step. Default None: always runs.
+        breaker:
+            As for `step`, counting the attempts of the map step's batches (an item's
+            failure is not an outcome of its own; a batch that fails is). Default None.
         """
         if over not in self.steps:
             raise WorkflowDefinitionError(f"map step over unknown step {over!r}")
@@ -754,6 +808,7 @@ class Workflow:
                     batch_size=batch_size,
                     key=key,
                     when=when,
+                    breaker=_breaker(breaker, self.name),
                 )
             )
             return fn
@@ -945,6 +1000,7 @@ class Workflow:
                 | ({"limits": [_limit(one) for one in s.limits]} if s.limits else {})
                 | ({"hold": s.hold} if s.hold else {})
                 | ({"rate": _rate(s.rate)} if s.rate else {})
+                | ({"breaker": s.breaker.describe()} if s.breaker else {})
                 for s in self.steps.values()
             ],
         }
@@ -974,3 +1030,12 @@ def _timeout_seconds(timeout: float | timedelta | None, workflow: str) -> float 
             f"not {timeout!r}"
         )
     return float(seconds)
+
+
+def _breaker(breaker: Breaker | None, workflow: str) -> Breaker | None:
+    """A step's declared breaker, or None; anything but a Breaker is refused."""
+    if breaker is not None and not isinstance(breaker, Breaker):
+        raise WorkflowDefinitionError(
+            f"{workflow}: breaker must be a Breaker(outcomes=..., within=...), not {breaker!r}"
+        )
+    return breaker

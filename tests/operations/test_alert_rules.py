@@ -52,7 +52,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_rules_pass_promtools_check(promtool):
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 9 rules found" in result.stdout
 
 
 def test_each_alert_fires_and_stays_quiet_as_its_unit_tests_say(promtool):

@@ -19,13 +19,25 @@ from django.db.models.functions import Now
 from reconciliation import webhooks
 from reconciliation.models import WebhookDelivery
 from reconciliation.tasks import send_webhooks
+from runs import engine
+from runs.models import Pause, PauseChange
 from runs.ops import metrics
+from runs.testing import run_inline
+from runs.workflows import PURE, Breaker, Retry, Workflow
+from tests.support.declared import registered
 from tests.support.factories import crashed, crashed_merge
 from tests.support.receiver import receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SECRET = "a-test-secret-of-some-length"
+
+breaking = Workflow("webhook-breaker", 1)
+
+
+@breaking.step(kind=PURE, retry=Retry(max_attempts=1), breaker=Breaker(outcomes=2, within=60))
+def flaky(ctx):
+    raise RuntimeError("down")
 
 
 @pytest.fixture
@@ -349,3 +361,44 @@ def test_the_outbox_command_lists_what_is_undelivered_and_resends_a_failed_one(h
     assert (failed.status, failed.tries) == ("delivered", 1)
     assert [h["outcome"] for h in failed.history] == ["gave_up", "resent", "delivered"]
     assert len(state.successes()) == 2
+
+
+def test_a_breaker_pause_is_announced_once_signed_even_if_resumed_before_the_scan(hook):
+    state = hook()
+    with registered(breaking):
+        for _ in range(2):
+            run_inline("webhook-breaker", input={})
+        pause = Pause.objects.get(workflow="webhook-breaker")
+        engine.pause(workflow="webhook-breaker", actor="ann", reason="a person's pause")
+        engine.resume(pause_id=pause.id, actor="ann", reason="back")  # before any scan
+
+        assert send_webhooks.apply().get() == (
+            "1 enqueued; webhook: 1 delivered, 0 failed, 0 gave up"
+        )
+        assert webhooks.enqueue_events() == 0
+
+    [request] = state.requests
+    assert verifies(request)
+    assert request.headers["X-Durable-Runs-Event"] == "step_paused_by_breaker"
+    change = PauseChange.objects.get(pause_id=pause.id, action="pause")
+    assert request.payload == {
+        "event": "step_paused_by_breaker",
+        "pause_id": pause.id,
+        "workflow": "webhook-breaker",
+        "step": "flaky",
+        "outcomes": 2,
+        "threshold": 2,
+        "within_seconds": 60.0,
+        "actor": "engine:breaker",
+        "reason": "breaker: 2 failed or unknown outcomes of flaky in the last 60 s (threshold 2)",
+        "paused_at": request.payload["paused_at"],
+        "url": "https://runs.example.com/pauses/",
+    }
+    assert request.payload["paused_at"].startswith(change.at.date().isoformat())
+    row = WebhookDelivery.objects.get()
+    assert (row.event, row.pause_id, row.claim_id, row.status) == (
+        "step_paused_by_breaker",
+        pause.id,
+        None,
+        "delivered",
+    )

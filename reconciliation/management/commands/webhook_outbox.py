@@ -44,8 +44,9 @@ class Command(BaseCommand):
         for row in rows:
             when = row.delivered_at if row.status == "delivered" else row.next_attempt_at
             error = f" last error: {row.last_error}" if row.last_error else ""
+            about = f"claim {row.claim_id}" if row.claim_id is not None else f"pause {row.pause_id}"
             self.stdout.write(
-                f"{row.id} {row.event} claim {row.claim_id} {row.status} "
+                f"{row.id} {row.event} {about} {row.status} "
                 f"tries {row.tries} {'at' if row.status == 'delivered' else 'next'} "
                 f"{when:%Y-%m-%d %H:%M:%S%z}{error}"
             )

@@ -35,6 +35,7 @@ from runs.engine.core import faults, timeouts
 from runs.engine.core.clock import timeout_for
 from runs.engine.core.keys import step_claim_key
 from runs.engine.core.timeouts import StepTimedOut
+from runs.engine.policies import breaker
 from runs.engine.policies.pauses import holding, mark_held
 from runs.engine.policies.recover import recover_attempt, settle_late_finish
 from runs.engine.policies.waits import reach_wait
@@ -299,11 +300,17 @@ def _fail(
     started: Started, exc: BaseException, *, uncertain: bool, timed_out: float | None = None
 ) -> str:
     try:
-        return fail_attempt(started, error=_describe(exc), uncertain=uncertain, timed_out=timed_out)
+        outcome = fail_attempt(
+            started, error=_describe(exc), uncertain=uncertain, timed_out=timed_out
+        )
     except AttemptFenced as fenced:
         log.warning("late failure of step %s ignored: %s", started.step.key, fenced)
         settle_late_finish(started, {"late_error": _describe(exc)})
         return "fenced"
+    # Failed, retrying or unresolved: an outcome the step's breaker counts, once that
+    # commit is done (at once here; a caller's enclosing transaction: at its commit).
+    breaker.after_outcome(started.run.workflow, started.stepdef)
+    return outcome
 
 
 def _defer(started: Started, exc: ClaimBusy) -> str:

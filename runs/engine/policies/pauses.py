@@ -29,6 +29,10 @@ as a lost message (nothing waits for ever).
 
 Keyed by the workflow's name: a pause holds every version of it. Pausing what is
 already paused is refused (AlreadyPaused), so its first who and why stand.
+
+The engine pauses a step itself when its breaker trips (pause_by_breaker, called by
+policies/breaker.py): the same row and audit row, by `engine:breaker`; a pause already
+standing is no refusal there, the trip simply finds the step paused.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from runs.errors import (
     UnknownWorkflow,
 )
 from runs.models import Pause, PauseChange
-from runs.principals import actor_name
+from runs.principals import ENGINE_BREAKER, actor_name
 from runs.states import StepStatus
 from runs.workflows import registry
 
@@ -128,7 +132,12 @@ def pause(*, workflow: str, step: str = "", actor: AbstractBaseUser | str, reaso
                 _what(workflow, step), standing.actor, standing.created_at, standing.reason
             )
         PauseChange.objects.create(
-            action=PauseChange.Action.PAUSE, workflow=workflow, step=step, actor=who, reason=reason
+            action=PauseChange.Action.PAUSE,
+            workflow=workflow,
+            step=step,
+            actor=who,
+            reason=reason,
+            pause_id=row[0],
         )
     log.info("paused %s by %s: %s", _what(workflow, step), who, reason)
     return Pause(
@@ -177,6 +186,7 @@ def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resu
             actor=who,
             reason=reason,
             republished=len(ids),
+            pause_id=pause_id,
         )
         transaction.on_commit(lambda: _publish_spread(ids, delays))
     log.info(
@@ -188,6 +198,44 @@ def resume(*, pause_id: int, actor: AbstractBaseUser | str, reason: str) -> Resu
     )
     ended = Pause(id=pause_id, workflow=workflow, step=step, actor=who, reason=reason)
     return Resumed(pause=ended, change=change, republished=ids)
+
+
+def pause_by_breaker(
+    *, workflow: str, step: str, reason: str, counts: dict[str, Any]
+) -> Pause | None:
+    """The engine's own pause of one step name, when its breaker trips
+    (policies/breaker.py): the same row and audit row as a person's pause, by
+    `engine:breaker`, with the counts it tripped on kept on the audit row (`breaker`),
+    which the webhook announces. A pause of that step already standing (a person's, or
+    a concurrent trip's: the unique (workflow, step) makes the second insert wait for
+    the first and then do nothing) is left as it is: None, nothing written."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                SQL["insert_pause"],
+                {"workflow": workflow, "step": step, "actor": ENGINE_BREAKER, "reason": reason},
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        PauseChange.objects.create(
+            action=PauseChange.Action.PAUSE,
+            workflow=workflow,
+            step=step,
+            actor=ENGINE_BREAKER,
+            reason=reason,
+            pause_id=row[0],
+            breaker=counts,
+        )
+    log.warning("paused %s by its breaker: %s", _what(workflow, step), reason)
+    return Pause(
+        id=row[0],
+        workflow=workflow,
+        step=step,
+        actor=ENGINE_BREAKER,
+        reason=reason,
+        created_at=row[1],
+    )
 
 
 def _spread(count: int, rate: float) -> list[float]:

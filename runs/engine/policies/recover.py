@@ -42,8 +42,9 @@ from runs.ops import metrics
 from runs.ops.logcontext import payload
 from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
-from runs.workflows import registry
+from runs.workflows import StepDef, registry
 
+from . import breaker
 from .probe import give_up_probe
 from .waits import wait_step, wake_due
 
@@ -163,12 +164,17 @@ def _probe_after(attempt: Attempt) -> Any:
     return attempt.lease_expires_at + timedelta(seconds=float(settings.RUNS_PROBE_GRACE_SECONDS))
 
 
+def _stepdef(run: Run | None, step: Step) -> StepDef | None:
+    """The step's definition, if this worker knows the run's workflow version."""
+    wf = registry.get(run.workflow, run.version) if run is not None else None
+    return wf.stepdef(step.name) if wf is not None else None
+
+
 def _ran_past_timeout(run: Run | None, step: Step, attempt: Attempt) -> float | None:
     """The step's timeout if the attempt's lease ran to it (the attempt was alive at its
     timeout and did not stop: core/timeouts.py replaced its process, or could not), else
     None. A workflow this worker does not know has no timeout to tell."""
-    wf = registry.get(run.workflow, run.version) if run is not None else None
-    stepdef = wf.stepdef(step.name) if wf is not None else None
+    stepdef = _stepdef(run, step)
     if stepdef is None or attempt.started_at is None:
         return None
     seconds = timeout_for(stepdef)
@@ -219,6 +225,9 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         )
     workflow, kind = _labels(step)
     metrics.on_commit(lambda: metrics.STEPS.labels(workflow, kind, "crashed").inc())
+    # A crash (a timeout whose call did not stop included) is an outcome the step's
+    # breaker counts, after this commit.
+    breaker.after_outcome(workflow, _stepdef(run, step))
     if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
         return
     owned = Step.objects.filter(pk=step.id, status=StepStatus.RUNNING, current_attempt=attempt)
