@@ -297,8 +297,9 @@ class Workflow:
         if self.limit is not None:
             limits_of(self.limit, f"workflow {self.name!r}")
             check_fields([self.limit.per], self.fields, f"workflow {self.name!r} limit")
-        if rate_of(self.rate, f"workflow {self.name!r}") is not None:
-            check_fields([self.rate.per], self.fields, f"workflow {self.name!r} rate")
+        declared_rate = rate_of(self.rate, f"workflow {self.name!r}")
+        if declared_rate is not None:
+            check_fields([declared_rate.per], self.fields, f"workflow {self.name!r} rate")
 
     # The declared input (inputs.py): its fields, their parsed types and defaults, or
     # the pydantic model that stands instead of them.
@@ -430,8 +431,9 @@ class Workflow:
             where = f"{self.name}: step {step_name!r}"
             limits = limits_of(limit, where)
             check_fields([one.per for one in limits], self.fields, where)
-            if rate_of(rate, where) is not None:
-                check_fields([rate.per], self.fields, where)
+            step_rate = rate_of(rate, where)
+            if step_rate is not None:
+                check_fields([step_rate.per], self.fields, where)
             step_kind = self._kind(kind, step_name)
             if hold is not None:
                 if step_kind != GUARDED:
