@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runs.workflows import GUARDED, PURE, Context, Limit, Rate, Retry, workflow
+from runs.workflows import GUARDED, PURE, Breaker, Context, Limit, Rate, Retry, workflow
 
 limited = workflow("limited-three", version=1, input={"seconds": float})
 
@@ -52,3 +52,14 @@ paced = workflow("paced", version=1, input={})
 def tick(ctx: Context) -> dict[str, Any]:
     """At most 5 starts a second, however many workers."""
     return {}
+
+
+tripping = workflow("tripping-charge", version=1, input={"fail": bool})
+
+
+@tripping.step(kind=PURE, retry=Retry(max_attempts=1), breaker=Breaker(outcomes=3, within=600))
+def charge(ctx: Context) -> dict[str, Any]:
+    """Fails while the payment host is down; its breaker pauses it after 3 failures."""
+    if ctx.input["fail"]:
+        raise ConnectionError("the payment host is down")
+    return {"charged": True}
