@@ -415,6 +415,15 @@ def main() -> None:
             args.runs * 10,
             cpu=cpu if kind == "pure" else None,
         )
+    # The same chain, each step under a limit that never binds: what a slot costs.
+    phases["limited"] = measure(
+        "limited",
+        lambda: [
+            engine.submit_run(workflow="bench-chain-limited", input={"n": i})
+            for i in range(args.runs)
+        ],
+        args.runs * 10,
+    )
     # The same chain with as many worker processes as DBOS gets threads.
     phases["pure4"] = measure(
         "pure4",
@@ -448,6 +457,11 @@ def main() -> None:
         (
             f"10-step chain, pure, x{args.runs}, -c 4 (DBOS's concurrency)",
             f"{phases['pure4'].rate:,.0f} steps/s",
+        ),
+        (
+            f"10-step chain, pure, x{args.runs}, each step under a limit (never full)",
+            f"{phases['limited'].rate:,.0f} steps/s ({phases['limited'].rate / pure.rate:.2f} "
+            "of no limit)",
         ),
         (f"10-step chain, idempotent, x{args.runs}", f"{phases['idempotent'].rate:,.0f} steps/s"),
         (f"10-step chain, guarded, x{args.runs}", f"{phases['guarded'].rate:,.0f} steps/s"),

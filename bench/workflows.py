@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.workflows import GUARDED, IDEMPOTENT, PURE, Context, Retry, workflow
+from runs.workflows import GUARDED, IDEMPOTENT, PURE, Context, Limit, Retry, workflow
 
 CHAIN_LENGTH = 10
 FAN_WIDTH = 20
 
 
-def _chain(name: str, kind: str) -> Any:
+def _chain(name: str, kind: str, limit: Limit | None = None) -> Any:
     wf = workflow(name, version=1, input={"n": int}, description=f"bench: 10 {kind} steps")
     for i in range(CHAIN_LENGTH):
 
@@ -21,13 +21,16 @@ def _chain(name: str, kind: str) -> Any:
             previous = ctx.results.get(f"s{i - 1}", ctx.input["n"]) if i else ctx.input["n"]
             return int(previous) + 1
 
-        wf.step(kind=kind, name=f"s{i}", retry=Retry(max_attempts=3))(step)
+        wf.step(kind=kind, name=f"s{i}", retry=Retry(max_attempts=3), limit=limit)(step)
     return wf
 
 
 chain_pure = _chain("bench-chain-pure", PURE)
 chain_idempotent = _chain("bench-chain-idempotent", IDEMPOTENT)
 chain_guarded = _chain("bench-chain-guarded", GUARDED)
+# The pure chain with a concurrency limit on every step that never binds: what taking
+# a slot costs a start (docs/performance.md).
+chain_limited = _chain("bench-chain-limited", PURE, limit=Limit(max=1000))
 
 fan = workflow("bench-fan", version=1, input={"n": int}, description="bench: 1 -> 20 -> 1")
 
