@@ -578,10 +578,15 @@ class ResumedSerializer(serializers.Serializer[Any]):
 
 # --- workflows -------------------------------------------------------------------------
 class WorkflowLimit(serializers.Serializer[Any]):
-    max = serializers.IntegerField(help_text="At most this many attempts running at once.")
+    max = serializers.IntegerField(
+        help_text="At most this many attempts running at once, now (an operator's override "
+        "in the admin, else the declared max)."
+    )
     per = serializers.CharField(
         allow_null=True, help_text="The input field with a set of slots per value; null: one set."
     )
+    declared_max = serializers.IntegerField(help_text="The max the workflow declares.")
+    overridden = serializers.BooleanField(help_text="True: an operator's max stands.")
 
 
 class WorkflowRate(serializers.Serializer[Any]):

@@ -30,6 +30,7 @@ from runs.models import (
     BatchItem,
     BreakerSetting,
     Event,
+    LimitSetting,
     Pause,
     Run,
     RunSearchKey,
@@ -440,6 +441,29 @@ def _with_breakers(
     return described
 
 
+def _with_limit_overrides(
+    described: dict[str, Any], overrides: dict[tuple[str, str, str], int]
+) -> dict[str, Any]:
+    """Each declared concurrency limit with its max now: an operator's override
+    (runs.LimitSetting), if one stands, else the declared max (`declared_max` both)."""
+
+    def now(limit: dict[str, Any], step: str) -> dict[str, Any]:
+        key = (described["name"], step, limit["per"] or "")
+        return {
+            **limit,
+            "max": overrides.get(key, limit["max"]),
+            "declared_max": limit["max"],
+            "overridden": key in overrides,
+        }
+
+    for step in described["steps"]:
+        if "limits" in step:
+            step["limits"] = [now(limit, step["name"]) for limit in step["limits"]]
+    if "limit" in described:
+        described["limit"] = now(described["limit"], "")
+    return described
+
+
 class WorkflowViewSet(ApiViewSet):
     roles = {"list": READ_RUNS}
 
@@ -449,12 +473,18 @@ class WorkflowViewSet(ApiViewSet):
         for wf in registry.all_workflows():
             by_name.setdefault(wf.name, []).append(wf)
         overrides = {(o.workflow, o.step): o for o in BreakerSetting.objects.all()}
+        limits = {(o.workflow, o.step, o.per): o.max for o in LimitSetting.objects.all()}
         workflows = [
             {
                 "name": name,
                 "latest_version": versions[-1].version,
                 "versions": [
-                    _with_breakers({**wf.describe(), "input_schema": wf.input_schema()}, overrides)
+                    _with_limit_overrides(
+                        _with_breakers(
+                            {**wf.describe(), "input_schema": wf.input_schema()}, overrides
+                        ),
+                        limits,
+                    )
                     for wf in versions
                 ],
             }

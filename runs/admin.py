@@ -25,6 +25,8 @@ from runs.engine import retention
 from runs.models import (
     BreakerChange,
     BreakerSetting,
+    LimitChange,
+    LimitSetting,
     RetentionPolicy,
     RetentionPolicyChange,
     RetentionPurge,
@@ -366,6 +368,120 @@ class BreakerSettingAdmin(admin.ModelAdmin[BreakerSetting]):
 @admin.register(BreakerChange)
 class BreakerChangeAdmin(admin.ModelAdmin[BreakerChange]):
     list_display = ("at", "workflow", "step", "action", "actor", "old", "new")
+    list_filter = ("action",)
+    search_fields = ("workflow", "step", "actor")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def declared_limits(workflow: str) -> list[tuple[str, str]]:
+    """The concurrency limits some version of `workflow` declares, as (step, per): step
+    '' for the workflow's own limit, per '' for a limit without one."""
+    found: set[tuple[str, str]] = set()
+    for version in registry.versions(workflow):
+        wf = registry.get(workflow, version)
+        if wf is None:
+            continue
+        if wf.limit is not None:
+            found.add(("", wf.limit.per or ""))
+        for s in wf.steps.values():
+            found.update((s.name, one.per or "") for one in s.limits)
+    return sorted(found)
+
+
+class LimitSettingForm(forms.ModelForm[LimitSetting]):
+    """Only a declared limit can be overridden: the start of a limited step reads the
+    override in the statement that takes its slot (docs/operating.md#concurrency-limits);
+    declaring a limit is a deploy."""
+
+    class Meta:
+        model = LimitSetting
+        fields = ("workflow", "step", "per", "max", "reason")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        workflow = data.get("workflow", "")
+        step, per = data.get("step", "") or "", data.get("per", "") or ""
+        if workflow:
+            declared = declared_limits(workflow)
+            if not registry.versions(workflow):
+                self.add_error("workflow", f"no workflow named {workflow!r} is registered")
+            elif (step, per) not in declared:
+                said = "; ".join(
+                    f"step {s or '(the workflow)'}" + (f" per {p}" if p else "")
+                    for s, p in declared
+                )
+                self.add_error(
+                    "step",
+                    f"workflow {workflow!r} declares no limit on "
+                    f"{('step ' + repr(step)) if step else 'the workflow itself'}"
+                    + (f" per {per!r}" if per else "")
+                    + (f"; its limits: {said}" if declared else "; it declares none")
+                    + ". An override changes a declared limit; declaring one is a deploy.",
+                )
+        if data.get("max") is not None and data["max"] < 1:
+            self.add_error("max", "at least 1")
+        return data
+
+
+def _limit_audit(
+    request: HttpRequest, obj: LimitSetting, action: str, old: dict[str, Any] | None
+) -> None:
+    LimitChange.objects.create(
+        workflow=obj.workflow,
+        step=obj.step,
+        per=obj.per,
+        action=action,
+        actor=request.user.get_username(),
+        old=old,
+        new=None if action == "deleted" else obj.values(),
+    )
+
+
+@admin.register(LimitSetting)
+class LimitSettingAdmin(admin.ModelAdmin[LimitSetting]):
+    """Concurrency limit overrides: a declared limit's max at run time; each change
+    audited (LimitChange) in the admin's own transaction."""
+
+    form = LimitSettingForm
+    list_display = ("workflow", "step", "per", "max", "updated_at")
+    search_fields = ("workflow", "step")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("workflow", "step", "per") if obj is not None else ()
+
+    def save_model(self, request: HttpRequest, obj: LimitSetting, form: Any, change: bool) -> None:
+        with transaction.atomic():
+            old = None
+            if change:
+                old = LimitSetting.objects.select_for_update().get(pk=obj.pk).values()
+                obj.updated_at = Now()
+            super().save_model(request, obj, form, change)
+            obj.refresh_from_db()
+            _limit_audit(request, obj, "changed" if change else "created", old)
+
+    def delete_model(self, request: HttpRequest, obj: LimitSetting) -> None:
+        with transaction.atomic():
+            _limit_audit(request, obj, "deleted", obj.values())
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LimitSetting]) -> None:
+        with transaction.atomic():
+            for obj in queryset.select_for_update():
+                _limit_audit(request, obj, "deleted", obj.values())
+            super().delete_queryset(request, queryset)
+
+
+@admin.register(LimitChange)
+class LimitChangeAdmin(admin.ModelAdmin[LimitChange]):
+    list_display = ("at", "workflow", "step", "per", "action", "actor", "old", "new")
     list_filter = ("action",)
     search_fields = ("workflow", "step", "actor")
 

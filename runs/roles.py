@@ -38,6 +38,8 @@ OPERATOR_ADMIN_PERMISSIONS = {
     "schedule": ("view", "add", "change", "delete"),
     "breakersetting": ("view", "add", "change", "delete"),
     "breakerchange": ("view",),
+    "limitsetting": ("view", "add", "change", "delete"),
+    "limitchange": ("view",),
 }
 
 

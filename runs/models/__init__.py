@@ -13,7 +13,7 @@ from .retention import (
     RunHistorySummary,
 )
 from .schedules import Schedule
-from .slots import RateClock, Slot
+from .slots import LimitChange, LimitSetting, RateClock, Slot
 from .workers import WorkerProcess
 
 __all__ = [
@@ -24,6 +24,8 @@ __all__ = [
     "BreakerSetting",
     "Claim",
     "Event",
+    "LimitChange",
+    "LimitSetting",
     "MapRegistry",
     "Pause",
     "PauseChange",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 
 from .core import Attempt
 
@@ -48,3 +49,62 @@ class RateClock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope}: next start at {self.next_at}"
+
+
+class LimitSetting(models.Model):
+    """An operator's override of one declared concurrency limit's max
+    (docs/operating.md#concurrency-limits), edited in the admin at run time: the limit
+    of a workflow (`step` '') or of a step, with or without `per`. The start of an attempt
+    of a limited step reads it in the statement that takes its slot; a step without a
+    limit never reads it. Every change writes a LimitChange in the admin's transaction."""
+
+    workflow = models.CharField(max_length=100)
+    step = models.CharField(
+        max_length=100, blank=True, default="", help_text="Empty: the workflow's own limit."
+    )
+    per = models.CharField(
+        max_length=100, blank=True, default="", help_text="The limit's per= field; empty: none."
+    )
+    max = models.PositiveIntegerField(help_text="At most this many attempts at once (>= 1).")
+    reason = models.TextField(help_text="Why it is overridden (kept in the audit).")
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["workflow", "step", "per"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "step", "per"], name="limitsetting_unique"),
+            models.CheckConstraint(condition=Q(max__gte=1), name="limitsetting_max_positive"),
+            models.CheckConstraint(condition=~Q(reason=""), name="limitsetting_reason"),
+        ]
+
+    def __str__(self) -> str:
+        what = f"{self.workflow}.{self.step}" if self.step else self.workflow
+        return f"limit of {what}" + (f" per {self.per}" if self.per else "")
+
+    def values(self) -> dict[str, object]:
+        return {"max": self.max, "reason": self.reason}
+
+
+class LimitChange(models.Model):
+    """Append-only audit of the limit overrides: who, when, old and new values."""
+
+    workflow = models.CharField(max_length=100)
+    step = models.CharField(max_length=100, blank=True, default="")
+    per = models.CharField(max_length=100, blank=True, default="")
+    action = models.CharField(max_length=8)  # created, changed, deleted
+    actor = models.CharField(max_length=150)
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=["created", "changed", "deleted"]),
+                name="limitchange_action_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} limit of {self.workflow}.{self.step} per {self.per or '-'}"

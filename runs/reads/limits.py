@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from runs.models import Claim, Run, Slot, Step
+from runs.models import Claim, LimitSetting, Run, Slot, Step
 from runs.states import AttemptStatus, ClaimStatus, StepStatus
 from runs.workflows import registry
 from runs.workflows.limits import Scope, scopes_for
@@ -69,7 +69,8 @@ def slot_waits(run: Run, steps: Iterable[Step]) -> dict[int, SlotWait]:
         scopes = scopes_for(wf, stepdef, run.input or {}) if stepdef is not None else ()
         scope = next((s for s in scopes if s.text == step.waiting_for), None)
         if scope is not None:
-            found[step.pk] = SlotWait(scope.text, _in_use(scope), scope.max)
+            most = None if scope.hold is not None else _max_now(scope)
+            found[step.pk] = SlotWait(scope.text, _in_use(scope), most)
     return found
 
 
@@ -83,8 +84,16 @@ def holding(hold_key: str) -> int:
 
 def limit_rows(rows: Iterable[tuple[str, int, int]]) -> list[LimitRow]:
     """The workers page's rows from (scope, in use, waiting) as runs/web/workers.sql
-    counts them, each with its declared max."""
-    return [LimitRow(scope, used, declared_max(scope), waiting) for scope, used, waiting in rows]
+    counts them, each with its max now (an operator's override, else the declared)."""
+    rows = list(rows)
+    if not rows:
+        return []
+    overrides = {(o.workflow, o.step, o.per): o.max for o in LimitSetting.objects.all()}
+    found = []
+    for scope, used, waiting in rows:
+        owner, most = declared(scope)
+        found.append(LimitRow(scope, used, overrides.get(owner, most) if owner else most, waiting))
+    return found
 
 
 def _in_use(scope: Scope) -> int:
@@ -93,20 +102,28 @@ def _in_use(scope: Scope) -> int:
     return Slot.objects.filter(scope=scope.text, attempt__status=AttemptStatus.RUNNING).count()
 
 
-def declared_max(scope: str) -> int | None:
-    """The declared max of a scope (`step wf.name change_id=301`: owner, then the per
-    field's `field=value`), from the registered definitions; None for a hold, or a
+def _max_now(scope: Scope) -> int | None:
+    """A limit's max now: an operator's override (runs.LimitSetting), else declared."""
+    workflow, step, per = scope.declared_by
+    override = LimitSetting.objects.filter(workflow=workflow, step=step, per=per).first()
+    return override.max if override is not None else scope.max
+
+
+def declared(scope: str) -> tuple[tuple[str, str, str] | None, int | None]:
+    """A scope's declaration (workflow, step, per: what an override names) and its
+    declared max (`step wf.name change_id=301`: owner, then the per field's
+    `field=value`), from the registered definitions; (None, None) for a hold, or a
     scope no definition declares any more."""
     if scope.startswith(HOLD):
-        return None
+        return None, None
     kind, owner, *rest = scope.split(" ", 2)
     per = rest[0].split("=", 1)[0] if rest else None
     for wf in registry.all_workflows():
         if kind == "workflow" and owner == wf.name and wf.limit and wf.limit.per == per:
-            return wf.limit.max
+            return (wf.name, "", per or ""), wf.limit.max
         for stepdef in wf.steps.values():
             if kind == "step" and owner == f"{wf.name}.{stepdef.name}":
                 for limit in stepdef.limits:
                     if limit.per == per:
-                        return limit.max
-    return None
+                        return (wf.name, stepdef.name, per or ""), limit.max
+    return None, None

@@ -142,6 +142,9 @@ class Scope:
     hold: str | None = None
     # A rate: seconds between two starts in the scope.
     interval: float | None = None
+    # A limit's declaration, which an operator's override names (runs.LimitSetting):
+    # its workflow, its step ('' for the workflow's own) and its per field ('' if none).
+    declared_by: tuple[str, str, str] = ("", "", "")
 
 
 def scopes_for(workflow: Any, stepdef: Any, run_input: Mapping[str, Any]) -> tuple[Scope, ...]:
@@ -159,7 +162,13 @@ def scopes_for(workflow: Any, stepdef: Any, run_input: Mapping[str, Any]) -> tup
         return ()
     found: list[Scope] = []
     if limit is not None:
-        found.append(Scope(_text(f"workflow {workflow.name}", limit, run_input), limit.max))
+        found.append(
+            Scope(
+                _text(f"workflow {workflow.name}", limit, run_input),
+                limit.max,
+                declared_by=(workflow.name, "", limit.per or ""),
+            )
+        )
     for owner, rate in (
         (f"workflow {workflow.name}", workflow.rate),
         (f"step {workflow.name}.{stepdef.name}", stepdef.rate),
@@ -168,7 +177,13 @@ def scopes_for(workflow: Any, stepdef: Any, run_input: Mapping[str, Any]) -> tup
             text = _text(f"rate {owner}", rate, run_input)
             found.append(Scope(text, interval=rate.interval))
     for one in stepdef.limits:
-        found.append(Scope(_text(f"step {workflow.name}.{stepdef.name}", one, run_input), one.max))
+        found.append(
+            Scope(
+                _text(f"step {workflow.name}.{stepdef.name}", one, run_input),
+                one.max,
+                declared_by=(workflow.name, stepdef.name, one.per or ""),
+            )
+        )
     if stepdef.hold is not None:
         key = keyed(stepdef.hold, run_input)
         found.append(Scope(f"hold {key}", hold=key))

@@ -16,7 +16,7 @@ from django.urls import reverse
 from reconciliation import queries as reconciliation_queries
 from runs import engine
 from runs.engine.tools import publish, run_attempt, start_attempt
-from runs.models import Attempt, Claim, Event, Run, Slot, Step
+from runs.models import Attempt, Claim, Event, LimitSetting, Run, Slot, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import PURE, Limit
 from runs.workflows.definition import Workflow
@@ -253,3 +253,21 @@ def test_a_start_over_its_rate_is_put_off_to_a_turn_of_its_own(monkeypatch):
     third.refresh_from_db()
     assert (third.rate_due_at - second.rate_due_at).total_seconds() == pytest.approx(0.2, abs=1e-6)
     assert 0 < countdowns[third.id] <= 0.4
+
+
+def test_an_operators_override_changes_a_limits_max_at_the_next_start(sent):
+    a, b, c = _work(3)
+    LimitSetting.objects.create(
+        workflow="limited-three", step="work", per="", max=1, reason="the host is slow"
+    )
+    assert start_attempt(step_id=a.id, worker="w") is not None
+
+    assert engine.execute_step(step_id=b.id, worker="w") == "skipped"
+    assert _waited(Step.objects.get(pk=b.id)) == [
+        {"step": "work", "scope": SCOPE, "in_use": 1, "of": 1}
+    ]
+
+    LimitSetting.objects.filter(workflow="limited-three").update(max=2)  # raised again
+    assert engine.sweep().handed_over == [b.id]
+    assert engine.execute_step(step_id=b.id, worker="w") == "succeeded"
+    assert engine.execute_step(step_id=c.id, worker="w") == "succeeded"  # 1 of 2 in use

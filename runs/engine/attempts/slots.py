@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from django.db import connection, transaction
@@ -103,6 +104,7 @@ def take(step: Step, attempt_id: int, scopes: Iterable[Scope]) -> None:
                     {
                         "scope": scope.text,
                         "max": scope.max,
+                        **_declared_by(scope),
                         "step": step.id,
                         "attempt": attempt_id,
                         "queued_at": queued_at,
@@ -113,9 +115,9 @@ def take(step: Step, attempt_id: int, scopes: Iterable[Scope]) -> None:
                 if taken is not None:
                     break
                 if not looked_free:
-                    raise NoSlot(scope, in_use(scope))
+                    raise _full(scope)
             else:
-                raise NoSlot(scope, in_use(scope))
+                raise _full(scope)
         if step.waiting_for or step.rate_due_at is not None:
             cursor.execute(SQL["clear_waiting"], {"step": step.id})
 
@@ -194,14 +196,34 @@ def put_off(step_id: int, refused: RateLater) -> None:
     publish_now([step_id], countdown=wait_seconds)
 
 
-def in_use(scope: Scope) -> int:
-    """How many of the scope's slots are in use now (their attempt runs), or for a
-    hold, how many unresolved claims hold its key."""
+def in_use(scope: Scope) -> tuple[int, int | None]:
+    """How many of the scope's slots are in use now (their attempt runs) and its max
+    now (an operator's override, else the declared one); for a hold, how many
+    unresolved claims hold its key (and None)."""
     with connection.cursor() as cursor:
         if scope.hold is not None:
-            return _held(cursor, scope.hold)
-        cursor.execute(SQL["in_use"], {"scope": scope.text, "running": AttemptStatus.RUNNING})
-        return int(cursor.fetchone()[0])
+            return _held(cursor, scope.hold), None
+        cursor.execute(
+            SQL["in_use"],
+            {
+                "scope": scope.text,
+                "running": AttemptStatus.RUNNING,
+                "max": scope.max,
+                **_declared_by(scope),
+            },
+        )
+        used, most = cursor.fetchone()
+        return int(used), int(most)
+
+
+def _full(scope: Scope) -> NoSlot:
+    used, most = in_use(scope)
+    return NoSlot(replace(scope, max=most), used)
+
+
+def _declared_by(scope: Scope) -> dict[str, str]:
+    workflow, step, per = scope.declared_by
+    return {"workflow": workflow, "step_name": step, "per": per}
 
 
 def hand_over(scopes: Iterable[Scope]) -> list[int]:
@@ -212,12 +234,8 @@ def hand_over(scopes: Iterable[Scope]) -> list[int]:
     for scope in scopes:
         if scope.interval is not None:
             continue  # a rate's steps come back at their own turns (put_off)
-        used = in_use(scope)
-        if scope.hold is not None:
-            free = 0 if used else HOLD_BATCH
-        else:
-            assert scope.max is not None
-            free = scope.max - used
+        used, most = in_use(scope)
+        free = (0 if used else HOLD_BATCH) if most is None else most - used
         if free <= 0:
             continue
         with connection.cursor() as cursor:

@@ -13,14 +13,19 @@
         FOR UPDATE OF s SKIP LOCKED)
 
 -- name: take
--- The lowest slot number below the limit that no row holds, inserted for this attempt,
+-- The lowest slot number below the limit (an operator's override of its max, if one:
+-- runs_limitsetting, by its unique key) that no row holds, inserted for this attempt,
 -- unless an older step waits for this scope (oldest first: a freed slot is handed to
 -- it, slots.hand_over), one a pause holds excepted. Returns whether a number looked free and the one taken: a
 -- number another start inserted meanwhile conflicts on slot_scope_n_unique and is not
 -- taken (DO NOTHING, after waiting for that start's commit), and the caller asks again
 -- in a new snapshot. The unique index, not this statement's reading, holds the limit.
     WITH free AS (
-        SELECT g AS n FROM generate_series(0, %(max)s - 1) g
+        SELECT g AS n
+        FROM generate_series(0, coalesce(
+            (SELECT o.max FROM runs_limitsetting o
+             WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s AND o.per = %(per)s),
+            %(max)s) - 1) g
         WHERE NOT EXISTS (SELECT 1 FROM runs_slot s WHERE s.scope = %(scope)s AND s.n = g)
           AND NOT EXISTS (
               SELECT 1 FROM runs_step w
@@ -56,9 +61,14 @@
     RETURNING key, run_id
 
 -- name: in_use
--- The scope's slots whose attempt still runs.
-    SELECT count(*) FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
-    WHERE s.scope = %(scope)s AND a.status = %(running)s
+-- The scope's slots whose attempt still runs, and the limit's max now (an operator's
+-- override, else the declared one).
+    SELECT (SELECT count(*) FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
+            WHERE s.scope = %(scope)s AND a.status = %(running)s),
+           coalesce((SELECT o.max FROM runs_limitsetting o
+                     WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
+                       AND o.per = %(per)s),
+                    %(max)s)
 
 -- name: oldest_waiting
 -- The steps waiting for the scope, oldest first (step_waiting_for_idx); not one a pause
