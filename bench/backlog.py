@@ -1,4 +1,4 @@
-"""Backlog benchmark and soak (issue 34): operator actions while thousands of map
+"""Backlog benchmark and soak (docs/performance.md): operator actions while thousands of map
 batches drain on two worker processes. Prints figures; exits 1 if a target is missed or
 a record or effect was duplicated or lost.
 

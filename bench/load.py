@@ -1,4 +1,5 @@
-"""The web tier under load while a step backlog drains (issue 34): locust against gunicorn.
+"""The web tier under load while a step backlog drains (docs/performance.md): locust
+against gunicorn.
 
     DURABLE_RUNS_VAR=var-load .venv/bin/python scripts/stack.py run \\
         .venv/bin/python bench/load.py [--users-submit 50 --operators 5 --duration 120]
@@ -47,7 +48,7 @@ import uidb  # bench/, the directory of this script
 
 SUFFIX = "_load_bench"
 MIN_BACKLOG = 2000  # map batches queued when the load starts
-BUDGET_MS = 500.0  # p95 of the queue page and of POST /api/runs/ (issue 34)
+BUDGET_MS = 500.0  # p95 of the queue page and of POST /api/runs/ (docs/performance.md)
 WEB_APP, WORKER_APP = "load-web", "load-worker"
 ACCESS_FORMAT = "load-access %(m)s %(U)s %(s)s %(M)s"
 
@@ -328,7 +329,7 @@ def main() -> int:
         flush=True,
     )
     if queued < MIN_BACKLOG:
-        print(f"note: fewer than {MIN_BACKLOG:,} batches queued (issue 34 asks for as many)")
+        print(f"note: fewer than {MIN_BACKLOG:,} batches queued (its figures need as many)")
     common.close_django()
     fixture_path = var / "fixture.json"
     fixture_path.write_text(json.dumps(fixture))

@@ -6,7 +6,7 @@ request head read by each process's main loop (config/gunicorn_worker.py). A thr
 serves a request only once its head has arrived, so slow or silent clients cost a
 socket each, never a thread: sync workers (one request a process) and plain gthread
 (one connection a thread, read blocking) are both held by a handful of connections
-that send half a request and then nothing (issue 35: /healthz answered after 27-37 s).
+that send half a request and then nothing (/healthz answered after 27-37 s; docs/operating.md).
 Each thread keeps its own database connection (CONN_MAX_AGE): workers x threads of them.
 The threads' PBKDF2 logins and pages share the process's GIL; workers add cores.
 

@@ -144,7 +144,7 @@ def test_schemathesis_finds_no_disagreement_between_the_schema_and_the_server(
     """As an operator (every operation, every link) and as a submitter (a service
     account: its own runs, and 403 for what it may not do, which the schema documents).
     With `x00`, U+0000 is generated too, in every operation without a free-form JSON
-    value: every text field's schema says the server refuses it (issue 35: `note` and
+    value: every text field's schema says the server refuses it (docs/api.md: `note` and
     `reason` were refused where the schema allowed it)."""
     user = make_user("fuzz", role)
     token = api_token(user)

@@ -68,7 +68,7 @@ def test_the_pages_keep_djangos_500_page(raw_client, operator, monkeypatch):
 
 @pytest.mark.parametrize("digits", [201, 4300])
 def test_an_int_search_field_over_200_digits_is_refused_not_a_500(raw_client, operator, digits):
-    """Finding 7 of issue 35: its cause (RunSearchKey.value is 200 characters) is refused
+    """A fuzzer's finding: its cause (RunSearchKey.value is 200 characters) is refused
     with the input's other problems, naming the field and the bound."""
     body = '{"workflow": "merge-change", "input": {"change_id": 1%s}}' % ("0" * (digits - 1))
 

@@ -1,4 +1,4 @@
-"""A backlog soak sized for CI (issue 34; bench/backlog.py is the full-size one): a few
+"""A backlog soak sized for CI (docs/performance.md; bench/backlog.py is the full-size one): a few
 hundred map-batch steps of migrate-records queued on two real workers, with a beat
 sweeping every 0.5 s and republishing what waited 3 s (the harness's timings, the
 sweeper's back-off on), and a bulk cancel of one of the runs confirmed while the

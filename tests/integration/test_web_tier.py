@@ -1,4 +1,4 @@
-"""The web tier against slow clients (issue 35): gunicorn started as production starts it
+"""The web tier against slow clients (docs/operating.md): gunicorn started as production starts it
 (`gunicorn -c config/gunicorn.py config.wsgi:application`, docker/), alone and behind
 Debian's nginx with the shipped docker/nginx/durable-runs.conf.
 
