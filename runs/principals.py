@@ -65,6 +65,11 @@ class Principal:
 
 NOBODY = Principal("")
 
+# The actor the engine's own decisions are recorded under: a run ended at its deadline
+# (policies/deadlines.py), the compensations of a failure. Usernames are recorded as
+# they are, so a person named engine is told apart only by the events' other fields.
+ENGINE = "engine"
+
 
 def user_principal(name: str) -> str:
     """The principal of a person or service account named `name`."""

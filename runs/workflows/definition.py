@@ -233,10 +233,15 @@ class Workflow:
     # Input fields a run is found by (search.py, docs/authoring.md#search-fields):
     # `search=("change_id",)` finds the run of change 301 in the runs list and the API.
     search: tuple[str, ...] = ()
+    # How long a run may take from its submission, in seconds (or a timedelta): past it
+    # no new step starts and the run ends as a cancel would, compensations included
+    # (docs/authoring.md#deadlines). None: no deadline unless the submission gives one.
+    deadline: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
             raise WorkflowDefinitionError("a workflow needs a name and a positive int version")
+        self.deadline = _deadline_seconds(self.deadline, f"workflow {self.name!r} v{self.version}")
         self.schedules: list[ScheduleDef] = []
         self.declared_input = DeclaredInput(self.input, f"workflow {self.name!r} v{self.version}")
         if self.declared_input.model is not None:
@@ -245,6 +250,12 @@ class Workflow:
             self.search, self.declared_input, f"workflow {self.name!r} v{self.version}"
         )
         bound_search_ints(self.search, self.declared_input)
+
+    @property
+    def deadline_seconds(self) -> float | None:
+        """The declared deadline in seconds from submission (normalized when declared)."""
+        deadline = self.deadline
+        return deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
 
     # The declared input (inputs.py): its fields, their parsed types and defaults, or
     # the pydantic model that stands instead of them.
@@ -877,6 +888,7 @@ class Workflow:
             "description": self.description,
             "input": self.declared_input.describe(),
             "search": list(self.search),
+            "deadline_seconds": self.deadline_seconds,
             "schedules": [
                 {"name": s.name, "cron": s.cron, "timezone": s.timezone, "missed": s.missed}
                 for s in self.schedules
@@ -905,5 +917,18 @@ def _timeout_seconds(timeout: float | timedelta | None, workflow: str) -> float 
         raise WorkflowDefinitionError(
             f"{workflow}: timeout must be a positive number of seconds or a timedelta, "
             f"not {timeout!r}"
+        )
+    return float(seconds)
+
+
+def _deadline_seconds(deadline: float | timedelta | None, where: str) -> float | None:
+    """A workflow's declared deadline in seconds; a non-positive one is refused."""
+    if deadline is None:
+        return None
+    seconds = deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise WorkflowDefinitionError(
+            f"{where}: deadline must be a positive number of seconds or a timedelta, "
+            f"not {deadline!r}"
         )
     return float(seconds)
