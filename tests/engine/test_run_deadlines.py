@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from examples.models import FundsHold
 from runs import engine
-from runs.errors import InvalidDeadline, SubmissionKeyConflict
+from runs.errors import InvalidDeadline, StepNotRetryable, SubmissionKeyConflict
 from runs.models import Attempt, Event, Run, Step
 from runs.record import events
 from runs.states import RunStatus, StepStatus
@@ -25,6 +25,7 @@ from tests.support.deadline_workflows import DEADLINE
 from tests.support.declared import declared
 from tests.support.races import Background
 from tests.support.waiting import wait_for
+from tests.support.workflows import FAIL_WHILE_FLAGGED
 
 pytestmark = pytest.mark.django_db
 
@@ -240,3 +241,19 @@ def test_two_sweeps_at_once_end_a_run_past_its_deadline_once():
     assert Event.objects.filter(run=run, type=events.RUN_DEADLINE_PASSED).count() == 1
     assert Event.objects.filter(run=run, type=events.RUN_COMPENSATING).count() == 1
     assert Step.objects.filter(run=run, key="release").count() == 1
+
+
+def test_a_failed_run_past_its_deadline_is_not_retried(monkeypatch):
+    monkeypatch.setenv(FAIL_WHILE_FLAGGED, "1")
+    run = engine.submit_run(workflow="fails-while-flagged", input={"n": 1}, deadline=_soon())
+    engine.execute_step(step_id=_step(run, "call_service").id, worker="t")
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    _until_past(run)
+
+    with pytest.raises(StepNotRetryable, match="its deadline passed"):
+        engine.retry_steps(run_id=run.id, step_keys=["call_service"], actor="ann")
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+    assert _step(run, "call_service").status == StepStatus.FAILED

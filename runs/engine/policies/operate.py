@@ -27,6 +27,8 @@ from runs.record import events
 from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 
+from .submit import shown_deadline
+
 
 def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:
     """Cancel an active run: no new step starts from now on (starting a step requires
@@ -177,6 +179,18 @@ def _checked_run(run_id: uuid.UUID | str) -> Run:
             f"run {run.id} cannot be retried: retention compacted it (since "
             f"{run.retention_started_at:%Y-%m-%d %H:%M:%S}): its map items' results, "
             "inputs and results may be gone"
+        )
+    if (
+        run.deadline_at is not None
+        and not _compensated(run)
+        and Run.objects.filter(pk=run.id, deadline_at__lte=Now()).exists()
+    ):
+        # Its steps could not start (the start statement refuses them) and the sweep
+        # would end it again at once (policies/deadlines.py). A failed compensation of
+        # a compensated run is still retried: the deadline never blocks its undoing.
+        raise StepNotRetryable(
+            f"run {run.id} cannot be retried: its deadline passed "
+            f"({shown_deadline(run.deadline_at)}), so none of its steps may start"
         )
     return run
 
