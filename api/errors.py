@@ -136,6 +136,7 @@ ANSWERS: dict[type[errors.EngineError], Answer] = {
     errors.UnknownVersion: Answer(400, UNKNOWN_VERSION, "version"),
     errors.InvalidInput: Answer(400, INVALID_INPUT, "input"),
     errors.InvalidSubmissionKey: Answer(400, INVALID_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_HEADER),
+    errors.InvalidDeadline: Answer(400, INVALID, "deadline"),
     errors.SubmissionKeyConflict: Answer(409, IDEMPOTENCY_KEY_CONFLICT),
     errors.SubmitterUnknown: _REFUSED,
     errors.RunNotFound: Answer(404, NOT_FOUND),

@@ -129,6 +129,27 @@ class JSONObjectField(JSONValueField):
     engine refuses a run input that is not an object, saying so)."""
 
 
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 time with its offset (`2030-01-01T12:00:00Z`): one without is
+    refused, never read in the server's zone."""
+
+    default_error_messages = {
+        "naive": "give the time with its offset or Z, e.g. 2030-01-01T12:00:00Z",
+    }
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str):
+            self.fail("invalid", format="ISO 8601")
+        parsed = super().to_internal_value(value)
+        try:
+            given = datetime.fromisoformat(value.strip())
+        except ValueError:
+            given = parsed
+        if given.utcoffset() is None:
+            self.fail("naive")
+        return parsed
+
+
 class Submission(StrictSerializer):
     """A run to submit: which workflow (and version) with which input."""
 
@@ -145,6 +166,14 @@ class Submission(StrictSerializer):
         default=dict,
         help_text="The run's input, checked against the workflow's declared input "
         "(GET /api/workflows/ gives it as JSON Schema). Omitted: {}.",
+    )
+    deadline = AwareDateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="ISO 8601 with an offset, in the future: past it no new step starts and the "
+        "run ends as a cancel would (docs/api.md#deadlines). The workflow's own deadline "
+        "(`deadline_seconds`), when earlier, applies instead. Omitted or null: the "
+        "workflow's, if any.",
     )
 
 
@@ -329,6 +358,12 @@ class Error(serializers.Serializer[Any]):
 SUBMITTED_BY_HELP = export_shape.SUBMITTED_BY
 
 
+DEADLINE_AT_HELP = (
+    "The run's deadline (read-only): the earlier of its workflow's and its submission's; "
+    "null: none. A run still active then is ended as a cancel would end it."
+)
+
+
 class RunSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     workflow = serializers.CharField()
@@ -339,6 +374,7 @@ class RunSerializer(serializers.Serializer[Any]):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    deadline_at = serializers.DateTimeField(allow_null=True, help_text=DEADLINE_AT_HELP)
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_error(self, run: Any) -> str | None:
@@ -393,6 +429,7 @@ class RunDetailSerializer(serializers.Serializer[Any]):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
+    deadline_at = serializers.DateTimeField(allow_null=True, help_text=DEADLINE_AT_HELP)
     compacted = serializers.BooleanField(
         help_text="Retention compacted the run (any of the three dates below is set)."
     )
@@ -661,6 +698,10 @@ class WorkflowVersion(serializers.Serializer[Any]):
         help_text="A limit on all its steps' attempts at once, if it declares one.",
     )
     rate = WorkflowRate(required=False, help_text="A rate of all its steps' starts, if any.")
+    deadline_seconds = serializers.FloatField(
+        allow_null=True,
+        help_text="Its declared deadline, in seconds from a run's submission; null: none.",
+    )
 
 
 class WorkflowSerializer(serializers.Serializer[Any]):

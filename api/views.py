@@ -180,6 +180,7 @@ class RunViewSet(ApiViewSet):
             input=body["input"],
             key=request.headers.get(IDEMPOTENCY_KEY_HEADER),
             by=principal_of(request),
+            deadline=body.get("deadline"),
         )
         run = submission.run
         data = s.RunDetailSerializer(run_detail(run)).data

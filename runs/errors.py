@@ -61,6 +61,13 @@ class InvalidSubmissionKey(EngineError):
     code = "invalid_submission_key"
 
 
+class InvalidDeadline(EngineError):
+    """A submission's deadline that no run could meet: not a timezone-aware time, or not
+    after the database's now (docs/authoring.md#deadlines)."""
+
+    code = "invalid_deadline"
+
+
 class SubmissionKeyConflict(EngineError):
     """The key was used before for a different request: the first one stands."""
 

@@ -70,6 +70,10 @@ NOBODY = Principal("")
 
 # Who pauses a step when its breaker trips (Pause.actor, PauseChange.actor).
 ENGINE_BREAKER = "engine:breaker"
+# The actor the engine's own decisions are recorded under: a run ended at its deadline
+# (policies/deadlines.py), the compensations of a failure. Usernames are recorded as
+# they are, so a person named engine is told apart only by the events' other fields.
+ENGINE = "engine"
 
 
 def user_principal(name: str) -> str:

@@ -69,6 +69,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Past it no step of the run starts and the sweeper ends the run as a cancel would
+    # (runs/engine/policies/deadlines.py): the earlier of the workflow's `deadline=`
+    # (from submission, on the database's clock) and the submission's own. None: never.
+    deadline_at = models.DateTimeField(null=True, blank=True)
     # Retention (runs/engine/policies/retention.py), each set once, in the transaction that did it:
     # the first stage that touched the run (from then on it is not retried: what a
     # retried step would read may be gone); bodies of inputs and results replaced by
@@ -115,6 +119,13 @@ class Run(models.Model):
                 fields=["finished_at"],
                 name="run_retention_claims_idx",
                 condition=Q(finished_at__isnull=False, claims_purged_at__isnull=True),
+            ),
+            # The deadline sweep's candidates (policies/deadlines.py): runs with a
+            # deadline not yet finished, soonest first; a run leaves it when it ends.
+            models.Index(
+                fields=["deadline_at"],
+                name="run_deadline_idx",
+                condition=Q(deadline_at__isnull=False, finished_at__isnull=True),
             ),
         ]
         constraints = [

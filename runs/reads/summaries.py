@@ -149,6 +149,7 @@ def run_detail(run: Run) -> dict[str, Any]:
         for c in step_claims
     ]
     data["updated_at"] = run.updated_at.isoformat() if run.updated_at else None
+    data["deadline_at"] = run.deadline_at.isoformat() if run.deadline_at else None
     marks = (run.payloads_compacted_at, run.compacted_at, run.claims_purged_at)
     data["compacted"] = any(m is not None for m in marks)
     for name, mark in zip(

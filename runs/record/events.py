@@ -121,6 +121,8 @@ class RunSubmitted(Event):
     # The plan's top-level steps, [{"key": name, "after": [names]}]; the first events
     # (before the pages read the plan from here) lack it.
     plan: list[dict[str, Any]] = field(default_factory=list)
+    # The run's deadline (Run.deadline_at, ISO 8601), when it has one.
+    deadline: str = field(default="", metadata=SOMETIMES)
 
 
 @_event
@@ -169,6 +171,18 @@ class RunCancelled(Event):
     compensated: bool = field(
         default=False, metadata=SOMETIMES
     )  # it ended after its compensations ran
+
+
+@_event
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunDeadlinePassed(Event):
+    """The run was still active at its deadline: the sweeper ends it as a cancel would
+    (policies/deadlines.py); the run_cancelled or run_compensating that follows, in the
+    same transaction, is the transition."""
+
+    TYPE: ClassVar[str] = "run_deadline_passed"
+    deadline: str  # the run's deadline (Run.deadline_at, ISO 8601)
+    status: str  # the run's status when the sweep found it past its deadline
 
 
 @_event
@@ -610,6 +624,7 @@ RUN_SUCCEEDED = RunSucceeded.TYPE
 RUN_FAILED = RunFailed.TYPE
 RUN_CANCELLED = RunCancelled.TYPE
 RUN_REOPENED = RunReopened.TYPE
+RUN_DEADLINE_PASSED = RunDeadlinePassed.TYPE
 RUN_NEEDS_RECONCILIATION = RunNeedsReconciliation.TYPE
 STEP_QUEUED = StepQueued.TYPE
 STEP_STARTED = StepStarted.TYPE

@@ -32,7 +32,8 @@ from runs import engine, sql
 from runs.errors import RunNotActive, StepNotRetryable
 from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
 from runs.pages import contributions
-from runs.principals import shown
+from runs.pages.timefmt import to_the_second
+from runs.principals import ENGINE, shown
 from runs.reads.filters import (
     COUNT_CAP,
     RunFilters,
@@ -155,6 +156,20 @@ class RunPage:
             people = ", ".join(shown(p) for p in self.run.on_behalf_of)
             who += f", for {people}"
         return who
+
+    @property
+    def deadline(self) -> str:
+        """The run's deadline as the page says it, and what became of it: "" when it
+        has none (docs/operating.md#deadlines)."""
+        at = self.run.deadline_at
+        if at is None:
+            return ""
+        ended = self.run.error.startswith(f"cancelled by {ENGINE}: deadline passed")
+        if ended and self.run.status in (RunStatus.CANCELLED, RunStatus.COMPENSATING):
+            return f"{to_the_second(at)}: deadline passed, the run was ended at it"
+        if at <= self.now:
+            return f"{to_the_second(at)}: passed"
+        return to_the_second(at)
 
     @property
     def unresolved(self) -> list[Claim]:

@@ -25,6 +25,7 @@ from .registry import register
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from datetime import timedelta
 
 
 def workflow(
@@ -34,6 +35,7 @@ def workflow(
     input: Mapping[str, Any] | type[Any] | None = None,
     description: str = "",
     search: tuple[str, ...] = (),
+    deadline: float | timedelta | None = None,
     effects: Callable[[str], int] | None = None,
     expected_effects: Callable[[dict[str, Any]], int] | None = None,
     limit: Limit | None = None,
@@ -65,6 +67,12 @@ def workflow(
         Names of declared input fields a run is found by in the runs list and the API
         (docs/authoring.md#search-fields), e.g. `("change_id",)`. A tuple, not a
         string. Default `()`: no search field.
+    deadline:
+        How long a run may take, from its submission, in seconds or a timedelta
+        (docs/authoring.md#deadlines): past it no new step starts and the run ends as
+        a cancel would, its compensations included. A submission may give an earlier
+        deadline (the earlier applies). Default None: no deadline. Refused if not
+        positive.
     effects:
         Optional, for `manage.py crashcheck`: `effects(run_id) -> int` counts the
         external effects a run made. Default None.
@@ -86,6 +94,7 @@ def workflow(
             input={} if input is None else input,
             description=description,
             search=search,
+            deadline=deadline,
             effects=effects,
             expected_effects=expected_effects,
             limit=limit,

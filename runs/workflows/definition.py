@@ -282,10 +282,15 @@ class Workflow:
     limit: Limit | None = None
     # At most so many starts of its steps per interval (limits.py).
     rate: Rate | None = None
+    # How long a run may take from its submission, in seconds (or a timedelta): past it
+    # no new step starts and the run ends as a cancel would, compensations included
+    # (docs/authoring.md#deadlines). None: no deadline unless the submission gives one.
+    deadline: float | timedelta | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.version, int) or self.version < 1:
             raise WorkflowDefinitionError("a workflow needs a name and a positive int version")
+        self.deadline = _deadline_seconds(self.deadline, f"workflow {self.name!r} v{self.version}")
         self.schedules: list[ScheduleDef] = []
         self.declared_input = DeclaredInput(self.input, f"workflow {self.name!r} v{self.version}")
         if self.declared_input.model is not None:
@@ -300,6 +305,12 @@ class Workflow:
         declared_rate = rate_of(self.rate, f"workflow {self.name!r}")
         if declared_rate is not None:
             check_fields([declared_rate.per], self.fields, f"workflow {self.name!r} rate")
+
+    @property
+    def deadline_seconds(self) -> float | None:
+        """The declared deadline in seconds from submission (normalized when declared)."""
+        deadline = self.deadline
+        return deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
 
     # The declared input (inputs.py): its fields, their parsed types and defaults, or
     # the pydantic model that stands instead of them.
@@ -985,6 +996,7 @@ class Workflow:
             "description": self.description,
             "input": self.declared_input.describe(),
             "search": list(self.search),
+            "deadline_seconds": self.deadline_seconds,
             "schedules": [
                 {"name": s.name, "cron": s.cron, "timezone": s.timezone, "missed": s.missed}
                 for s in self.schedules
@@ -1041,3 +1053,16 @@ def _breaker(breaker: Breaker | None, workflow: str) -> Breaker | None:
             f"{workflow}: breaker must be a Breaker(outcomes=..., within=...), not {breaker!r}"
         )
     return breaker
+
+
+def _deadline_seconds(deadline: float | timedelta | None, where: str) -> float | None:
+    """A workflow's declared deadline in seconds; a non-positive one is refused."""
+    if deadline is None:
+        return None
+    seconds = deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise WorkflowDefinitionError(
+            f"{where}: deadline must be a positive number of seconds or a timedelta, "
+            f"not {deadline!r}"
+        )
+    return float(seconds)

@@ -587,6 +587,7 @@ def test_workflows_list_versions_steps_and_input_schema(api):
                     "additionalProperties": False,
                 },
                 "search": ["change_id"],
+                "deadline_seconds": None,
             }
         ],
     }

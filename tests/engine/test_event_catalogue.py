@@ -19,6 +19,7 @@ STORED_TYPES = {
     "run_failed",
     "run_cancelled",
     "run_reopened",
+    "run_deadline_passed",
     "run_needs_reconciliation",
     "step_queued",
     "step_started",

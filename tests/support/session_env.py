@@ -27,7 +27,7 @@ os.environ.setdefault("RUNS_REPUBLISH_BACKOFF", "0")
 os.environ.setdefault(
     "RUNS_WORKFLOW_MODULES",
     "examples.workflows,tests.support.workflows,tests.support.timeout_workflows,"
-    "tests.support.limit_workflows",
+    "tests.support.limit_workflows,tests.support.deadline_workflows",
 )
 # The settings refuse to start without one (unless DEBUG); worker processes inherit it.
 os.environ.setdefault("SECRET_KEY", f"test-only-{uuid.uuid4().hex}")

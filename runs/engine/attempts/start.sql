@@ -32,6 +32,11 @@
                FOR KEY SHARE)
               = ANY(CASE WHEN compensates = '' THEN %(active)s::text[]
                          ELSE %(compensating)s::text[] END)
+          -- Not past the run's deadline (policies/deadlines.py), read by primary key; a
+          -- compensation still starts: a deadline must not block its own undoing.
+          AND (compensates <> ''
+               OR NOT coalesce((SELECT runs_run.deadline_at <= statement_timestamp()
+                                FROM runs_run WHERE runs_run.id = runs_step.run_id), false))
           -- Not paused (policies/pauses.py): no pause of the run's workflow, whole ('')
           -- or of this step's definition name (a batch's name is its map step's). Probed
           -- by pause_workflow_step_unique; the run's workflow is read by primary key.

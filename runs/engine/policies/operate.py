@@ -27,6 +27,8 @@ from runs.record import events
 from runs.states import RUN_ACTIVE, STEP_DONE, ClaimStatus, EffectKind, RunStatus, StepStatus
 from runs.workflows.definition import Workflow
 
+from .submit import shown_deadline
+
 
 def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:
     """Cancel an active run: no new step starts from now on (starting a step requires
@@ -40,7 +42,6 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
     (steps succeeded and this process cannot tell which of them to undo)."""
     who = actor_name(actor)
     reason = (reason or "").strip()
-    error = f"cancelled by {who}" + (f": {reason}" if reason else "")
     with transaction.atomic():
         # The run row first (locks.py): a finish holding it commits before we read which
         # steps succeeded, and no start reads the run active after we commit.
@@ -49,27 +50,35 @@ def cancel_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason
             raise RunNotFound(run_id)
         if run.status not in RUN_ACTIVE:
             raise RunNotActive(run, "cancelled")
-        # Steps that name a compensation succeeded: undo them first (compensate.py);
-        # the run ends cancelled when they are done.
-        if begin_compensation(run, ends_as=RunStatus.CANCELLED, error=error, actor=who):
-            return Run.objects.get(pk=run.id)
-        n = Run.objects.filter(pk=run.id, status__in=RUN_ACTIVE).update(
-            status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
-        )
-        assert n == 1, "the run is locked and was active"
-        running = list(
-            Step.objects.filter(run_id=run.id, status=StepStatus.RUNNING, parent__isnull=True)
-            .order_by("id")
-            .values_list("key", flat=True)
-        )
-        events.append_event(
-            run.id, events.RunCancelled(actor=who, reason=reason, still_running=running)
-        )
-        # Steps waiting for a retry, or queued holding a claim, never start now (as
-        # begin_compensation settles them when the run compensates instead).
-        settle_open_effects(run, why=f"the run was cancelled by {who}")
+        cancel_locked(run, who=who, reason=reason)
     run.refresh_from_db()
     return run
+
+
+def cancel_locked(run: Run, *, who: str, reason: str) -> None:
+    """The cancel itself, for a run the caller locked (lock_run) and found active:
+    cancel_run's, and a deadline's (policies/deadlines.py), so both write the same rows
+    and events. Raises WorkflowVersionUnknown as begin_compensation does."""
+    error = f"cancelled by {who}" + (f": {reason}" if reason else "")
+    # Steps that name a compensation succeeded: undo them first (compensate.py);
+    # the run ends cancelled when they are done.
+    if begin_compensation(run, ends_as=RunStatus.CANCELLED, error=error, actor=who):
+        return
+    n = Run.objects.filter(pk=run.id, status__in=RUN_ACTIVE).update(
+        status=RunStatus.CANCELLED, error=error, finished_at=Now(), updated_at=Now()
+    )
+    assert n == 1, "the run is locked and was active"
+    running = list(
+        Step.objects.filter(run_id=run.id, status=StepStatus.RUNNING, parent__isnull=True)
+        .order_by("id")
+        .values_list("key", flat=True)
+    )
+    events.append_event(
+        run.id, events.RunCancelled(actor=who, reason=reason, still_running=running)
+    )
+    # Steps waiting for a retry, or queued holding a claim, never start now (as
+    # begin_compensation settles them when the run compensates instead).
+    settle_open_effects(run, why=f"the run was cancelled by {who}")
 
 
 # --- retrying failed steps ---------------------------------------------------------------
@@ -170,6 +179,18 @@ def _checked_run(run_id: uuid.UUID | str) -> Run:
             f"run {run.id} cannot be retried: retention compacted it (since "
             f"{run.retention_started_at:%Y-%m-%d %H:%M:%S}): its map items' results, "
             "inputs and results may be gone"
+        )
+    if (
+        run.deadline_at is not None
+        and not _compensated(run)
+        and Run.objects.filter(pk=run.id, deadline_at__lte=Now()).exists()
+    ):
+        # Its steps could not start (the start statement refuses them) and the sweep
+        # would end it again at once (policies/deadlines.py). A failed compensation of
+        # a compensated run is still retried: the deadline never blocks its undoing.
+        raise StepNotRetryable(
+            f"run {run.id} cannot be retried: its deadline passed "
+            f"({shown_deadline(run.deadline_at)}), so none of its steps may start"
         )
     return run
 

@@ -18,6 +18,7 @@ what it knows (its result, its error, or that it never called the effect) as evi
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -45,6 +46,7 @@ from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 from runs.workflows import StepDef, registry
 
 from . import breaker
+from .deadlines import end_past_deadlines
 from .probe import give_up_probe
 from .waits import wait_step, wake_due
 
@@ -60,13 +62,16 @@ class SweepReport:
     woken: list[int] = field(default_factory=list)  # waiting steps whose time came
     # steps waiting for a slot or a hold sent because one is free (attempts/slots.py)
     handed_over: list[int] = field(default_factory=list)
+    # runs ended at their deadline (policies/deadlines.py)
+    past_deadline: list[uuid.UUID] = field(default_factory=list)
 
     def __str__(self) -> str:
         return (
             f"{len(self.crashed)} crashed attempt(s), {len(self.republished)} republished "
             f"step(s), {len(self.probes)} republished probe(s), "
             f"{len(self.probes_given_up)} probe(s) given up, {len(self.woken)} woken timer(s), "
-            f"{len(self.handed_over)} step(s) sent a freed slot"
+            f"{len(self.handed_over)} step(s) sent a freed slot, "
+            f"{len(self.past_deadline)} run(s) ended at their deadline"
         )
 
 
@@ -80,9 +85,9 @@ def swept_runs(run_id_field: str) -> Q:
 
 
 def sweep(*, limit: int = 200) -> SweepReport:
-    """Crash up to `limit` expired attempts, republish lost step and probe messages,
-    wake waits whose time came. Returns a SweepReport of what it did, each crash in a
-    transaction of its own."""
+    """Crash up to `limit` expired attempts, end runs past their deadline, republish
+    lost step and probe messages, wake waits whose time came. Returns a SweepReport of
+    what it did, each crash and each run's end in a transaction of its own."""
     report = SweepReport()
     tried: set[int] = set()
     while len(report.crashed) < limit:
@@ -101,6 +106,9 @@ def sweep(*, limit: int = 200) -> SweepReport:
             tried.add(attempt_id)
             if recover_attempt(attempt_id=attempt_id):
                 report.crashed.append(attempt_id)
+    # Before the republish: a step of a run past its deadline will not start, and the
+    # run's end withdraws it instead of a message being sent for it again.
+    report.past_deadline = end_past_deadlines(limit=limit, only=swept_runs("id"))
     report.woken = wake_due(limit=limit, only=swept_runs("run_id"))
     report.republished = republish_stale(limit=limit)
     if not settings.RUNS_SWEEP_ONLY_RUNS:  # the demo's processes declare no limit
@@ -115,6 +123,7 @@ def sweep(*, limit: int = 200) -> SweepReport:
         or report.probes_given_up
         or report.woken
         or report.handed_over
+        or report.past_deadline
     ):
         log.info("recovery sweep: %s", report)
     return report

@@ -20,17 +20,22 @@ import hashlib
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models.functions import Now
+from django.db.models import Value
+from django.db.models.expressions import Expression
+from django.db.models.functions import Least, Now
 
 from runs import sql
+from runs.engine.core.clock import db_now_plus
 from runs.engine.core.keys import canonical_json
 from runs.engine.core.publish import publish_on_commit
 from runs.engine.state.ready import make_ready
 from runs.engine.state.steps import step_to_queued
 from runs.errors import (
+    InvalidDeadline,
     InvalidSubmissionKey,
     SubmissionKeyConflict,
     SubmitterUnknown,
@@ -81,19 +86,65 @@ def check_key(key: str) -> str:
     return key
 
 
-def request_digest(workflow: str, version: int | None, input: Any) -> str:
+def request_digest(
+    workflow: str, version: int | None, input: Any, deadline: datetime | None = None
+) -> str:
     """What "the same request" means: the same workflow, the same requested version
-    (none: the latest) and the same input, as canonical JSON."""
-    text = canonical_json({"workflow": workflow, "version": version, "input": input})
+    (none: the latest), the same input and the same deadline (none: the key is absent,
+    so a request without one digests as it always did), as canonical JSON."""
+    request: dict[str, Any] = {"workflow": workflow, "version": version, "input": input}
+    if deadline is not None:
+        request["deadline"] = deadline.astimezone(UTC).isoformat()
+    text = canonical_json(request)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def submit_run(
-    *, workflow: str, version: int | None = None, input: Any, by: Principal = NOBODY
+    *,
+    workflow: str,
+    version: int | None = None,
+    input: Any,
+    by: Principal = NOBODY,
+    deadline: datetime | None = None,
 ) -> Run:
     """submit() without a key, for callers that want only the run (scripts, bench,
     tests): returns the new Run. Refuses as submit does, nothing written."""
-    return submit(workflow=workflow, version=version, input=input, by=by).run
+    return submit(workflow=workflow, version=version, input=input, by=by, deadline=deadline).run
+
+
+def check_deadline(deadline: datetime | None) -> None:
+    """Refuse (InvalidDeadline) a submission's deadline that is not timezone-aware, or
+    not after the database's now. None passes: no deadline of the submission's own."""
+    if deadline is None:
+        return
+    if not isinstance(deadline, datetime) or deadline.utcoffset() is None:
+        raise InvalidDeadline(
+            f"deadline {deadline!r} has no timezone: give an ISO 8601 time with its offset, "
+            "e.g. 2030-01-01T12:00:00Z"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["deadline_passed"], {"deadline": deadline})
+        passed = cursor.fetchone()[0]
+    if passed:
+        raise InvalidDeadline(
+            f"deadline {shown_deadline(deadline)} has already passed: a run's deadline must "
+            "be in the future"
+        )
+
+
+def shown_deadline(deadline: datetime) -> str:
+    """A deadline as events, errors and reasons say it: UTC, to the second."""
+    return f"{deadline.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _deadline_at(wf: Workflow, deadline: datetime | None) -> Expression | Value | None:
+    """Run.deadline_at as an expression of the INSERT: the earlier of the workflow's
+    deadline (from now, on the database's clock) and the submission's own."""
+    seconds = wf.deadline_seconds
+    if seconds is None:
+        return None if deadline is None else Value(deadline)
+    declared = db_now_plus(seconds)
+    return declared if deadline is None else Least(declared, Value(deadline))
 
 
 def submit(
@@ -103,15 +154,22 @@ def submit(
     input: Any,
     key: str | None = None,
     by: Principal = NOBODY,
+    deadline: datetime | None = None,
 ) -> Submission:
     """Submit a run for the principal `by` (recorded on the run); with `key`, at most one
     run per key of that principal (see the module's docstring): two principals' keys
     never meet, and a refusal names only the principal's own run. Refusals write
     nothing: UnknownWorkflow, UnknownVersion, InvalidInput, InvalidSubmissionKey,
     SubmissionKeyConflict, SubmitterUnknown (the command line's `cli`, nobody in
-    particular, for a workflow that waits for an approval)."""
+    particular, for a workflow that waits for an approval), InvalidDeadline.
+
+    `deadline`, a timezone-aware time after now: the run's deadline, or the workflow's
+    (`workflow(deadline=…)`, counted from now on the database's clock) when that is
+    earlier; a submission may shorten the workflow's deadline, never lengthen it
+    (docs/authoring.md#deadlines)."""
     if key is not None:
         check_key(key)
+    check_deadline(deadline)
     wf = resolve_workflow(workflow, version)
     clean = wf.validate_input(input)
     if by.name == "cli" and wf.approvals():
@@ -119,7 +177,7 @@ def submit(
     with transaction.atomic():
         run_id = uuid.uuid4()
         if key is not None:
-            digest = request_digest(workflow, version, input)
+            digest = request_digest(workflow, version, input, deadline)
             existing = _existing_key(by.name, key, run_id, digest)
             if existing is not None:
                 if existing.request_digest != digest:
@@ -134,7 +192,10 @@ def submit(
             submitted_by=by.name,
             submitted_via=by.via,
             on_behalf_of=list(by.on_behalf_of),
+            deadline_at=_deadline_at(wf, deadline),
         )
+        if run.deadline_at is not None:
+            run.refresh_from_db(fields=["deadline_at"])  # an expression until read back
         _insert_search_keys(run.id, wf.search_keys(clean))
         Step.objects.bulk_create(
             Step(
@@ -159,6 +220,7 @@ def submit(
                 version=wf.version,
                 input=clean,
                 plan=[{"key": s.name, "after": list(s.after)} for s in wf.steps.values()],
+                deadline=run.deadline_at.isoformat() if run.deadline_at else "",
             ),
         )
         first = list(

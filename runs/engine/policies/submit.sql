@@ -17,3 +17,8 @@
     SELECT r.id, r.workflow, k.field, k.value, r.created_at
     FROM runs_run r, unnest(%(fields)s::text[], %(values)s::text[]) AS k (field, value)
     WHERE r.id = %(run)s
+
+-- name: deadline_passed
+-- Whether a submission's deadline is already past on the database's clock, the clock
+-- the start statement and the sweep compare Run.deadline_at with.
+    SELECT %(deadline)s::timestamptz <= statement_timestamp()
