@@ -228,24 +228,40 @@ def _declared_by(scope: Scope) -> dict[str, str]:
 
 def hand_over(scopes: Iterable[Scope]) -> list[int]:
     """Send the oldest steps waiting for each scope a message, as many as it has free
-    slots (for a hold: all of them, in batches, once no claim holds the key). Called
-    after a commit that may have freed one; returns the steps sent."""
+    slots (for a hold: all of them, in batches, once no claim holds the key): one
+    statement per scope. Called after a commit that may have freed one; returns the
+    steps sent."""
     sent: list[int] = []
-    for scope in scopes:
-        if scope.interval is not None:
-            continue  # a rate's steps come back at their own turns (put_off)
-        used, most = in_use(scope)
-        free = (0 if used else HOLD_BATCH) if most is None else most - used
-        if free <= 0:
-            continue
-        with connection.cursor() as cursor:
-            cursor.execute(
-                SQL["oldest_waiting"], {"scope": scope.text, "waiting": WAITING, "limit": free}
-            )
+    with connection.cursor() as cursor:
+        for scope in scopes:
+            if scope.interval is not None:
+                continue  # a rate's steps come back at their own turns (put_off)
+            if scope.hold is not None:
+                cursor.execute(
+                    SQL["oldest_held"],
+                    {
+                        "scope": scope.text,
+                        "waiting": WAITING,
+                        "hold": scope.hold,
+                        "unresolved": ClaimStatus.UNRESOLVED,
+                        "limit": HOLD_BATCH,
+                    },
+                )
+            else:
+                cursor.execute(
+                    SQL["oldest_waiting"],
+                    {
+                        "scope": scope.text,
+                        "waiting": WAITING,
+                        "max": scope.max,
+                        **_declared_by(scope),
+                        "running": AttemptStatus.RUNNING,
+                    },
+                )
             ids = [row[0] for row in cursor.fetchall()]
-        if ids:
-            publish_now(ids)
-            sent += ids
+            if ids:
+                publish_now(ids)
+                sent += ids
     return sent
 
 

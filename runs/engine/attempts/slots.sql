@@ -71,10 +71,28 @@
                     %(max)s)
 
 -- name: oldest_waiting
--- The steps waiting for the scope, oldest first (step_waiting_for_idx); not one a pause
--- turned away since (held_at): its resume sends it, and the take's order ignores it.
+-- The steps waiting for the scope, oldest first (step_waiting_for_idx), as many as the
+-- limit has slots free now (its max, or an operator's override, less the slots of
+-- running attempts); not one a pause turned away since (held_at): its resume sends it,
+-- and the take's order ignores it. One statement, so that the hand-over after every
+-- attempt of a limited step costs one index probe when nobody waits.
     SELECT id FROM runs_step
     WHERE waiting_for = %(scope)s AND status = ANY(%(waiting)s::text[]) AND held_at IS NULL
+    ORDER BY queued_at, id
+    LIMIT greatest(0,
+        coalesce((SELECT o.max FROM runs_limitsetting o
+                  WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
+                    AND o.per = %(per)s),
+                 %(max)s)
+        - (SELECT count(*) FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
+           WHERE s.scope = %(scope)s AND a.status = %(running)s))
+
+-- name: oldest_held
+-- The steps a key hold kept waiting, oldest first, once no claim holds the key.
+    SELECT id FROM runs_step
+    WHERE waiting_for = %(scope)s AND status = ANY(%(waiting)s::text[]) AND held_at IS NULL
+      AND NOT EXISTS (SELECT 1 FROM runs_claim
+                      WHERE hold_key = %(hold)s AND status = %(unresolved)s)
     ORDER BY queued_at, id
     LIMIT %(limit)s
 
