@@ -627,11 +627,17 @@ class WorkflowLimit(serializers.Serializer[Any]):
 
 
 class WorkflowRate(serializers.Serializer[Any]):
-    starts = serializers.IntegerField(help_text="At most this many starts …")
+    starts = serializers.IntegerField(
+        help_text="At most this many starts … (now: an operator's override, else declared)"
+    )
     every = serializers.FloatField(help_text="… every this many seconds, evenly spaced.")
     per = serializers.CharField(
         allow_null=True, help_text="The input field with a rate per value; null: one rate."
     )
+    declared = serializers.DictField(
+        child=serializers.FloatField(), help_text="What the workflow declares: starts, every."
+    )
+    overridden = serializers.BooleanField(help_text="True: an operator's rate stands.")
 
 
 class BreakerSerializer(serializers.Serializer[Any]):

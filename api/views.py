@@ -32,6 +32,7 @@ from runs.models import (
     Event,
     LimitSetting,
     Pause,
+    RateSetting,
     Run,
     RunSearchKey,
     Step,
@@ -443,10 +444,13 @@ def _with_breakers(
 
 
 def _with_limit_overrides(
-    described: dict[str, Any], overrides: dict[tuple[str, str, str], int]
+    described: dict[str, Any],
+    overrides: dict[tuple[str, str, str], int],
+    rates: dict[tuple[str, str, str], RateSetting],
 ) -> dict[str, Any]:
-    """Each declared concurrency limit with its max now: an operator's override
-    (runs.LimitSetting), if one stands, else the declared max (`declared_max` both)."""
+    """Each declared concurrency limit and rate as it applies now: an operator's
+    override (runs.LimitSetting, runs.RateSetting), if one stands, else the declared
+    numbers (which `declared_max` and `declared` keep)."""
 
     def now(limit: dict[str, Any], step: str) -> dict[str, Any]:
         key = (described["name"], step, limit["per"] or "")
@@ -457,11 +461,26 @@ def _with_limit_overrides(
             "overridden": key in overrides,
         }
 
+    def rate_now(rate: dict[str, Any], step: str) -> dict[str, Any]:
+        key = (described["name"], step, rate["per"] or "")
+        override = rates.get(key)
+        return {
+            **rate,
+            "starts": override.starts if override else rate["starts"],
+            "every": override.every_seconds if override else rate["every"],
+            "declared": {"starts": rate["starts"], "every": rate["every"]},
+            "overridden": override is not None,
+        }
+
     for step in described["steps"]:
         if "limits" in step:
             step["limits"] = [now(limit, step["name"]) for limit in step["limits"]]
+        if "rate" in step:
+            step["rate"] = rate_now(step["rate"], step["name"])
     if "limit" in described:
         described["limit"] = now(described["limit"], "")
+    if "rate" in described:
+        described["rate"] = rate_now(described["rate"], "")
     return described
 
 
@@ -475,6 +494,7 @@ class WorkflowViewSet(ApiViewSet):
             by_name.setdefault(wf.name, []).append(wf)
         overrides = {(o.workflow, o.step): o for o in BreakerSetting.objects.all()}
         limits = {(o.workflow, o.step, o.per): o.max for o in LimitSetting.objects.all()}
+        rates = {(o.workflow, o.step, o.per): o for o in RateSetting.objects.all()}
         workflows = [
             {
                 "name": name,
@@ -485,6 +505,7 @@ class WorkflowViewSet(ApiViewSet):
                             {**wf.describe(), "input_schema": wf.input_schema()}, overrides
                         ),
                         limits,
+                        rates,
                     )
                     for wf in versions
                 ],

@@ -27,6 +27,8 @@ from runs.models import (
     BreakerSetting,
     LimitChange,
     LimitSetting,
+    RateChange,
+    RateSetting,
     RetentionPolicy,
     RetentionPolicyChange,
     RetentionPurge,
@@ -481,6 +483,120 @@ class LimitSettingAdmin(admin.ModelAdmin[LimitSetting]):
 
 @admin.register(LimitChange)
 class LimitChangeAdmin(admin.ModelAdmin[LimitChange]):
+    list_display = ("at", "workflow", "step", "per", "action", "actor", "old", "new")
+    list_filter = ("action",)
+    search_fields = ("workflow", "step", "actor")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def declared_rates(workflow: str) -> list[tuple[str, str]]:
+    """The rates some version of `workflow` declares, as (step, per): step '' for the
+    workflow's own rate, per '' for a rate without one."""
+    found: set[tuple[str, str]] = set()
+    for version in registry.versions(workflow):
+        wf = registry.get(workflow, version)
+        if wf is None:
+            continue
+        if wf.rate is not None:
+            found.add(("", wf.rate.per or ""))
+        found.update((s.name, s.rate.per or "") for s in wf.steps.values() if s.rate)
+    return sorted(found)
+
+
+class RateSettingForm(forms.ModelForm[RateSetting]):
+    """Only a declared rate can be overridden: a start under it reads the override in
+    the statement that takes its turn (docs/operating.md#concurrency-limits)."""
+
+    class Meta:
+        model = RateSetting
+        fields = ("workflow", "step", "per", "starts", "every_seconds", "reason")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        workflow = data.get("workflow", "")
+        step, per = data.get("step", "") or "", data.get("per", "") or ""
+        if workflow:
+            declared = declared_rates(workflow)
+            if not registry.versions(workflow):
+                self.add_error("workflow", f"no workflow named {workflow!r} is registered")
+            elif (step, per) not in declared:
+                said = "; ".join(
+                    f"step {s or '(the workflow)'}" + (f" per {p}" if p else "")
+                    for s, p in declared
+                )
+                self.add_error(
+                    "step",
+                    f"workflow {workflow!r} declares no rate on "
+                    f"{('step ' + repr(step)) if step else 'the workflow itself'}"
+                    + (f" per {per!r}" if per else "")
+                    + (f"; its rates: {said}" if declared else "; it declares none")
+                    + ". An override changes a declared rate; declaring one is a deploy.",
+                )
+        if data.get("starts") is not None and data["starts"] < 1:
+            self.add_error("starts", "at least 1")
+        if data.get("every_seconds") is not None and not data["every_seconds"] > 0:
+            self.add_error("every_seconds", "a positive number of seconds")
+        return data
+
+
+def _rate_audit(
+    request: HttpRequest, obj: RateSetting, action: str, old: dict[str, Any] | None
+) -> None:
+    RateChange.objects.create(
+        workflow=obj.workflow,
+        step=obj.step,
+        per=obj.per,
+        action=action,
+        actor=request.user.get_username(),
+        old=old,
+        new=None if action == "deleted" else obj.values(),
+    )
+
+
+@admin.register(RateSetting)
+class RateSettingAdmin(admin.ModelAdmin[RateSetting]):
+    """Rate overrides: a declared rate's starts per interval at run time; each change
+    audited (RateChange) in the admin's own transaction."""
+
+    form = RateSettingForm
+    list_display = ("workflow", "step", "per", "starts", "every_seconds", "updated_at")
+    search_fields = ("workflow", "step")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("workflow", "step", "per") if obj is not None else ()
+
+    def save_model(self, request: HttpRequest, obj: RateSetting, form: Any, change: bool) -> None:
+        with transaction.atomic():
+            old = None
+            if change:
+                old = RateSetting.objects.select_for_update().get(pk=obj.pk).values()
+                obj.updated_at = Now()
+            super().save_model(request, obj, form, change)
+            obj.refresh_from_db()
+            _rate_audit(request, obj, "changed" if change else "created", old)
+
+    def delete_model(self, request: HttpRequest, obj: RateSetting) -> None:
+        with transaction.atomic():
+            _rate_audit(request, obj, "deleted", obj.values())
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RateSetting]) -> None:
+        with transaction.atomic():
+            for obj in queryset.select_for_update():
+                _rate_audit(request, obj, "deleted", obj.values())
+            super().delete_queryset(request, queryset)
+
+
+@admin.register(RateChange)
+class RateChangeAdmin(admin.ModelAdmin[RateChange]):
     list_display = ("at", "workflow", "step", "per", "action", "actor", "old", "new")
     list_filter = ("action",)
     search_fields = ("workflow", "step", "actor")

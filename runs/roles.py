@@ -40,6 +40,8 @@ OPERATOR_ADMIN_PERMISSIONS = {
     "breakerchange": ("view",),
     "limitsetting": ("view", "add", "change", "delete"),
     "limitchange": ("view",),
+    "ratesetting": ("view", "add", "change", "delete"),
+    "ratechange": ("view",),
 }
 
 

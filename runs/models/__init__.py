@@ -13,7 +13,7 @@ from .retention import (
     RunHistorySummary,
 )
 from .schedules import Schedule
-from .slots import LimitChange, LimitSetting, RateClock, Slot
+from .slots import LimitChange, LimitSetting, RateChange, RateClock, RateSetting, Slot
 from .workers import WorkerProcess
 
 __all__ = [
@@ -29,7 +29,9 @@ __all__ = [
     "MapRegistry",
     "Pause",
     "PauseChange",
+    "RateChange",
     "RateClock",
+    "RateSetting",
     "RetentionPolicy",
     "RetentionPolicyChange",
     "RetentionPurge",

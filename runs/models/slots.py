@@ -108,3 +108,65 @@ class LimitChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} limit of {self.workflow}.{self.step} per {self.per or '-'}"
+
+
+class RateSetting(models.Model):
+    """An operator's override of one declared rate (docs/operating.md#concurrency-limits),
+    edited in the admin at run time: `starts` every `every_seconds`, for the rate of a
+    workflow (`step` '') or of a step, with or without `per`. A start under the rate
+    reads it in the statement that takes its turn. Every change writes a RateChange."""
+
+    workflow = models.CharField(max_length=100)
+    step = models.CharField(
+        max_length=100, blank=True, default="", help_text="Empty: the workflow's own rate."
+    )
+    per = models.CharField(
+        max_length=100, blank=True, default="", help_text="The rate's per= field; empty: none."
+    )
+    starts = models.PositiveIntegerField(help_text="At most this many starts (>= 1) …")
+    every_seconds = models.FloatField(help_text="… every this many seconds (> 0).")
+    reason = models.TextField(help_text="Why it is overridden (kept in the audit).")
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["workflow", "step", "per"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "step", "per"], name="ratesetting_unique"),
+            models.CheckConstraint(condition=Q(starts__gte=1), name="ratesetting_starts_positive"),
+            models.CheckConstraint(
+                condition=Q(every_seconds__gt=0), name="ratesetting_every_positive"
+            ),
+            models.CheckConstraint(condition=~Q(reason=""), name="ratesetting_reason"),
+        ]
+
+    def __str__(self) -> str:
+        what = f"{self.workflow}.{self.step}" if self.step else self.workflow
+        return f"rate of {what}" + (f" per {self.per}" if self.per else "")
+
+    def values(self) -> dict[str, object]:
+        return {"starts": self.starts, "every_seconds": self.every_seconds, "reason": self.reason}
+
+
+class RateChange(models.Model):
+    """Append-only audit of the rate overrides: who, when, old and new values."""
+
+    workflow = models.CharField(max_length=100)
+    step = models.CharField(max_length=100, blank=True, default="")
+    per = models.CharField(max_length=100, blank=True, default="")
+    action = models.CharField(max_length=8)  # created, changed, deleted
+    actor = models.CharField(max_length=150)
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=["created", "changed", "deleted"]),
+                name="ratechange_action_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} rate of {self.workflow}.{self.step} per {self.per or '-'}"

@@ -142,7 +142,8 @@ class Scope:
     hold: str | None = None
     # A rate: seconds between two starts in the scope.
     interval: float | None = None
-    # A limit's declaration, which an operator's override names (runs.LimitSetting):
+    # A limit's or a rate's declaration, which an operator's override names
+    # (runs.LimitSetting, runs.RateSetting):
     # its workflow, its step ('' for the workflow's own) and its per field ('' if none).
     declared_by: tuple[str, str, str] = ("", "", "")
 
@@ -169,13 +170,14 @@ def scopes_for(workflow: Any, stepdef: Any, run_input: Mapping[str, Any]) -> tup
                 declared_by=(workflow.name, "", limit.per or ""),
             )
         )
-    for owner, rate in (
-        (f"workflow {workflow.name}", workflow.rate),
-        (f"step {workflow.name}.{stepdef.name}", stepdef.rate),
+    for owner, step_name, rate in (
+        (f"workflow {workflow.name}", "", workflow.rate),
+        (f"step {workflow.name}.{stepdef.name}", stepdef.name, stepdef.rate),
     ):
         if rate is not None:
             text = _text(f"rate {owner}", rate, run_input)
-            found.append(Scope(text, interval=rate.interval))
+            by = (workflow.name, step_name, rate.per or "")
+            found.append(Scope(text, interval=rate.interval, declared_by=by))
     for one in stepdef.limits:
         found.append(
             Scope(

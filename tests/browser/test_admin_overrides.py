@@ -8,7 +8,14 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from runs.models import BreakerChange, BreakerSetting, LimitChange, LimitSetting
+from runs.models import (
+    BreakerChange,
+    BreakerSetting,
+    LimitChange,
+    LimitSetting,
+    RateChange,
+    RateSetting,
+)
 from tests.conftest import PASSWORD, make_user
 
 pytestmark = pytest.mark.browser
@@ -100,3 +107,36 @@ def test_an_operator_switches_a_declared_breaker_off_and_the_change_is_audited(
     (change,) = BreakerChange.objects.all()
     assert (change.action, change.actor, change.new["enabled"]) == ("created", "olivia", False)
     browser.check_accessibility("a breaker override added")
+
+
+def test_an_operator_slows_a_declared_rate_after_an_undeclared_one_is_refused(
+    browser, transactional_db
+):
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/admin/runs/ratesetting/add/")
+
+    page.get_by_label("Workflow").fill("paced")
+    page.get_by_label("Step").fill("tick")
+    page.get_by_label("Per").fill("account")
+    page.get_by_label("Starts").fill("1")
+    page.get_by_label("Every seconds").fill("2")
+    page.get_by_label("Reason").fill("the provider throttles us")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".form-row.field-step")).to_contain_text(
+        "workflow 'paced' declares no rate on step 'tick' per 'account'; its rates: step tick"
+    )
+    assert not RateSetting.objects.exists()
+
+    page.get_by_label("Per").fill("")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(admin_message(page)).to_have_text(
+        "The rate setting “rate of paced.tick” was added successfully."
+    )
+    (change,) = RateChange.objects.all()
+    assert (change.action, change.actor, change.new) == (
+        "created",
+        "olivia",
+        {"starts": 1, "every_seconds": 2.0, "reason": "the provider throttles us"},
+    )
+    browser.check_accessibility("a rate override added")

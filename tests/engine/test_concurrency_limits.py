@@ -16,7 +16,7 @@ from django.urls import reverse
 from reconciliation import queries as reconciliation_queries
 from runs import engine
 from runs.engine.tools import publish, run_attempt, start_attempt
-from runs.models import Attempt, Claim, Event, LimitSetting, Run, Slot, Step
+from runs.models import Attempt, Claim, Event, LimitSetting, RateSetting, Run, Slot, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import PURE, Limit
 from runs.workflows.definition import Workflow
@@ -271,3 +271,23 @@ def test_an_operators_override_changes_a_limits_max_at_the_next_start(sent):
     assert engine.sweep().handed_over == [b.id]
     assert engine.execute_step(step_id=b.id, worker="w") == "succeeded"
     assert engine.execute_step(step_id=c.id, worker="w") == "succeeded"  # 1 of 2 in use
+
+
+def test_an_operators_override_changes_a_rates_pace_at_the_next_start(monkeypatch):
+    """`paced` declares 5 a second (a turn every 200 ms); an override of 10 a second
+    spaces the next turns 100 ms apart."""
+    countdowns: dict[int, float | None] = {}
+    monkeypatch.setattr(
+        publish, "send", lambda task, arg, countdown=None: countdowns.__setitem__(arg, countdown)
+    )
+    RateSetting.objects.create(
+        workflow="paced", step="tick", per="", starts=10, every_seconds=1.0, reason="faster"
+    )
+    steps = [Step.objects.get(run=engine.submit_run(workflow="paced", input={})) for _ in range(3)]
+
+    outcomes = [engine.execute_step(step_id=s.id, worker="w") for s in steps]
+
+    assert outcomes == ["succeeded", "skipped", "skipped"]
+    second, third = (Step.objects.get(pk=s.id) for s in steps[1:])
+    turns = (third.rate_due_at - second.rate_due_at).total_seconds()
+    assert turns == pytest.approx(0.1, abs=1e-6)

@@ -131,7 +131,9 @@ def _turn(cursor: Any, step: Step, scope: Scope) -> None:
         if due <= now:
             return
         raise RateLater(scope, (due - now).total_seconds(), reserved=True)
-    cursor.execute(SQL["reserve"], {"scope": scope.text, "interval": scope.interval})
+    cursor.execute(
+        SQL["reserve"], {"scope": scope.text, "interval": scope.interval, **_declared_by(scope)}
+    )
     wait = float(cursor.fetchone()[0])
     if wait > 0:
         raise RateLater(scope, wait, reserved=False)
@@ -185,6 +187,7 @@ def put_off(step_id: int, refused: RateLater) -> None:
                     "step": step_id,
                     "scope": scope.text,
                     "interval": scope.interval,
+                    **_declared_by(scope),
                     "waiting": WAITING,
                 },
             )

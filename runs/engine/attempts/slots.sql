@@ -115,16 +115,23 @@
 -- name: reserve
 -- A rate's turn (slots.py): the clock of the scope moves on by one interval from its
 -- next start or from now, whichever is later; the turn this start takes is that time
--- less the interval, and the seconds until it are returned (0: now). In the start's
+-- less the interval (an operator's override of the rate, runs_ratesetting, if one), and
+-- the seconds until it are returned (0: now). In the start's
 -- transaction: a start refused for any reason gives its turn back with its rollback.
 -- The row lock makes the starts of one scope take turns for this statement only.
+    WITH rate AS (
+        SELECT coalesce((SELECT o.every_seconds / o.starts FROM runs_ratesetting o
+                         WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
+                           AND o.per = %(per)s),
+                        %(interval)s) AS interval
+    )
     INSERT INTO runs_rateclock (scope, next_at)
-    VALUES (%(scope)s, statement_timestamp() + make_interval(secs => %(interval)s))
+    SELECT %(scope)s, statement_timestamp() + make_interval(secs => interval) FROM rate
     ON CONFLICT (scope) DO UPDATE
         SET next_at = greatest(runs_rateclock.next_at, statement_timestamp())
-                      + make_interval(secs => %(interval)s)
+                      + make_interval(secs => (SELECT interval FROM rate))
     RETURNING greatest(0, EXTRACT(EPOCH FROM next_at - statement_timestamp())::float
-                          - %(interval)s)
+                          - (SELECT interval FROM rate))
 
 -- name: lock_step
 -- The step's row before its rate's clock, in the order a start takes them.
@@ -134,13 +141,18 @@
 -- A start over its rate: the step keeps a turn of its own (rate_due_at), reserved on
 -- the scope's clock, and its message is due then (message_due_at, which the sweeper
 -- counts its republish bound from). Returns the seconds until the turn.
-    WITH turn AS (
+    WITH rate AS (
+        SELECT coalesce((SELECT o.every_seconds / o.starts FROM runs_ratesetting o
+                         WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
+                           AND o.per = %(per)s),
+                        %(interval)s) AS interval
+    ), turn AS (
         INSERT INTO runs_rateclock (scope, next_at)
-        VALUES (%(scope)s, statement_timestamp() + make_interval(secs => %(interval)s))
+        SELECT %(scope)s, statement_timestamp() + make_interval(secs => interval) FROM rate
         ON CONFLICT (scope) DO UPDATE
             SET next_at = greatest(runs_rateclock.next_at, statement_timestamp())
-                          + make_interval(secs => %(interval)s)
-        RETURNING next_at - make_interval(secs => %(interval)s) AS at
+                          + make_interval(secs => (SELECT interval FROM rate))
+        RETURNING next_at - make_interval(secs => (SELECT interval FROM rate)) AS at
     )
     UPDATE runs_step SET rate_due_at = (SELECT at FROM turn),
                          message_due_at = (SELECT at FROM turn)
