@@ -14,6 +14,7 @@ from runs.models import Attempt, Claim, Event, Step
 from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
 from tests.support.deadline_workflows import DEADLINE
+from tests.support.waiting import wait_for
 
 from .helpers import wait_settled
 
@@ -32,6 +33,13 @@ def test_a_deadline_ends_a_run_with_its_compensations(cluster):
 
     assert run.status == RunStatus.CANCELLED, cluster.logs()
     assert run.error.startswith("cancelled by engine: deadline passed (deadline "), run.error
+    # The run can end (its compensation done) before `slow`, which was running at the
+    # deadline, sees it and records its finish: that comes within one of its polls.
+    wait_for(
+        lambda: not Step.objects.filter(run=run, key="slow", status=StepStatus.RUNNING).exists(),
+        what="`slow`, running at the deadline, to finish",
+        on_timeout=cluster.logs,
+    )
     steps = dict(Step.objects.filter(run=run).values_list("key", "status"))
     assert steps == {
         "hold": StepStatus.SUCCEEDED,
