@@ -485,7 +485,7 @@ def test_history_and_the_claim_page_show_a_probe_answer_contradicting_the_resolu
     assert flag in history
     page = operator_client.get(f"/reconciliation/claims/{claim.pk}/").content.decode()
     notice = re.search(
-        r'<div class="notice danger"><p><strong>The probe found.*?</div>', page, re.S
+        r'<div class="notice danger">\s*<p>\s*<strong>The probe found.*?</div>', page, re.S
     )
     assert notice is not None
     text = re.sub(r"<[^>]+>|\s+", " ", notice.group(0))
