@@ -284,328 +284,213 @@ class ScheduleAdmin(admin.ModelAdmin[Schedule]):
         obj.refresh_from_db()
 
 
-class BreakerSettingForm(forms.ModelForm[BreakerSetting]):
-    """Only a step that declares a breaker (in some version of its workflow) can have
-    its breaker overridden: the engine reads the override after an outcome of such a
-    step only (docs/operating.md#breakers)."""
+class OverrideAdmin(admin.ModelAdmin[Any]):
+    """An override of something a workflow declares (a limit, a rate, a breaker), edited
+    at run time: each save and delete writes its audit row (`audit_model`: who, when, old
+    and new values) in the admin's own transaction, so no change is saved without it. The
+    fields that name what is overridden (`key_fields`) are fixed once it exists."""
+
+    audit_model: type[Any]
+    key_fields: tuple[str, ...] = ("workflow", "step", "per")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.key_fields if obj is not None else ()
+
+    def _audit(
+        self, request: HttpRequest, obj: Any, action: str, old: dict[str, Any] | None
+    ) -> None:
+        self.audit_model.objects.create(
+            **{name: getattr(obj, name) for name in self.key_fields},
+            action=action,
+            actor=request.user.get_username(),
+            old=old,
+            new=None if action == "deleted" else obj.values(),
+        )
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        with transaction.atomic():
+            old = None
+            if change:
+                old = type(obj).objects.select_for_update().get(pk=obj.pk).values()
+                obj.updated_at = Now()
+            super().save_model(request, obj, form, change)
+            obj.refresh_from_db()
+            self._audit(request, obj, "changed" if change else "created", old)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        with transaction.atomic():
+            self._audit(request, obj, "deleted", obj.values())
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        with transaction.atomic():
+            for obj in queryset.select_for_update():
+                self._audit(request, obj, "deleted", obj.values())
+            super().delete_queryset(request, queryset)
+
+
+class AuditAdmin(admin.ModelAdmin[Any]):
+    """An override's audit: read-only, for everyone who may see it."""
+
+    list_filter = ("action",)
+    search_fields = ("workflow", "step", "actor")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def declared(workflow: str, kind: str) -> list[tuple[str, str]]:
+    """What some version of `workflow` declares of `kind` ("limit", "rate" or "breaker"),
+    as (step, per): step '' for the workflow's own, per '' for one without a key."""
+    found: set[tuple[str, str]] = set()
+    for version in registry.versions(workflow):
+        wf = registry.get(workflow, version)
+        if wf is None:
+            continue
+        if kind == "limit":
+            if wf.limit is not None:
+                found.add(("", wf.limit.per or ""))
+            for s in wf.steps.values():
+                found.update((s.name, one.per or "") for one in s.limits)
+        elif kind == "rate":
+            if wf.rate is not None:
+                found.add(("", wf.rate.per or ""))
+            found.update((s.name, s.rate.per or "") for s in wf.steps.values() if s.rate)
+        else:
+            found.update((s.name, "") for s in wf.steps.values() if s.breaker is not None)
+    return sorted(found)
+
+
+class OverrideForm(forms.ModelForm[Any]):
+    """Only what a workflow declares can be overridden (the engine reads an override
+    where it applies the declaration: docs/operating.md#concurrency-limits,
+    docs/operating.md#breakers); declaring one is a deploy. `kind` names it."""
+
+    kind: str
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        workflow = data.get("workflow", "")
+        step, per = data.get("step", "") or "", data.get("per", "") or ""
+        if not workflow:
+            return data
+        if not registry.versions(workflow):
+            self.add_error("workflow", f"no workflow named {workflow!r} is registered")
+            return data
+        found = declared(workflow, self.kind)
+        if (step, per) not in found:
+            said = "; ".join(
+                f"step {s or '(the workflow)'}" + (f" per {p}" if p else "") for s, p in found
+            )
+            self.add_error(
+                "step",
+                f"workflow {workflow!r} declares no {self.kind} on "
+                f"{('step ' + repr(step)) if step else 'the workflow itself'}"
+                + (f" per {per!r}" if per else "")
+                + (f"; its {self.kind}s: {said}" if found else "; it declares none")
+                + f". An override changes a declared {self.kind}; declaring one is a deploy.",
+            )
+        return data
+
+    def at_least_one(self, data: dict[str, Any], *names: str) -> None:
+        for name in names:
+            if data.get(name) is not None and data[name] < 1:
+                self.add_error(name, "at least 1")
+
+    def positive_seconds(self, data: dict[str, Any], name: str) -> None:
+        if data.get(name) is not None and not data[name] > 0:
+            self.add_error(name, "a positive number of seconds")
+
+
+class BreakerSettingForm(OverrideForm):
+    kind = "breaker"
 
     class Meta:
         model = BreakerSetting
         fields = ("workflow", "step", "enabled", "outcomes", "within_seconds", "reason")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        workflow, step = data.get("workflow", ""), data.get("step", "")
-        if workflow and step:
-            declared = [
-                s.name
-                for version in registry.versions(workflow)
-                if (wf := registry.get(workflow, version)) is not None
-                for s in wf.steps.values()
-                if s.breaker is not None
-            ]
-            if step not in declared:
-                raise forms.ValidationError(
-                    f"no version of workflow {workflow!r} declares a breaker on step {step!r}"
-                    + (f"; steps with one: {', '.join(sorted(set(declared)))}" if declared else "")
-                    + ". An override changes a declared breaker; declaring one is a deploy."
-                )
-        if data.get("outcomes") is not None and data["outcomes"] < 1:
-            self.add_error("outcomes", "at least 1")
-        if data.get("within_seconds") is not None and not data["within_seconds"] > 0:
-            self.add_error("within_seconds", "a positive number of seconds")
+        data = super().clean()
+        self.at_least_one(data, "outcomes")
+        self.positive_seconds(data, "within_seconds")
         return data
 
 
-def _breaker_audit(
-    request: HttpRequest, obj: BreakerSetting, action: str, old: dict[str, Any] | None
-) -> None:
-    BreakerChange.objects.create(
-        workflow=obj.workflow,
-        step=obj.step,
-        action=action,
-        actor=request.user.get_username(),
-        old=old,
-        new=None if action == "deleted" else obj.values(),
-    )
-
-
 @admin.register(BreakerSetting)
-class BreakerSettingAdmin(admin.ModelAdmin[BreakerSetting]):
-    """Breaker overrides: a step's threshold and window, or off, at run time; each
-    change audited (BreakerChange) in the admin's own transaction."""
+class BreakerSettingAdmin(OverrideAdmin):
+    """Breaker overrides: a step's threshold and window, or off, at run time."""
 
     form = BreakerSettingForm
+    audit_model = BreakerChange
+    key_fields = ("workflow", "step")
     list_display = ("workflow", "step", "enabled", "outcomes", "within_seconds", "updated_at")
     list_filter = ("enabled",)
     search_fields = ("workflow", "step")
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("workflow", "step") if obj is not None else ()
-
-    def save_model(
-        self, request: HttpRequest, obj: BreakerSetting, form: Any, change: bool
-    ) -> None:
-        with transaction.atomic():
-            old = None
-            if change:
-                old = BreakerSetting.objects.select_for_update().get(pk=obj.pk).values()
-                obj.updated_at = Now()
-            super().save_model(request, obj, form, change)
-            obj.refresh_from_db()
-            _breaker_audit(request, obj, "changed" if change else "created", old)
-
-    def delete_model(self, request: HttpRequest, obj: BreakerSetting) -> None:
-        with transaction.atomic():
-            _breaker_audit(request, obj, "deleted", obj.values())
-            super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[BreakerSetting]) -> None:
-        with transaction.atomic():
-            for obj in queryset.select_for_update():
-                _breaker_audit(request, obj, "deleted", obj.values())
-            super().delete_queryset(request, queryset)
-
 
 @admin.register(BreakerChange)
-class BreakerChangeAdmin(admin.ModelAdmin[BreakerChange]):
+class BreakerChangeAdmin(AuditAdmin):
     list_display = ("at", "workflow", "step", "action", "actor", "old", "new")
-    list_filter = ("action",)
-    search_fields = ("workflow", "step", "actor")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
-def declared_limits(workflow: str) -> list[tuple[str, str]]:
-    """The concurrency limits some version of `workflow` declares, as (step, per): step
-    '' for the workflow's own limit, per '' for a limit without one."""
-    found: set[tuple[str, str]] = set()
-    for version in registry.versions(workflow):
-        wf = registry.get(workflow, version)
-        if wf is None:
-            continue
-        if wf.limit is not None:
-            found.add(("", wf.limit.per or ""))
-        for s in wf.steps.values():
-            found.update((s.name, one.per or "") for one in s.limits)
-    return sorted(found)
-
-
-class LimitSettingForm(forms.ModelForm[LimitSetting]):
-    """Only a declared limit can be overridden: the start of a limited step reads the
-    override in the statement that takes its slot (docs/operating.md#concurrency-limits);
-    declaring a limit is a deploy."""
+class LimitSettingForm(OverrideForm):
+    kind = "limit"
 
     class Meta:
         model = LimitSetting
         fields = ("workflow", "step", "per", "max", "reason")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        workflow = data.get("workflow", "")
-        step, per = data.get("step", "") or "", data.get("per", "") or ""
-        if workflow:
-            declared = declared_limits(workflow)
-            if not registry.versions(workflow):
-                self.add_error("workflow", f"no workflow named {workflow!r} is registered")
-            elif (step, per) not in declared:
-                said = "; ".join(
-                    f"step {s or '(the workflow)'}" + (f" per {p}" if p else "")
-                    for s, p in declared
-                )
-                self.add_error(
-                    "step",
-                    f"workflow {workflow!r} declares no limit on "
-                    f"{('step ' + repr(step)) if step else 'the workflow itself'}"
-                    + (f" per {per!r}" if per else "")
-                    + (f"; its limits: {said}" if declared else "; it declares none")
-                    + ". An override changes a declared limit; declaring one is a deploy.",
-                )
-        if data.get("max") is not None and data["max"] < 1:
-            self.add_error("max", "at least 1")
+        data = super().clean()
+        self.at_least_one(data, "max")
         return data
 
 
-def _limit_audit(
-    request: HttpRequest, obj: LimitSetting, action: str, old: dict[str, Any] | None
-) -> None:
-    LimitChange.objects.create(
-        workflow=obj.workflow,
-        step=obj.step,
-        per=obj.per,
-        action=action,
-        actor=request.user.get_username(),
-        old=old,
-        new=None if action == "deleted" else obj.values(),
-    )
-
-
 @admin.register(LimitSetting)
-class LimitSettingAdmin(admin.ModelAdmin[LimitSetting]):
-    """Concurrency limit overrides: a declared limit's max at run time; each change
-    audited (LimitChange) in the admin's own transaction."""
+class LimitSettingAdmin(OverrideAdmin):
+    """Concurrency limit overrides: a declared limit's max at run time."""
 
     form = LimitSettingForm
+    audit_model = LimitChange
     list_display = ("workflow", "step", "per", "max", "updated_at")
     search_fields = ("workflow", "step")
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("workflow", "step", "per") if obj is not None else ()
-
-    def save_model(self, request: HttpRequest, obj: LimitSetting, form: Any, change: bool) -> None:
-        with transaction.atomic():
-            old = None
-            if change:
-                old = LimitSetting.objects.select_for_update().get(pk=obj.pk).values()
-                obj.updated_at = Now()
-            super().save_model(request, obj, form, change)
-            obj.refresh_from_db()
-            _limit_audit(request, obj, "changed" if change else "created", old)
-
-    def delete_model(self, request: HttpRequest, obj: LimitSetting) -> None:
-        with transaction.atomic():
-            _limit_audit(request, obj, "deleted", obj.values())
-            super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LimitSetting]) -> None:
-        with transaction.atomic():
-            for obj in queryset.select_for_update():
-                _limit_audit(request, obj, "deleted", obj.values())
-            super().delete_queryset(request, queryset)
-
 
 @admin.register(LimitChange)
-class LimitChangeAdmin(admin.ModelAdmin[LimitChange]):
+class LimitChangeAdmin(AuditAdmin):
     list_display = ("at", "workflow", "step", "per", "action", "actor", "old", "new")
-    list_filter = ("action",)
-    search_fields = ("workflow", "step", "actor")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
-def declared_rates(workflow: str) -> list[tuple[str, str]]:
-    """The rates some version of `workflow` declares, as (step, per): step '' for the
-    workflow's own rate, per '' for a rate without one."""
-    found: set[tuple[str, str]] = set()
-    for version in registry.versions(workflow):
-        wf = registry.get(workflow, version)
-        if wf is None:
-            continue
-        if wf.rate is not None:
-            found.add(("", wf.rate.per or ""))
-        found.update((s.name, s.rate.per or "") for s in wf.steps.values() if s.rate)
-    return sorted(found)
-
-
-class RateSettingForm(forms.ModelForm[RateSetting]):
-    """Only a declared rate can be overridden: a start under it reads the override in
-    the statement that takes its turn (docs/operating.md#concurrency-limits)."""
+class RateSettingForm(OverrideForm):
+    kind = "rate"
 
     class Meta:
         model = RateSetting
         fields = ("workflow", "step", "per", "starts", "every_seconds", "reason")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        workflow = data.get("workflow", "")
-        step, per = data.get("step", "") or "", data.get("per", "") or ""
-        if workflow:
-            declared = declared_rates(workflow)
-            if not registry.versions(workflow):
-                self.add_error("workflow", f"no workflow named {workflow!r} is registered")
-            elif (step, per) not in declared:
-                said = "; ".join(
-                    f"step {s or '(the workflow)'}" + (f" per {p}" if p else "")
-                    for s, p in declared
-                )
-                self.add_error(
-                    "step",
-                    f"workflow {workflow!r} declares no rate on "
-                    f"{('step ' + repr(step)) if step else 'the workflow itself'}"
-                    + (f" per {per!r}" if per else "")
-                    + (f"; its rates: {said}" if declared else "; it declares none")
-                    + ". An override changes a declared rate; declaring one is a deploy.",
-                )
-        if data.get("starts") is not None and data["starts"] < 1:
-            self.add_error("starts", "at least 1")
-        if data.get("every_seconds") is not None and not data["every_seconds"] > 0:
-            self.add_error("every_seconds", "a positive number of seconds")
+        data = super().clean()
+        self.at_least_one(data, "starts")
+        self.positive_seconds(data, "every_seconds")
         return data
 
 
-def _rate_audit(
-    request: HttpRequest, obj: RateSetting, action: str, old: dict[str, Any] | None
-) -> None:
-    RateChange.objects.create(
-        workflow=obj.workflow,
-        step=obj.step,
-        per=obj.per,
-        action=action,
-        actor=request.user.get_username(),
-        old=old,
-        new=None if action == "deleted" else obj.values(),
-    )
-
-
 @admin.register(RateSetting)
-class RateSettingAdmin(admin.ModelAdmin[RateSetting]):
-    """Rate overrides: a declared rate's starts per interval at run time; each change
-    audited (RateChange) in the admin's own transaction."""
+class RateSettingAdmin(OverrideAdmin):
+    """Rate overrides: a declared rate's starts per interval at run time."""
 
     form = RateSettingForm
+    audit_model = RateChange
     list_display = ("workflow", "step", "per", "starts", "every_seconds", "updated_at")
     search_fields = ("workflow", "step")
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ("workflow", "step", "per") if obj is not None else ()
-
-    def save_model(self, request: HttpRequest, obj: RateSetting, form: Any, change: bool) -> None:
-        with transaction.atomic():
-            old = None
-            if change:
-                old = RateSetting.objects.select_for_update().get(pk=obj.pk).values()
-                obj.updated_at = Now()
-            super().save_model(request, obj, form, change)
-            obj.refresh_from_db()
-            _rate_audit(request, obj, "changed" if change else "created", old)
-
-    def delete_model(self, request: HttpRequest, obj: RateSetting) -> None:
-        with transaction.atomic():
-            _rate_audit(request, obj, "deleted", obj.values())
-            super().delete_model(request, obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RateSetting]) -> None:
-        with transaction.atomic():
-            for obj in queryset.select_for_update():
-                _rate_audit(request, obj, "deleted", obj.values())
-            super().delete_queryset(request, queryset)
-
 
 @admin.register(RateChange)
-class RateChangeAdmin(admin.ModelAdmin[RateChange]):
+class RateChangeAdmin(AuditAdmin):
     list_display = ("at", "workflow", "step", "per", "action", "actor", "old", "new")
-    list_filter = ("action",)
-    search_fields = ("workflow", "step", "actor")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -93,9 +93,11 @@ def test_an_operator_switches_a_declared_breaker_off_and_the_change_is_audited(
     page.get_by_label("Within seconds").fill("60")
     page.get_by_label("Reason").fill("a planned outage")
     page.get_by_role("button", name="Save", exact=True).click()
-    expect(page.get_by_role("main")).to_contain_text(
-        "no version of workflow 'tripping-charge' declares a breaker on step 'receipt'"
+    field = page.locator(".form-row.field-step")
+    expect(field).to_contain_text(
+        "workflow 'tripping-charge' declares no breaker on step 'receipt'"
     )
+    expect(field).to_contain_text("its breakers: step charge")
     assert not BreakerSetting.objects.exists()
 
     page.get_by_label("Step").fill("charge")

@@ -254,7 +254,7 @@ def test_an_operator_overrides_the_threshold_in_the_admin_and_every_change_is_au
     }
     refused = client.post("/admin/runs/breakersetting/add/", {**form, "step": "receipt"})
     assert refused.status_code == 200
-    assert "declares a breaker on step" in refused.content.decode()
+    assert "declares no breaker on step &#x27;receipt&#x27;" in refused.content.decode()
     assert not BreakerSetting.objects.exists()
 
     added = client.post("/admin/runs/breakersetting/add/", form)
