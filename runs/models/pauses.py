@@ -9,6 +9,8 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from .overrides import Override, OverrideChange
+
 
 class Pause(models.Model):
     """One active pause. `step` is a step's definition name (a map step's batches share
@@ -85,7 +87,7 @@ class PauseChange(models.Model):
         return f"{self.action} {self.workflow}{'/' + self.step if self.step else ''}"
 
 
-class BreakerSetting(models.Model):
+class BreakerSetting(Override):
     """An operator's override of one step's declared breaker (docs/operating.md#breakers),
     edited in the admin at run time: its threshold and window, or off. Only a step that
     declares a breaker has one to override: the engine reads this table only after an
@@ -101,18 +103,16 @@ class BreakerSetting(models.Model):
         help_text="Failed or unknown outcomes within the window that pause the step (>= 1)."
     )
     within_seconds = models.FloatField(help_text="The window, in seconds (> 0).")
-    reason = models.TextField(help_text="Why it is overridden (kept in the audit).")
-    updated_at = models.DateTimeField(db_default=Now())
 
-    class Meta:
+    class Meta(Override.Meta):
         ordering = ["workflow", "step"]
         constraints = [
+            *Override.Meta.constraints,
             models.UniqueConstraint(fields=["workflow", "step"], name="breakersetting_unique"),
             models.CheckConstraint(condition=Q(outcomes__gte=1), name="breakersetting_outcomes"),
             models.CheckConstraint(
                 condition=Q(within_seconds__gt=0), name="breakersetting_within_positive"
             ),
-            models.CheckConstraint(condition=~Q(reason=""), name="breakersetting_reason"),
         ]
 
     def __str__(self) -> str:
@@ -127,25 +127,11 @@ class BreakerSetting(models.Model):
         }
 
 
-class BreakerChange(models.Model):
-    """Append-only audit of the breaker overrides: who, when, old and new values."""
+class BreakerChange(OverrideChange):
+    """Append-only audit of the breaker overrides."""
 
     workflow = models.CharField(max_length=100)
     step = models.CharField(max_length=100)
-    action = models.CharField(max_length=8)  # created, changed, deleted
-    actor = models.CharField(max_length=150)
-    old = models.JSONField(null=True, blank=True)
-    new = models.JSONField(null=True, blank=True)
-    at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(action__in=["created", "changed", "deleted"]),
-                name="breakerchange_action_valid",
-            ),
-        ]
 
     def __str__(self) -> str:
         return f"{self.action} breaker of {self.workflow}/{self.step}"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Now
 
 from .core import Attempt
+from .overrides import Override, OverrideChange
 
 
 class Slot(models.Model):
@@ -51,7 +51,7 @@ class RateClock(models.Model):
         return f"{self.scope}: next start at {self.next_at}"
 
 
-class LimitSetting(models.Model):
+class LimitSetting(Override):
     """An operator's override of one declared concurrency limit's max
     (docs/operating.md#concurrency-limits), edited in the admin at run time: the limit
     of a workflow (`step` '') or of a step, with or without `per`. The start of an attempt
@@ -66,15 +66,13 @@ class LimitSetting(models.Model):
         max_length=100, blank=True, default="", help_text="The limit's per= field; empty: none."
     )
     max = models.PositiveIntegerField(help_text="At most this many attempts at once (>= 1).")
-    reason = models.TextField(help_text="Why it is overridden (kept in the audit).")
-    updated_at = models.DateTimeField(db_default=Now())
 
-    class Meta:
+    class Meta(Override.Meta):
         ordering = ["workflow", "step", "per"]
         constraints = [
+            *Override.Meta.constraints,
             models.UniqueConstraint(fields=["workflow", "step", "per"], name="limitsetting_unique"),
             models.CheckConstraint(condition=Q(max__gte=1), name="limitsetting_max_positive"),
-            models.CheckConstraint(condition=~Q(reason=""), name="limitsetting_reason"),
         ]
 
     def __str__(self) -> str:
@@ -85,32 +83,18 @@ class LimitSetting(models.Model):
         return {"max": self.max, "reason": self.reason}
 
 
-class LimitChange(models.Model):
-    """Append-only audit of the limit overrides: who, when, old and new values."""
+class LimitChange(OverrideChange):
+    """Append-only audit of the limit overrides."""
 
     workflow = models.CharField(max_length=100)
     step = models.CharField(max_length=100, blank=True, default="")
     per = models.CharField(max_length=100, blank=True, default="")
-    action = models.CharField(max_length=8)  # created, changed, deleted
-    actor = models.CharField(max_length=150)
-    old = models.JSONField(null=True, blank=True)
-    new = models.JSONField(null=True, blank=True)
-    at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(action__in=["created", "changed", "deleted"]),
-                name="limitchange_action_valid",
-            ),
-        ]
 
     def __str__(self) -> str:
         return f"{self.action} limit of {self.workflow}.{self.step} per {self.per or '-'}"
 
 
-class RateSetting(models.Model):
+class RateSetting(Override):
     """An operator's override of one declared rate (docs/operating.md#concurrency-limits),
     edited in the admin at run time: `starts` every `every_seconds`, for the rate of a
     workflow (`step` '') or of a step, with or without `per`. A start under the rate
@@ -125,18 +109,16 @@ class RateSetting(models.Model):
     )
     starts = models.PositiveIntegerField(help_text="At most this many starts (>= 1) …")
     every_seconds = models.FloatField(help_text="… every this many seconds (> 0).")
-    reason = models.TextField(help_text="Why it is overridden (kept in the audit).")
-    updated_at = models.DateTimeField(db_default=Now())
 
-    class Meta:
+    class Meta(Override.Meta):
         ordering = ["workflow", "step", "per"]
         constraints = [
+            *Override.Meta.constraints,
             models.UniqueConstraint(fields=["workflow", "step", "per"], name="ratesetting_unique"),
             models.CheckConstraint(condition=Q(starts__gte=1), name="ratesetting_starts_positive"),
             models.CheckConstraint(
                 condition=Q(every_seconds__gt=0), name="ratesetting_every_positive"
             ),
-            models.CheckConstraint(condition=~Q(reason=""), name="ratesetting_reason"),
         ]
 
     def __str__(self) -> str:
@@ -147,26 +129,12 @@ class RateSetting(models.Model):
         return {"starts": self.starts, "every_seconds": self.every_seconds, "reason": self.reason}
 
 
-class RateChange(models.Model):
-    """Append-only audit of the rate overrides: who, when, old and new values."""
+class RateChange(OverrideChange):
+    """Append-only audit of the rate overrides."""
 
     workflow = models.CharField(max_length=100)
     step = models.CharField(max_length=100, blank=True, default="")
     per = models.CharField(max_length=100, blank=True, default="")
-    action = models.CharField(max_length=8)  # created, changed, deleted
-    actor = models.CharField(max_length=150)
-    old = models.JSONField(null=True, blank=True)
-    new = models.JSONField(null=True, blank=True)
-    at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(action__in=["created", "changed", "deleted"]),
-                name="ratechange_action_valid",
-            ),
-        ]
 
     def __str__(self) -> str:
         return f"{self.action} rate of {self.workflow}.{self.step} per {self.per or '-'}"
