@@ -27,10 +27,11 @@ ROLES = (OPERATORS, VIEWERS, SUBMITTERS)
 
 User = AbstractBaseUser | AnonymousUser
 
-# What operators may do in the admin (/admin/): manage retention policies and
-# schedules, read the policies' audit and the purges. Granted to their group by
-# migrations 0013 and 0015 and again by grant_operator_permissions() whenever someone
-# is made an operator (a database flushed or restored without it still ends right).
+# What operators may do in the admin (/admin/): manage retention policies, schedules and
+# the overrides of limits, rates and breakers, read their audits and the purges. Granted
+# to their group by migrations 0013, 0015, 0036, 0037 and 0039 (runs/migrations/_grants.py)
+# and again by grant_operator_permissions() whenever someone is made an operator (a
+# database flushed or restored without it still ends right).
 OPERATOR_ADMIN_PERMISSIONS = {
     "retentionpolicy": ("view", "add", "change", "delete"),
     "retentionpolicychange": ("view",),

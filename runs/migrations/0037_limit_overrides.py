@@ -3,35 +3,14 @@
 overrides (view, add, change, delete) and on their audit (view), as for the breakers."""
 
 import django.db.models.functions.datetime
-from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
 
+from runs.migrations._grants import operators_may
+
 GRANTS = {"limitsetting": ("view", "add", "change", "delete"), "limitchange": ("view",)}
-CODENAMES = [f"{a}_{m}" for m, actions in GRANTS.items() for a in actions]
 
 
-def grant(apps, schema_editor):
-    # Permissions are normally created after all migrations ran; make them now.
-    config = apps.get_app_config("runs")
-    config.models_module = True
-    create_permissions(config, apps=apps, verbosity=0)
-    config.models_module = None
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    operators, _ = Group.objects.get_or_create(name="operators")
-    operators.permissions.add(
-        *Permission.objects.filter(content_type__app_label="runs", codename__in=CODENAMES)
-    )
-
-
-def revoke(apps, schema_editor):
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    operators = Group.objects.filter(name="operators").first()
-    if operators is not None:
-        operators.permissions.remove(
-            *Permission.objects.filter(content_type__app_label="runs", codename__in=CODENAMES)
-        )
+grant, revoke = operators_may(GRANTS)
 
 
 class Migration(migrations.Migration):

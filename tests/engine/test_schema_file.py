@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db.migrations.loader import MigrationLoader
 from psycopg import sql
 
+from runs.roles import OPERATOR_ADMIN_PERMISSIONS
 from runs.sql.dburl import database_url
 from runs.sql.schema import LoadSchema, schema_digest, schema_sql
 
@@ -156,6 +157,15 @@ def test_schema_file_is_what_migrations_from_zero_make(empty_database):
 
     with connect(empty_database) as conn:
         migrated = hand_made(conn)
+        granted = {
+            codename
+            for (codename,) in conn.execute(
+                "SELECT p.codename FROM auth_group g"
+                " JOIN auth_group_permissions gp ON gp.group_id = g.id"
+                " JOIN auth_permission p ON p.id = gp.permission_id"
+                " WHERE g.name = 'operators'"
+            )
+        }
         # The same tables with no hand-made object, then the file alone; then the file
         # again on top, as a later migration reloads it: that must change nothing.
         drop_hand_made(conn)
@@ -173,6 +183,13 @@ def test_schema_file_is_what_migrations_from_zero_make(empty_database):
         f"(is the newest LoadSchema {schema_digest()!r}?):\n{problems}"
     )
     assert reloaded == from_file
+    # The migrations give the operators group what runs/roles.py says operators may do
+    # in the admin, no more and no less (runs/migrations/_grants.py).
+    assert granted == {
+        f"{action}_{model}"
+        for model, actions in OPERATOR_ADMIN_PERMISSIONS.items()
+        for action in actions
+    }
 
 
 def newest_load() -> tuple[str, LoadSchema]:
