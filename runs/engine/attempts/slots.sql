@@ -12,6 +12,20 @@
         ORDER BY s.n
         FOR UPDATE OF s SKIP LOCKED)
 
+-- name: limit_max
+-- A limit's max now: an operator's override (runs_limitsetting, by its unique key), else
+-- the declared one (take, in_use, oldest_waiting).
+    coalesce((SELECT o.max FROM runs_limitsetting o
+              WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s AND o.per = %(per)s),
+             %(max)s)
+
+-- name: rate_interval
+-- A rate's seconds between two starts now: an operator's override (runs_ratesetting, by
+-- its unique key), else the declared one (reserve, put_off).
+    coalesce((SELECT o.every_seconds / o.starts FROM runs_ratesetting o
+              WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s AND o.per = %(per)s),
+             %(interval)s)
+
 -- name: take
 -- The lowest slot number below the limit (an operator's override of its max, if one:
 -- runs_limitsetting, by its unique key) that no row holds, inserted for this attempt,
@@ -22,10 +36,9 @@
 -- in a new snapshot. The unique index, not this statement's reading, holds the limit.
     WITH free AS (
         SELECT g AS n
-        FROM generate_series(0, coalesce(
-            (SELECT o.max FROM runs_limitsetting o
-             WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s AND o.per = %(per)s),
-            %(max)s) - 1) g
+        FROM generate_series(0, (
+            -- include: limit_max
+        ) - 1) g
         WHERE NOT EXISTS (SELECT 1 FROM runs_slot s WHERE s.scope = %(scope)s AND s.n = g)
           AND NOT EXISTS (
               SELECT 1 FROM runs_step w
@@ -65,10 +78,9 @@
 -- override, else the declared one).
     SELECT (SELECT count(*) FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
             WHERE s.scope = %(scope)s AND a.status = %(running)s),
-           coalesce((SELECT o.max FROM runs_limitsetting o
-                     WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
-                       AND o.per = %(per)s),
-                    %(max)s)
+           (
+               -- include: limit_max
+           )
 
 -- name: oldest_waiting
 -- The steps waiting for the scope, oldest first (step_waiting_for_idx), as many as the
@@ -80,10 +92,9 @@
     WHERE waiting_for = %(scope)s AND status = ANY(%(waiting)s::text[]) AND held_at IS NULL
     ORDER BY queued_at, id
     LIMIT greatest(0,
-        coalesce((SELECT o.max FROM runs_limitsetting o
-                  WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
-                    AND o.per = %(per)s),
-                 %(max)s)
+        (
+            -- include: limit_max
+        )
         - (SELECT count(*) FROM runs_slot s JOIN runs_attempt a ON a.id = s.attempt_id
            WHERE s.scope = %(scope)s AND a.status = %(running)s))
 
@@ -120,10 +131,9 @@
 -- transaction: a start refused for any reason gives its turn back with its rollback.
 -- The row lock makes the starts of one scope take turns for this statement only.
     WITH rate AS (
-        SELECT coalesce((SELECT o.every_seconds / o.starts FROM runs_ratesetting o
-                         WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
-                           AND o.per = %(per)s),
-                        %(interval)s) AS interval
+        SELECT (
+            -- include: rate_interval
+        ) AS interval
     )
     INSERT INTO runs_rateclock (scope, next_at)
     SELECT %(scope)s, statement_timestamp() + make_interval(secs => interval) FROM rate
@@ -142,10 +152,9 @@
 -- the scope's clock, and its message is due then (message_due_at, which the sweeper
 -- counts its republish bound from). Returns the seconds until the turn.
     WITH rate AS (
-        SELECT coalesce((SELECT o.every_seconds / o.starts FROM runs_ratesetting o
-                         WHERE o.workflow = %(workflow)s AND o.step = %(step_name)s
-                           AND o.per = %(per)s),
-                        %(interval)s) AS interval
+        SELECT (
+            -- include: rate_interval
+        ) AS interval
     ), turn AS (
         INSERT INTO runs_rateclock (scope, next_at)
         SELECT %(scope)s, statement_timestamp() + make_interval(secs => interval) FROM rate
