@@ -424,22 +424,16 @@ class BatchViewSet(ApiViewSet):
 
 # --- workflows -------------------------------------------------------------------------
 def _with_breakers(
-    described: dict[str, Any], overrides: dict[tuple[str, str], BreakerSetting]
+    wf: Any, described: dict[str, Any], overrides: dict[tuple[str, str], BreakerSetting]
 ) -> dict[str, Any]:
-    """Each declared breaker as it applies now: an operator's override, if one stands,
-    else the declaration (the engine's rule: runs/engine/policies/breaker.effective)."""
+    """Each declared breaker as it applies now (Breaker.now, as the engine reads it),
+    with the declaration beside it."""
     for step in described["steps"]:
-        declared = step.get("breaker")
-        if declared is None:
+        stepdef = wf.stepdef(step["name"])
+        if stepdef is None or stepdef.breaker is None:
             continue
-        override = overrides.get((described["name"], step["name"]))
-        step["breaker"] = {
-            "outcomes": override.outcomes if override else declared["outcomes"],
-            "within_seconds": override.within_seconds if override else declared["within_seconds"],
-            "enabled": override.enabled if override else True,
-            "overridden": override is not None,
-            "declared": declared,
-        }
+        applied = stepdef.breaker.now(overrides.get((wf.name, stepdef.name)))
+        step["breaker"] = {**applied.describe(), "declared": step["breaker"]}
     return described
 
 
@@ -502,7 +496,7 @@ class WorkflowViewSet(ApiViewSet):
                 "versions": [
                     _with_limit_overrides(
                         _with_breakers(
-                            {**wf.describe(), "input_schema": wf.input_schema()}, overrides
+                            wf, {**wf.describe(), "input_schema": wf.input_schema()}, overrides
                         ),
                         limits,
                         rates,

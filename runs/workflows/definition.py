@@ -152,6 +152,35 @@ class Breaker:
     def describe(self) -> dict[str, Any]:
         return {"outcomes": self.outcomes, "within_seconds": self.seconds}
 
+    def now(self, override: Any | None) -> AppliedBreaker:
+        """This breaker as it applies now: an operator's override (a runs.BreakerSetting:
+        outcomes, within_seconds, enabled) where one stands, else as declared. The
+        engine's count and the API's description both read it from here."""
+        if override is None:
+            return AppliedBreaker(self.outcomes, self.seconds, enabled=True, overridden=False)
+        return AppliedBreaker(
+            override.outcomes, override.within_seconds, enabled=override.enabled, overridden=True
+        )
+
+
+@dataclass(frozen=True)
+class AppliedBreaker:
+    """A step's breaker as it applies now (Breaker.now); `enabled` False when an
+    override switched it off."""
+
+    outcomes: int
+    within_seconds: float
+    enabled: bool
+    overridden: bool
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "outcomes": self.outcomes,
+            "within_seconds": self.within_seconds,
+            "enabled": self.enabled,
+            "overridden": self.overridden,
+        }
+
 
 # Step.name is varchar(100), and runs/engine/core/keys.py bounds map item keys so that a
 # claim key built from a name this long still fits Claim.key.

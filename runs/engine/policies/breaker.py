@@ -27,8 +27,6 @@ read of its override (BreakerSetting) and one count by index. Success costs noth
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
 
 from django.db import connection, transaction
 
@@ -47,37 +45,6 @@ SQL = sql.load(__file__)
 ENDED = [AttemptStatus.FAILED, AttemptStatus.CRASHED, AttemptStatus.UNRESOLVED]
 
 
-@dataclass(frozen=True)
-class EffectiveBreaker:
-    """A step's breaker as it applies now: the declaration, or an operator's override
-    of it (`overridden`); `enabled` False when the override switched it off."""
-
-    outcomes: int
-    within_seconds: float
-    enabled: bool
-    overridden: bool
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "outcomes": self.outcomes,
-            "within_seconds": self.within_seconds,
-            "enabled": self.enabled,
-            "overridden": self.overridden,
-        }
-
-
-def effective(declared: Breaker, override: BreakerSetting | None) -> EffectiveBreaker:
-    """The declared breaker, or the override's values where one is set."""
-    if override is None:
-        return EffectiveBreaker(declared.outcomes, declared.seconds, True, False)
-    return EffectiveBreaker(override.outcomes, override.within_seconds, override.enabled, True)
-
-
-def overrides() -> dict[tuple[str, str], BreakerSetting]:
-    """Every override, by (workflow, step): one query (the API's workflows list)."""
-    return {(o.workflow, o.step): o for o in BreakerSetting.objects.all()}
-
-
 def after_outcome(workflow: str, stepdef: StepDef | None) -> None:
     """Called in the transaction that ended an attempt failed, crashed or unresolved:
     if the step declares a breaker, check it once that transaction commits (see the
@@ -93,7 +60,7 @@ def check(*, workflow: str, step: str, declared: Breaker) -> Pause | None:
     above, pause the step (the engine's pause, once). Returns the pause it made, or None
     (under the threshold, switched off, or a pause already stood)."""
     override = BreakerSetting.objects.filter(workflow=workflow, step=step).first()
-    breaker = effective(declared, override)
+    breaker = declared.now(override)
     if not breaker.enabled:
         return None
     with connection.cursor() as cursor:
