@@ -60,7 +60,7 @@ class HarnessStuck(AssertionError):
 
 
 @contextmanager
-def _commits() -> Iterator[None]:
+def on_commit_callbacks_run() -> Iterator[None]:
     """Run on-commit callbacks at the end of an engine call even inside a test's
     enclosing transaction (under `transactional_db` they run at the real commit)."""
     if connection.in_atomic_block:
@@ -109,7 +109,7 @@ def run_inline(
     with mock.patch.object(publish, "send", transport.send):
         faults_module_on(spec)
         try:
-            with _commits():
+            with on_commit_callbacks_run():
                 run = engine.submit(workflow=name, version=version, input=dict(input or {})).run
             _drive(run, transport, pending_signals, max_deliveries)
         finally:
@@ -139,14 +139,14 @@ def _drive(
             if transport.steps:
                 step_id = transport.steps.popleft()
                 try:
-                    with _commits():
+                    with on_commit_callbacks_run():
                         engine.execute_step(step_id=step_id, worker=WORKER)
                 except SimulatedCrash as crash:
                     log.info("run_inline: simulated crash at %s", crash)
                     _recover_after_crash(run, transport, step_id)
             else:
                 claim_id = transport.probes.popleft()
-                with _commits():
+                with on_commit_callbacks_run():
                     engine.probe_claim(claim_id=claim_id)
         if Run.objects.filter(pk=run.id, status__in=RUN_FINISHED).exists():
             return
@@ -170,7 +170,7 @@ def _recover_after_crash(run: Run, transport: _Transport, step_id: int) -> None:
             [live],
         )
     for attempt_id in live:
-        with _commits():
+        with on_commit_callbacks_run():
             recover_attempt(attempt_id=attempt_id)
     transport.steps.append(step_id)
     _redeliver_queued(run, transport)
@@ -196,7 +196,7 @@ def _next_moment(run: Run, transport: _Transport, pending_signals: dict[str, Any
         spec = wf.steps[name].wait if wf else None
         signal = spec.signal if spec else None
         if signal is not None and signal in pending_signals:
-            with _commits():
+            with on_commit_callbacks_run():
                 engine.send_signal(
                     run_id=run.id, name=signal, payload=pending_signals.pop(signal), actor=WORKER
                 )
@@ -220,7 +220,7 @@ def _next_moment(run: Run, transport: _Transport, pending_signals: dict[str, Any
     timers = Step.objects.filter(run=run, status=StepStatus.WAITING, wake_at__isnull=False)
     if timers.exists():
         timers.update(wake_at=Now())
-        with _commits():
+        with on_commit_callbacks_run():
             wake_due()
         return bool(transport.steps)
     # A lost message (a crash between a commit and its publish): as the sweeper would.
@@ -236,4 +236,4 @@ def _finished(run: Run) -> Run:
     return run
 
 
-__all__ = ["HarnessStuck", "SimulatedCrash", "run_inline"]
+__all__ = ["HarnessStuck", "SimulatedCrash", "on_commit_callbacks_run", "run_inline"]

@@ -417,7 +417,7 @@ def two_versions():
         wf.step(kind=PURE)(lambda ctx: None)
     yield
     for wf in versions:
-        registry._registry.pop((wf.name, wf.version))
+        registry.unregister(wf)
 
 
 def test_each_version_of_a_workflow_has_its_body(two_versions, api):

@@ -10,9 +10,10 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Run
-from runs.workflows import PURE, Context, Field, Workflow, registry
+from runs.workflows import PURE, Context, Field, Workflow
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
+from tests.support.declared import registered
 
 pytestmark = pytest.mark.browser
 
@@ -60,13 +61,9 @@ def two_versions() -> Iterator[None]:
         def greet(ctx: Context) -> str:
             return f"hello {ctx.input['name']}"
 
-        registry._registry[("greeting", version)] = wf
-        made.append(version)
-    try:
+        made.append(wf)
+    with registered(*made):
         yield
-    finally:
-        for version in made:
-            registry._registry.pop(("greeting", version), None)
 
 
 def test_the_version_chosen_shows_that_versions_input_and_is_the_one_submitted(

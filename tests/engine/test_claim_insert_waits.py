@@ -16,7 +16,8 @@ from runs import engine
 from runs.engine.tools import faults, insert_claim, start_attempt
 from runs.models import Attempt, Claim, Run, Step
 from runs.states import AttemptStatus, ClaimStatus
-from runs.workflows import IDEMPOTENT, PURE, Context, Retry, Workflow, registry
+from runs.workflows import IDEMPOTENT, PURE, Context, Retry, Workflow
+from tests.support.declared import registered
 from tests.support.factories import expire_leases
 from tests.support.races import Background
 from tests.support.waiting import wait_for
@@ -72,11 +73,8 @@ def idempotent_map() -> Iterator[Workflow]:
     def charge_each(ctx: Context, amount: int) -> dict[str, int]:
         return {"charged": amount}
 
-    registry._registry[("charge-each", 1)] = wf
-    try:
+    with registered(wf):
         yield wf
-    finally:
-        registry._registry.pop(("charge-each", 1), None)
 
 
 def waited_longer_than(pid: int, seconds: float) -> bool:

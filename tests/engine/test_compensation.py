@@ -52,11 +52,11 @@ def test_a_cancelled_run_compensates_then_ends_cancelled():
     cancelled = engine.cancel_run(run_id=run.id, actor="ada", reason="customer left")
     assert cancelled.status == "compensating"
     run = cancelled
-    from runs.testing import _commits
+    from runs.testing import on_commit_callbacks_run
 
     for _ in range(2):
         for step in Step.objects.filter(run=run, status="queued"):
-            with _commits():
+            with on_commit_callbacks_run():
                 engine.execute_step(step_id=step.id, worker="test")
     run.refresh_from_db()
     assert run.status == "cancelled"
@@ -74,12 +74,12 @@ def test_an_unresolved_compensation_goes_to_the_queue_and_the_run_waits_for_it()
     assert [(row.claim_id, row.run_status) for row in queue[0:10]] == [(claim.pk, "compensating")]
     assert Step.objects.get(run=run, name="release").status == "pending"
 
-    from runs.testing import _commits
+    from runs.testing import on_commit_callbacks_run
 
-    with _commits():
+    with on_commit_callbacks_run():
         engine_resolve(claim.id)
     for step in Step.objects.filter(run=run, status="queued"):
-        with _commits():
+        with on_commit_callbacks_run():
             engine.execute_step(step_id=step.id, worker="test")
     run.refresh_from_db()
     assert run.status == "failed"
@@ -136,11 +136,11 @@ def test_a_failed_compensation_ends_the_run_failed_and_a_retry_resumes_compensat
 
     reopened = engine.retry_steps(run_id=run.id, step_keys=["refund"], actor="ada")
     assert reopened.status == "compensating"
-    from runs.testing import _commits
+    from runs.testing import on_commit_callbacks_run
 
     for _ in range(3):
         for step in Step.objects.filter(run=run, status="queued"):
-            with _commits():
+            with on_commit_callbacks_run():
                 engine.execute_step(step_id=step.id, worker="test")
     run.refresh_from_db()
     assert run.status == "failed"  # as it was ending, now fully compensated

@@ -17,7 +17,7 @@ from runs.models import Claim, Event, Run, Step
 from runs.record import events
 from runs.resolutions import COMPENSATES
 from runs.states import ClaimStatus, RunStatus, StepStatus
-from runs.testing import _commits, run_inline
+from runs.testing import on_commit_callbacks_run, run_inline
 from runs.workflows import Retry
 from tests.support import workflows as test_workflows
 
@@ -30,7 +30,7 @@ def _compensations(run: Run) -> dict[str, str]:
 
 def _drive(run: Run) -> Run:
     while step := Step.objects.filter(run=run, status=StepStatus.QUEUED).first():
-        with _commits():
+        with on_commit_callbacks_run():
             engine.execute_step(step_id=step.id, worker="t")
     run.refresh_from_db()
     return run
@@ -40,10 +40,10 @@ def test_a_guarded_step_resolved_succeeded_after_its_run_was_cancelled_is_compen
     run = run_inline("compensated-deploy")
     assert run.status == RunStatus.NEEDS_RECONCILIATION
     claim = Claim.objects.get(run=run)
-    with _commits():
+    with on_commit_callbacks_run():
         assert engine.cancel_run(run_id=run.id, actor="ann").status == RunStatus.CANCELLED
 
-    with _commits():
+    with on_commit_callbacks_run():
         resolve_claim(claim.id, ClaimStatus.SUCCEEDED, actor="ann", note="it deployed")
 
     run.refresh_from_db()
@@ -61,7 +61,7 @@ def test_a_guarded_step_resolved_succeeded_after_its_run_was_cancelled_is_compen
 def test_a_guarded_step_resolved_failed_after_its_run_was_cancelled_needs_no_undo():
     run = run_inline("compensated-deploy")
     claim = Claim.objects.get(run=run)
-    with _commits():
+    with on_commit_callbacks_run():
         engine.cancel_run(run_id=run.id, actor="ann")
         resolve_claim(claim.id, ClaimStatus.FAILED, actor="ann", note="it never deployed")
     run.refresh_from_db()
@@ -78,7 +78,7 @@ def test_a_step_finishing_after_a_compensation_failed_is_planned_failed_and_retr
     nothing starts it: it is planned failed, saying why, beside `release`; retrying the
     failed compensations runs both, and the run ends as it was ending (cancelled)."""
     run = engine.submit_run(workflow="compensated-order", input={"outcome": "ok"})
-    with _commits():
+    with on_commit_callbacks_run():
         engine.execute_step(step_id=Step.objects.get(run=run, key="reserve").id, worker="t")
     charging = start_attempt(step_id=Step.objects.get(run=run, key="charge").id, worker="t")
     assert charging is not None
@@ -91,13 +91,13 @@ def test_a_step_finishing_after_a_compensation_failed_is_planned_failed_and_retr
         mock.patch.object(release, "fn", release_refused),
         mock.patch.object(release, "retry", Retry(max_attempts=1)),  # planned with one
     ):
-        with _commits():
+        with on_commit_callbacks_run():
             assert engine.cancel_run(run_id=run.id, actor="ann").status == RunStatus.COMPENSATING
         run = _drive(run)
     assert (run.status, run.ends_as) == (RunStatus.FAILED, RunStatus.CANCELLED)
     assert run.error.startswith("step release failed")
 
-    with _commits():
+    with on_commit_callbacks_run():
         finish_with_result(charging, 100)
 
     run.refresh_from_db()
@@ -115,12 +115,12 @@ def test_a_step_finishing_after_a_compensation_failed_is_planned_failed_and_retr
     page = operator_client.get(f"/runs/{run.id}/").content.decode()
     assert said.replace("'", "&#x27;") in page
 
-    with _commits():
+    with on_commit_callbacks_run():
         reopened = engine.retry_steps(run_id=run.id, step_keys=["release", "refund"], actor="ann")
     assert reopened.status == RunStatus.COMPENSATING
     for _ in range(4):  # two compensations; a step nothing can start stays queued
         if step := Step.objects.filter(run=run, status=StepStatus.QUEUED).first():
-            with _commits():
+            with on_commit_callbacks_run():
                 engine.execute_step(step_id=step.id, worker="t")
     run.refresh_from_db()
 
@@ -137,7 +137,7 @@ def test_resolving_a_cancelled_runs_compensable_step_previews_and_shows_its_comp
     `roll_back` step, queued, with the run compensating."""
     run = run_inline("compensated-deploy")
     claim = Claim.objects.get(run=run)
-    with _commits():
+    with on_commit_callbacks_run():
         assert engine.cancel_run(run_id=run.id, actor="ann").status == RunStatus.CANCELLED
     said = (
         "the run already cancelled: step deploy_release succeeds and its compensation "

@@ -14,7 +14,7 @@ from reconciliation.services import resolve_claim
 from runs import engine
 from runs.models import Claim, Run, Step
 from runs.states import ClaimStatus, RunStatus, StepStatus
-from runs.testing import _commits, run_inline
+from runs.testing import on_commit_callbacks_run, run_inline
 from runs.workflows import GUARDED, PURE, TRANSACTIONAL, Context, Retry, Workflow
 from tests.support.declared import declared
 
@@ -138,14 +138,14 @@ def step_of(run: Run, key: str) -> Step:
 
 def _drive(run: Run) -> Run:
     while step := Step.objects.filter(run=run, status=StepStatus.QUEUED).order_by("id").first():
-        with _commits():
+        with on_commit_callbacks_run():
             engine.execute_step(step_id=step.id, worker="t")
     run.refresh_from_db()
     return run
 
 
 def _retry(run: Run, *keys: str) -> Run:
-    with _commits():
+    with on_commit_callbacks_run():
         return engine.retry_steps(run_id=run.id, step_keys=list(keys), actor="ann")
 
 
@@ -225,7 +225,7 @@ def test_resolving_a_claim_of_a_failed_run_then_retrying_finishes_the_run(decide
     claim = Claim.objects.get(run=run, step__name="deploy_later")
     assert claim.status == ClaimStatus.UNRESOLVED
     actor = "ann" if decided_by == "operator" else "probe"
-    with _commits():
+    with on_commit_callbacks_run():
         resolve_claim(claim.id, ClaimStatus.SUCCEEDED, actor=actor, note="it deployed")
     assert step_of(run, "deploy_later").status == StepStatus.SUCCEEDED
 
@@ -248,7 +248,7 @@ def test_a_retried_run_with_a_branch_still_waiting_is_waiting():
     assert run.status == RunStatus.WAITING  # a step waits (fail_first runs meanwhile)
     run = _drive(run)
     assert run.status == RunStatus.WAITING  # only the wait is left
-    with _commits():
+    with on_commit_callbacks_run():
         engine.send_signal(run_id=run.id, name="go_ahead", payload=None, actor="ann")
     assert _drive(run).status == RunStatus.SUCCEEDED
 

@@ -13,7 +13,7 @@ from runs import engine
 from runs.errors import DuplicateSignal, WaitFinished
 from runs.models import Run, Signal, Step
 from runs.states import RunStatus, StepStatus
-from runs.testing import _commits, run_inline
+from runs.testing import on_commit_callbacks_run, run_inline
 from runs.workflows import Context, Workflow
 from tests.support.api import error_of, token_client
 from tests.support.declared import declared
@@ -44,7 +44,7 @@ def step_of(run: Run, key: str) -> Step:
 
 def _execute(run: Run, *keys: str) -> Run:
     for key in keys:
-        with _commits():
+        with on_commit_callbacks_run():
             engine.execute_step(step_id=step_of(run, key).id, worker="t")
     run.refresh_from_db()
     return run
@@ -118,7 +118,7 @@ def _approval_taken() -> Run:
     run = engine.submit_run(workflow="wait-approval", input={"order": 7})
     run = _execute(run, "prepare", "approval")
     assert step_of(run, "approval").status == StepStatus.WAITING
-    with _commits():
+    with on_commit_callbacks_run():
         engine.send_signal(run_id=run.id, name="approval", payload="yes", actor="ann")
     run = _execute(run, "approval")
     assert step_of(run, "approval").result == {"payload": "yes", "actor": "ann", "timed_out": False}

@@ -19,6 +19,7 @@ from runs.errors import WorkflowVersionUnknown
 from runs.models import Attempt, BatchItem, Claim, Event, Run, Step
 from runs.states import AttemptStatus, BatchItemStatus, ClaimStatus, RunStatus, StepStatus
 from runs.workflows import registry
+from tests.support.declared import withheld
 from tests.support.factories import enter_effect, expire_leases, run_queued
 
 
@@ -29,12 +30,10 @@ def step_of(run: Run, key: str) -> Step:
 @contextmanager
 def another_release(name: str, version: int = 1) -> Iterator[None]:
     """While inside, this process is of a release that lacks `name` v`version`."""
-    key = (name, version)
-    workflow = registry._registry.pop(key)
-    try:
+    workflow = registry.get(name, version)
+    assert workflow is not None, f"{name} v{version} is not registered"
+    with withheld(workflow):
         yield
-    finally:
-        registry._registry[key] = workflow
 
 
 def _events(run: Run) -> int:

@@ -13,6 +13,7 @@ import pytest
 
 from runs.workflows import registry
 from tests.support.api import token_client
+from tests.support.declared import withheld
 
 ROOT = Path(__file__).resolve().parents[2]
 NONE = (
@@ -23,8 +24,9 @@ NONE = (
 
 
 @pytest.fixture
-def no_workflows(monkeypatch):
-    monkeypatch.setattr(registry, "_registry", {})
+def no_workflows():
+    with withheld(*registry.all_workflows()):
+        yield
 
 
 def test_a_deployment_without_runs_workflow_modules_registers_no_workflow(tmp_path):

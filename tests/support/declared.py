@@ -43,6 +43,23 @@ def registered(*workflows: Workflow) -> Iterator[None]:
             registry.unregister(wf)
 
 
+@contextmanager
+def withheld(*workflows: Workflow) -> Iterator[None]:
+    """While inside, this process does not know `workflows` (a release that lacks them;
+    with every registered workflow, a deployment that declares none); afterwards they are
+    registered again, as before."""
+    removed: list[Workflow] = []
+    try:
+        for wf in workflows:
+            if registry.get(wf.name, wf.version) is wf:
+                registry.unregister(wf)
+                removed.append(wf)
+        yield
+    finally:
+        for wf in removed:
+            registry.register(wf)
+
+
 def declared(*workflows: Workflow) -> Callable[[], Iterator[None]]:
     """An autouse fixture that registers `workflows` for each test of the module it is
     bound in (see the module's docstring)."""

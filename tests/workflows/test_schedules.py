@@ -12,7 +12,8 @@ from runs.engine.tools import db_now, due_ticks, next_tick_after, sync_declared_
 from runs.engine.tools import schedules_module as schedules
 from runs.models import Run, Schedule, SubmissionKey
 from runs.principals import Principal
-from runs.workflows import PURE, Context, Workflow, WorkflowDefinitionError, registry
+from runs.workflows import PURE, Context, Workflow, WorkflowDefinitionError
+from tests.support.declared import registered
 
 pytestmark = pytest.mark.django_db
 
@@ -332,11 +333,8 @@ def declared_workflow():
     def nightly(tick):
         return {"n": 1, "tick": tick.isoformat()}
 
-    registry._registry[("sched-decl", 1)] = wf
-    try:
+    with registered(wf):
         yield wf
-    finally:
-        registry._registry.pop(("sched-decl", 1), None)
 
 
 def test_declared_schedules_become_rows_and_code_owns_them(declared_workflow):

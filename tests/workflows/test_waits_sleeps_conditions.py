@@ -79,11 +79,11 @@ def test_signal_sent_before_the_wait_is_kept_and_consumed():
     assert signal.consumed_by_step_id is None
     assert _step(run, "approval").status == "pending"
     # drive it: the first step runs, the wait consumes the kept signal at once
-    from runs.testing import _commits  # the harness's commit simulation
+    from runs.testing import on_commit_callbacks_run  # the harness's commit simulation
 
     for _ in range(3):
         for step in Step.objects.filter(run=run, status="queued"):
-            with _commits():
+            with on_commit_callbacks_run():
                 engine.execute_step(step_id=step.id, worker="test")
     run.refresh_from_db()
     assert run.status == "succeeded"
@@ -115,11 +115,11 @@ def test_queued_signals_are_consumed_in_order():
     run = engine.submit_run(workflow="queued-signals", input={})
     engine.send_signal(run_id=run.id, name="tick", payload=1, actor="a")
     engine.send_signal(run_id=run.id, name="tick", payload=2, actor="b")
-    from runs.testing import _commits
+    from runs.testing import on_commit_callbacks_run
 
     for _ in range(2):
         for step in Step.objects.filter(run=run, status="queued"):
-            with _commits():
+            with on_commit_callbacks_run():
                 engine.execute_step(step_id=step.id, worker="test")
     run.refresh_from_db()
     assert run.status == "succeeded"
@@ -252,11 +252,11 @@ def test_retried_wait_starts_its_timer_again_and_takes_a_late_signal():
     engine.retry_steps(run_id=run.id, step_keys=["approval"], actor="ada")
     assert _step(run, "approval").wake_at is None
     engine.send_signal(run_id=run.id, name="approval", payload="late", actor="ada")
-    from runs.testing import _commits
+    from runs.testing import on_commit_callbacks_run
 
     for _ in range(3):
         for step in Step.objects.filter(run=run, status="queued"):
-            with _commits():
+            with on_commit_callbacks_run():
                 engine.execute_step(step_id=step.id, worker="test")
     run.refresh_from_db()
     assert run.status == "succeeded"
@@ -275,10 +275,10 @@ def test_a_run_resumed_after_reconciliation_still_waits_for_its_signal():
     run.refresh_from_db()
     assert run.status == "waiting"
     engine.send_signal(run_id=run.id, name="go", actor="ann")
-    from runs.testing import _commits
+    from runs.testing import on_commit_callbacks_run
 
     for step in Step.objects.filter(run=run, status="queued"):
-        with _commits():
+        with on_commit_callbacks_run():
             engine.execute_step(step_id=step.id, worker="test")
     run.refresh_from_db()
     assert run.status == "succeeded"
