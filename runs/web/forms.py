@@ -10,13 +10,17 @@ workflow's own validation decides, and its problems are shown beside their field
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.http import QueryDict
 
 PREFIX = "input."  # form names of input fields, apart from the form's own (workflow)
 READABLE_BOUND = 1e15
+# The submit page's deadline is minutes from now, up to a year (the API takes any time).
+DEADLINE_MAX_MINUTES = 366 * 24 * 60
 
 
 @dataclass
@@ -236,3 +240,21 @@ def attach_problems(
             known[name].errors.extend(messages)
             placed.update(messages)
     return [p for p in problems if p not in placed]
+
+
+def deadline_from(text: str, now: datetime) -> datetime | None:
+    """The submit page's deadline (docs/operating.md#deadlines): `text` minutes after
+    `now`, or None for an empty field. Raises ValueError with the words said beside the
+    field."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        minutes = float(text)
+    except ValueError:
+        raise ValueError(f"a number of minutes, e.g. 30, not {text!r}") from None
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise ValueError("more than 0 minutes from now")
+    if minutes > DEADLINE_MAX_MINUTES:
+        raise ValueError(f"at most {DEADLINE_MAX_MINUTES} minutes (a year) from now")
+    return now + timedelta(minutes=minutes)

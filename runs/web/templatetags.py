@@ -115,6 +115,12 @@ def timedelta_words(value: timedelta | None) -> str:
 
 
 @register.filter
+def seconds_words(value: float | None) -> str:
+    """A number of seconds as the pages say a span: "1 h 30 min", "45 s"."""
+    return "" if value is None else duration_text(float(value))
+
+
+@register.filter
 def bar_y(height: float, chart_height: float) -> float:
     """The y of a bar of `height` standing on the chart's base line."""
     return round(float(chart_height) - float(height), 1)

@@ -9,10 +9,11 @@ import json
 from django.contrib import messages
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django_htmx.http import HttpResponseClientRedirect
 
 from runs import engine
-from runs.errors import EngineError, InvalidInput, RunNotFound
+from runs.errors import EngineError, InvalidDeadline, InvalidInput, RunNotFound
 from runs.models import Run
 from runs.pages.access import submitter_required, viewer_required
 from runs.pages.http import SignedInRequest
@@ -190,16 +191,24 @@ def new_run(request: SignedInRequest) -> HttpResponse:
     context.update(wf=wf, versions=registry.versions(wf.name), fields=fields)
     if request.method == "POST":
         run_input = forms.parse(fields, request.POST)
-        if not any(f.errors for f in fields):
+        context["deadline_minutes"] = request.POST.get("deadline_minutes", "")
+        try:
+            deadline = forms.deadline_from(context["deadline_minutes"], timezone.now())
+        except ValueError as exc:
+            deadline, context["deadline_error"] = None, str(exc)
+        if not any(f.errors for f in fields) and "deadline_error" not in context:
             try:
                 run = engine.submit(
                     workflow=wf.name,
                     version=wf.version,
                     input=run_input,
                     by=Principal.of_user(request.user, "page"),
+                    deadline=deadline,
                 ).run
             except InvalidInput as exc:
                 context["errors"] = forms.attach_problems(fields, exc.by_field, exc.problems)
+            except InvalidDeadline as exc:
+                context["deadline_error"] = str(exc)
             else:
                 messages.success(request, f"Run submitted: {wf.name} v{wf.version}.")
                 if request.htmx:

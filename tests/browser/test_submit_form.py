@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from runs.models import Run
@@ -159,3 +161,42 @@ def test_a_viewer_is_refused_the_new_run_page_saying_why(browser, transactional_
     browser.screenshot("submit-form-refused-viewer", width=390)
     page.get_by_role("navigation", name="main").get_by_role("link", name="Runs").click()
     wait_for_address(page, lambda url: url.endswith("/runs/"), "the runs list")
+
+
+def test_a_deadline_the_earlier_of_two_applies_and_one_in_the_past_is_refused(
+    browser, transactional_db
+):
+    """The deadline field (docs/operating.md#deadlines): minutes from now; a workflow's
+    own deadline is said beside it, and the earlier of the two applies."""
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/runs/new/?workflow=deadline-order")
+    deadline = page.get_by_label("Deadline, in minutes from now (optional)")
+    expect(deadline).to_have_accessible_description(
+        re.compile(r"ends as a cancel would.*This workflow gives each run 6 s from its submission")
+    )
+
+    # 0.05 minutes (3 s) is earlier than the workflow's 6 s: the form's applies.
+    deadline.fill("0.05")
+    before = timezone.now()
+    page.get_by_role("button", name="Submit run").click()
+    wait_for_address(page, lambda url: re.search(r"/runs/[0-9a-f-]{36}/$", url), "the run page")
+    after = timezone.now()
+    run = Run.objects.get()
+    assert before + timedelta(seconds=3) <= run.deadline_at <= after + timedelta(seconds=3)
+    expect(page.locator("dd.deadline")).to_be_visible()
+    page.go_back()
+    expect(page.get_by_role("heading", name="New run", level=1)).to_be_visible()
+    page.go_forward()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("deadline-order@1")
+
+    page = browser.goto("/runs/new/?workflow=deadline-order")
+    page.get_by_label("Deadline, in minutes from now (optional)").fill("0")
+    page.get_by_role("button", name="Submit run").click()
+    deadline = page.get_by_label("Deadline, in minutes from now (optional)")
+    expect(deadline).to_have_attribute("aria-invalid", "true")
+    expect(deadline).to_have_accessible_description(re.compile("more than 0 minutes from now"))
+    expect(deadline).to_have_value("0")
+    assert Run.objects.count() == 1
+    browser.check_accessibility("the new run form with a refused deadline")
+    browser.screenshot("submit-form-deadline-refused", width=390)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runs import engine
-from runs.models import Claim, Signal
+from runs.models import Claim, Run, Signal
 from runs.testing import run_inline
 from runs.web.forms import PREFIX
 from tests.support import factories
@@ -187,9 +187,33 @@ def test_no_new_run_form_makes_it_fail(operator_client, data):
         f"{PREFIX}customer": data.draw(TEXT, label="customer"),
         f"{PREFIX}amount": data.draw(TEXT, label="amount"),
         f"{PREFIX}note": data.draw(TEXT, label="note"),
+        "deadline_minutes": data.draw(TEXT, label="deadline_minutes"),
     }
     response = operator_client.post("/runs/new/", form)
     assert response.status_code < 500, (form, response.status_code)
+
+
+@pytest.mark.parametrize(
+    ("minutes", "says"),
+    [
+        ("soon", "a number of minutes, e.g. 30, not &#x27;soon&#x27;"),
+        ("0", "more than 0 minutes from now"),
+        ("-5", "more than 0 minutes from now"),
+        ("nan", "more than 0 minutes from now"),
+        ("inf", "more than 0 minutes from now"),
+        ("1e300", "at most 527040 minutes (a year) from now"),
+    ],
+)
+def test_a_deadline_that_is_no_time_ahead_is_refused_beside_its_field(
+    operator_client, minutes, says
+):
+    form = {"workflow": "deadline-order", "deadline_minutes": minutes}
+    response = operator_client.post("/runs/new/", form)
+    html = response.content.decode()
+    assert response.status_code == 200  # the form again, as Django forms answer
+    assert re.search(r'<div id="in-deadline-error"><p class="error">([^<]*)</p>', html)[1] == says
+    assert 'aria-invalid="true"' in html
+    assert not Run.objects.exists()
 
 
 CLAIM_IDS = st.lists(TEXT | st.integers(-(2**70), 2**70).map(str), max_size=4)
