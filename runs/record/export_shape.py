@@ -76,9 +76,18 @@ class ExportRun(_Shape):
     submitted_via: TextStr = Field(
         description="page, api-token, api-session, cli, schedule (empty: not recorded)."
     )
+    # Added to version 1 before its first release; a document written before has neither.
+    on_behalf_of: list[TextStr] = Field(
+        default_factory=list,
+        description="A schedule's run: the people it acts for (its creator and last editors).",
+    )
     created_at: When
     updated_at: When
     finished_at: When | None
+    deadline_at: When | None = Field(
+        default=None,
+        description="Its deadline: the earlier of its workflow's and its submission's (null: none).",
+    )
     retention_started_at: When | None = Field(description="When retention first touched it.")
     payloads_compacted_at: When | None = Field(
         description="Inputs and results replaced by sizes and digests."

@@ -16,6 +16,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import F
+from django.utils import timezone
 from pydantic import ValidationError
 
 from runs import engine
@@ -389,3 +390,23 @@ def test_the_builder_writes_nothing_its_description_lacks(monkeypatch):
     monkeypatch.setattr(export, "_steps", lambda run_id: ({**s, "x": 1} for s in steps(run_id)))
     with pytest.raises(ValidationError, match=r"steps\.0\.x"):
         export.build(run.id, exported_by="cli")
+
+
+def test_the_run_section_has_every_column_of_the_run_but_its_step_counter():
+    """A column added to runs_run is exported, or named here with why it is not."""
+    left_out = {"steps_remaining"}  # the engine's counter; the steps section says it
+    columns = {f.attname for f in Run._meta.concrete_fields}
+    assert set(export.RUN_FIELDS) == columns - left_out
+    run = engine.submit_run(
+        workflow="migrate-records",
+        input={"count": 1},
+        deadline=timezone.now() + timedelta(hours=1),
+    )
+    Run.objects.filter(pk=run.pk).update(on_behalf_of=["ann", "bob"])
+    doc = export.build(run.id, exported_by="cli")
+    assert doc["run"]["on_behalf_of"] == ["ann", "bob"]
+    assert doc["run"]["deadline_at"] == Run.objects.get(pk=run.pk).deadline_at.isoformat()
+    assert problems_of(doc) == []
+    # A version 1 document written before the two were added still reads.
+    del doc["run"]["deadline_at"], doc["run"]["on_behalf_of"]
+    assert problems_of(doc) == []
