@@ -118,6 +118,7 @@ def _summary(run: Run) -> tuple[dict[str, Any], list[Claim]]:
         "submitted_via": run.submitted_via,
         "created_at": run.created_at.isoformat() if run.created_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "deadline_at": run.deadline_at.isoformat() if run.deadline_at else None,
         "steps": [step_dict(s) for s in steps],
         "claims": [
             {
@@ -149,7 +150,6 @@ def run_detail(run: Run) -> dict[str, Any]:
         for c in step_claims
     ]
     data["updated_at"] = run.updated_at.isoformat() if run.updated_at else None
-    data["deadline_at"] = run.deadline_at.isoformat() if run.deadline_at else None
     marks = (run.payloads_compacted_at, run.compacted_at, run.claims_purged_at)
     data["compacted"] = any(m is not None for m in marks)
     for name, mark in zip(

@@ -86,7 +86,7 @@ class ExportRun(_Shape):
     finished_at: When | None
     deadline_at: When | None = Field(
         default=None,
-        description="Its deadline: the earlier of its workflow's and its submission's (null: none).",
+        description="The earlier of its workflow's and its submission's deadline (null: none).",
     )
     retention_started_at: When | None = Field(description="When retention first touched it.")
     payloads_compacted_at: When | None = Field(

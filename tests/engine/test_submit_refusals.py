@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from runs import engine
 from runs.errors import InvalidInput, UnknownVersion, UnknownWorkflow
@@ -239,6 +241,18 @@ def test_show_run_json_contract(db, capsys):
         }
     ]
     assert data["claims"] == []
+    assert data["deadline_at"] is None
+
+
+def test_show_run_says_the_runs_deadline(db, capsys):
+    import json
+
+    deadline = timezone.now() + timedelta(hours=2)
+    run = engine.submit_run(workflow="charge-payment", input={"amount": 3}, deadline=deadline)
+    call_command("show_run", str(run.id), "--json")
+    assert json.loads(capsys.readouterr().out)["deadline_at"] == deadline.isoformat()
+    call_command("show_run", str(run.id))
+    assert f"deadline {deadline.isoformat()}" in capsys.readouterr().out.splitlines()
 
 
 def test_show_run_unknown_id(db):

@@ -27,6 +27,8 @@ class Command(BaseCommand):
         w = self.stdout.write
         w(f"run {summary['id']}  {summary['workflow']} v{summary['version']}  {summary['status']}")
         w(f"input {json.dumps(summary['input'])}")
+        if summary["deadline_at"]:
+            w(f"deadline {summary['deadline_at']}")
         if summary["error"]:
             w(f"error {summary['error']}")
         w("")
