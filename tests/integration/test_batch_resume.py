@@ -31,8 +31,10 @@ FILTER = "status=failed&workflow=fails-while-flagged"
 # The retried steps are queued by hundreds faster than one worker runs them: with the
 # harness's 3 s republish bound the sweeper (every 0.5 s) would send each waiting one
 # again and again, and the batch's next message would wait behind thousands of
-# duplicates. A bound longer than the backlog lasts keeps the queue to what is real.
-ENV = {"RUNS_TEST_FAIL_STEP": "1", "RUNS_REPUBLISH_AFTER_SECONDS": "120"}
+# duplicates. A bound longer than the backlog lasts (about 15 s here) keeps the queue to
+# what is real; it is also how long the messages the killed worker had prefetched wait
+# to be sent again, so no longer than it needs (120 s made this test take two minutes).
+ENV = {"RUNS_TEST_FAIL_STEP": "1", "RUNS_REPUBLISH_AFTER_SECONDS": "30"}
 
 
 def clone_failed_runs(template: Run, copies: int) -> None:
