@@ -18,6 +18,7 @@ from runs.models import Claim, Run, Signal
 from runs.testing import run_inline
 from runs.web.forms import PREFIX
 from tests.support import factories
+from tests.support.markup import folded
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +43,7 @@ def test_a_filter_that_cannot_be_used_is_refused_beside_its_field(
 ):
     response = viewer_client.get(url, params)
     assert response.status_code == 400, response.status_code
-    page = response.content.decode()
+    page = folded(response.content)
     assert re.search(f'<p class="error" id="{field}-error" role="alert" [^>]*>[^<]+</p>', page)
     assert f'aria-invalid="true" aria-describedby="{field}-error"' in page
 
@@ -62,7 +63,7 @@ def test_an_htmx_filter_answer_sends_each_filters_problem_beside_its_field(
     each filter, or an empty slot for one that has none, comes out of band."""
     response = viewer_client.get(url, params, HTTP_HX_REQUEST="true", HTTP_HX_TARGET=target)
     assert response.status_code == 400, response.status_code
-    page = response.content.decode()
+    page = folded(response.content)
     slot = f'<p class="error" id="{field}-error" role="alert" data-error-for="[^"]+" '
     assert re.search(slot + 'hx-swap-oob="true">[^<]+</p>', page), page
     assert re.search(
@@ -72,7 +73,7 @@ def test_an_htmx_filter_answer_sends_each_filters_problem_beside_its_field(
     )
     fine = viewer_client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_TARGET=target)
     assert fine.status_code == 200
-    assert re.search(slot + 'hidden hx-swap-oob="true"></p>', fine.content.decode())
+    assert re.search(slot + 'hidden hx-swap-oob="true"></p>', folded(fine.content))
 
 
 @pytest.mark.parametrize("claim", ["-1", "0", "1.5", "\u0661", str(2**63)])

@@ -30,6 +30,7 @@ from runs.record import events
 from runs.states import AttemptStatus, RunStatus, StepStatus
 from runs.web import timeline, views
 from tests.support import factories
+from tests.support.markup import folded
 
 T0 = datetime(2025, 3, 4, 12, 0, 0, tzinfo=UTC)
 
@@ -789,18 +790,18 @@ def test_run_page_skips_the_marks_of_events_the_catalogue_cannot_read(operator_c
 
 def test_active_run_page_polls_its_live_part_and_a_finished_one_does_not(operator_client):
     active = engine.submit_run(workflow="merge-change", input={"change_id": 1})
-    html = operator_client.get(f"/runs/{active.id}/").content.decode()
+    html = folded(operator_client.get(f"/runs/{active.id}/").content)
     (live,) = LIVE.findall(html)
     assert 'hx-trigger="every 5s, poll-now"' in live and "data-poll" in live
     assert f'hx-get="/runs/{active.id}/?"' in live and "hx-include" not in live
     # The poll asks for the view in effect (its URL's parameters, the empty ones left out).
     html = operator_client.get(f"/runs/{active.id}/?type=step_queued&collapse=x&page=").content
-    (live,) = LIVE.findall(html.decode())
+    (live,) = LIVE.findall(folded(html))
     assert f'hx-get="/runs/{active.id}/?type=step_queued&amp;collapse=x"' in live
 
     # The poll's answer: the live part (still polling), the header's status out of
     # band, no event log.
-    poll = operator_client.get(f"/runs/{active.id}/", **POLL).content.decode()
+    poll = folded(operator_client.get(f"/runs/{active.id}/", **POLL).content)
     assert 'hx-trigger="every 5s, poll-now"' in LIVE.findall(poll)[0]
     assert '<span id="run-status" class="run-status" hx-swap-oob="true">' in poll
     assert 'id="events"' not in poll and "<html" not in poll
@@ -808,14 +809,14 @@ def test_active_run_page_polls_its_live_part_and_a_finished_one_does_not(operato
     factories.run_queued(active)
     # The poll that sees the run finished: no trigger any more (polling stops), and
     # the final event log and operations come along out of band.
-    poll = operator_client.get(f"/runs/{active.id}/", **POLL).content.decode()
+    poll = folded(operator_client.get(f"/runs/{active.id}/", **POLL).content)
     (live,) = LIVE.findall(poll)
     assert "hx-trigger" not in live and "data-poll" not in live
     assert '<section id="events" aria-label="history" hx-swap-oob="true">' in poll
     assert '<div id="run-actions" class="run-actions" hx-swap-oob="true">' in poll
     assert "run_succeeded" in poll
 
-    html = operator_client.get(f"/runs/{active.id}/").content.decode()
+    html = folded(operator_client.get(f"/runs/{active.id}/").content)
     (live,) = LIVE.findall(html)
     assert "hx-trigger" not in live and "data-poll" not in live
 

@@ -16,6 +16,7 @@ from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.conftest import make_user
 from tests.support import factories
+from tests.support.markup import folded
 from tests.support.races import Background
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -476,7 +477,7 @@ def test_history_and_the_claim_page_show_a_probe_answer_contradicting_the_resolu
     claim = factories.probe_contradicting_resolution(change_id=7)
     merged = Claim.objects.get(pk=claim.pk)  # the merge happened; ann said it did not
 
-    history = operator_client.get("/reconciliation/history/").content.decode()
+    history = folded(operator_client.get("/reconciliation/history/").content)
     flag = (
         f'<a class="status status-crashed" href="/reconciliation/claims/{claim.pk}/" '
         'title="a probe answered the opposite after this resolution: see the claim">'
