@@ -207,7 +207,10 @@ def test_a_waiting_step_is_labelled_a_wait_and_says_when_it_times_out(browser, t
     row = page.locator("#step-approval")
     expect(row.locator(".kind")).to_have_text("wait")
     expect(row).to_contain_text("waiting")
-    expect(row).to_contain_text(re.compile(r"for signal “approval” · times out in (2 d 23 h|3 d)"))
+    # A regular expression meets the text as it is, its template's line breaks included.
+    expect(row).to_contain_text(
+        re.compile(r"for signal “approval”\s+·\s+times out\s+in (2 d 23 h|3 d)")
+    )
     expect(row).to_contain_text("then the step fails")
     lane = page.locator('svg.tl-labels g.lane[data-lane="approval"]')
     expect(lane).to_contain_text("wait")
@@ -217,6 +220,6 @@ def test_a_waiting_step_is_labelled_a_wait_and_says_when_it_times_out(browser, t
     page = browser.goto(f"/runs/{napping.id}/")
     row = page.locator("#step-nap")
     expect(row.locator(".kind")).to_have_text("sleep")
-    expect(row).to_contain_text(re.compile(r"wakes in (59|60) min"))
+    expect(row).to_contain_text(re.compile(r"wakes\s+in (59|60) min"))
     lane = page.locator('svg.tl-labels g.lane[data-lane="nap"]')
     expect(lane).to_contain_text("sleep")

@@ -9,6 +9,7 @@ import pytest
 from runs import engine
 from runs.models import Pause, PauseChange, Run
 from tests.support import factories
+from tests.support.markup import folded
 
 
 @pytest.fixture
@@ -117,7 +118,7 @@ def test_viewer_sees_pauses_without_controls_and_is_refused_when_posting(viewer_
 
 def test_the_run_page_and_the_runs_list_mark_the_paused_step(viewer_client, paused_run):
     _, run = paused_run
-    page = viewer_client.get(f"/runs/{run.id}/").content.decode()
+    page = folded(viewer_client.get(f"/runs/{run.id}/").content)
     assert '<span class="status status-paused">paused</span>' in page
     assert "step merge paused by <strong>ann</strong>" in page and "host down" in page
 

@@ -21,6 +21,7 @@ from runs.models import Claim, Run, SubmissionKey
 from runs.states import RunStatus
 from runs.web import queries as web_queries
 from tests.support.factories import crashed, run_queued
+from tests.support.markup import folded
 
 HTMX_RUNS = {"HX-Request": "true", "HX-Target": "runs"}
 
@@ -121,12 +122,12 @@ def test_pages_show_what_they_found(operator_client):
     make_runs(8)
     given = data()
     for name in ("search, run id", "search, run id prefix", "search, submission key"):
-        page = operator_client.get(PAGES[name][0](given)).content.decode()
+        page = folded(operator_client.get(PAGES[name][0](given)).content)
         assert "1 run match" in page and given["run_id"][:8] in page, name
     claim_run = Claim.objects.get(key=given["claim_key"]).run_id
-    page = operator_client.get(PAGES["search, claim key"][0](given)).content.decode()
+    page = folded(operator_client.get(PAGES["search, claim key"][0](given)).content)
     assert "1 run match" in page and str(claim_run)[:8] in page
-    page = operator_client.get("/runs/?status=failed").content.decode()
+    page = folded(operator_client.get("/runs/?status=failed").content)
     assert "2 runs match" in page
     queue = operator_client.get("/reconciliation/").content.decode()
     assert "2 unresolved claims" in queue

@@ -16,25 +16,21 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 LIMIT = 120
 KNOWN_LONG = {
     "403.html": 1,
-    "accounts/admin_refused.html": 1,
-    "admin/base_site.html": 1,
     "base.html": 3,
-    "includes/field_error.html": 1,
-    "includes/pagination.html": 1,
     "includes/worker_attempt.html": 1,
     "reconciliation/claim.html": 1,
     "reconciliation/history.html": 8,
     "reconciliation/oob.html": 1,
-    "reconciliation/queue.html": 42,
+    "reconciliation/queue.html": 39,
     "runs/batch.html": 6,
     "runs/bulk.html": 10,
-    "runs/detail.html": 38,
-    "runs/list.html": 10,
-    "runs/new.html": 5,
+    "runs/detail.html": 32,
+    "runs/list.html": 8,
+    "runs/new.html": 3,
     "runs/operations.html": 2,
     "runs/overview.html": 5,
-    "runs/pauses.html": 9,
-    "runs/workers.html": 8,
+    "runs/pauses.html": 4,
+    "runs/workers.html": 7,
 }
 
 

@@ -703,7 +703,7 @@ def test_run_page_query_count_is_fixed_for_2000_events_and_100_batches(
     total = Event.objects.filter(run=many_events).count()
     assert total >= 2000
     with django_assert_max_num_queries(baseline):
-        html = operator_client.get(f"/runs/{many_events.id}/").content.decode()
+        html = folded(operator_client.get(f"/runs/{many_events.id}/").content)
     assert f"({total} events)" in html and "page 1 of 21" in html
 
     batches = migrate(100, crash_batch=42)
@@ -888,7 +888,7 @@ def test_run_page_escapes_hostile_payloads_everywhere(operator_client):
 
 def test_run_page_steps_table_lists_attempts_one_under_another(operator_client):
     run = migrate(3, crash_batch=1)
-    html = operator_client.get(f"/runs/{run.id}/").content.decode()
+    html = folded(operator_client.get(f"/runs/{run.id}/").content)
     table = html[html.index('<table class="steps">') : html.index("</table>")]
     assert "2 batches succeeded at the first attempt; 1 with more to read:" in table
     crashed = table[table.index('<li class="attempt-line attempt-line-crashed">') :]

@@ -396,7 +396,7 @@ def test_a_bulk_preview_with_every_claim_set_aside_offers_nothing_to_confirm(ope
     returned = factories.late_answer_kept("return")
     form = {"claims": [returned.pk], "outcome": "failed", "note": "none merged"}
 
-    html = operator_client.post("/reconciliation/bulk/preview/", form, **HTMX).content.decode()
+    html = folded(operator_client.post("/reconciliation/bulk/preview/", form, **HTMX).content)
 
     assert "Nothing to resolve in bulk:</strong> every claim selected is set aside." in html
     assert "Set aside: decide one by one (1)" in html
