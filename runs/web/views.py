@@ -191,9 +191,10 @@ def new_run(request: SignedInRequest) -> HttpResponse:
     context.update(wf=wf, versions=registry.versions(wf.name), fields=fields)
     if request.method == "POST":
         run_input = forms.parse(fields, request.POST)
-        context["deadline_minutes"] = request.POST.get("deadline_minutes", "")
+        minutes = request.POST.get("deadline_minutes", "")
+        context["deadline_minutes"] = minutes
         try:
-            deadline = forms.deadline_from(context["deadline_minutes"], timezone.now())
+            deadline = forms.deadline_from(minutes, timezone.now())
         except ValueError as exc:
             deadline, context["deadline_error"] = None, str(exc)
         if not any(f.errors for f in fields) and "deadline_error" not in context:
