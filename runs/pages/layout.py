@@ -14,6 +14,26 @@ from runs import roles
 
 from . import contributions
 
+# Which navigation link a page is under, by (app, URL name); the rest of the runs app
+# is under Runs, the queue's pages under Reconciliation.
+NAV = {
+    ("runs", "overview"): "overview",
+    ("runs", "workers"): "workers",
+    ("runs", "pauses"): "pauses",
+    ("runs", "pause"): "pauses",
+    ("runs", "resume"): "pauses",
+}
+
+
+def nav_here(request: HttpRequest) -> str:
+    """The navigation link of the page being answered ('' for none: the admin, login)."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return ""
+    if match.app_name == "reconciliation":
+        return "reconciliation"
+    return NAV.get((match.app_name, match.url_name), "runs" if match.app_name == "runs" else "")
+
 
 def layout(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
@@ -23,6 +43,7 @@ def layout(request: HttpRequest) -> dict[str, Any]:
         "can_view": True,
         "can_operate": roles.can_operate(user),
         "role": roles.role_of(user),
+        "nav_here": nav_here(request),
         **contributions.badges(),
         "replica_lag": replica_lag(request),
     }

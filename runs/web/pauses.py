@@ -25,9 +25,12 @@ BACK = {"overview": "runs:overview", "pauses": "runs:pauses"}
 
 
 def _context(chosen: str, **extra: Any) -> dict[str, Any]:
+    # Nothing is chosen for the operator unless the page was opened for a workflow
+    # (`?workflow=`, from a run or the queue): a hurried one must not pause the
+    # alphabetically first workflow by not looking.
     names = queries.workflow_names()
     if chosen not in names:
-        chosen = names[0] if names else ""
+        chosen = ""
     return {
         "pauses": queries.pauses_in_effect(),
         "audit": queries.pause_audit(),
@@ -56,6 +59,10 @@ def pauses_page(request: SignedInRequest) -> HttpResponse:
 def pause(request: SignedInRequest) -> HttpResponse:
     form = {k: request.POST.get(k, "") for k in ("workflow", "step", "reason")}
     errors: dict[str, str] = {}
+    if not form["workflow"]:
+        errors["workflow"] = "Choose the workflow to pause."
+        context = _context("", form=form, errors=errors)
+        return render(request, "runs/pauses.html", context, status=422)
     try:
         values = {k: userinput.clean_text(v, f"the {k}") for k, v in form.items()}
     except userinput.BadInput as exc:

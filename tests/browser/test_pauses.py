@@ -94,6 +94,7 @@ def test_operator_pauses_a_step_sees_it_on_the_run_and_resumes_it(browser, trans
 def test_a_pause_without_a_reason_is_refused_beside_the_field(browser, transactional_db):
     page = signed_in(browser, "/pauses/")
     browser.allow_status(422)
+    page.get_by_label("Workflow", exact=True).select_option("merge-change")
     page.get_by_role("button", name="Pause", exact=True).click()
     reason = page.get_by_label("Reason (required")
     expect(reason).to_have_attribute("aria-invalid", "true")
@@ -114,3 +115,39 @@ def test_a_viewer_sees_the_pauses_without_controls(browser, transactional_db):
     wait_for_address(page, lambda url: url.endswith("/pauses/"), "/pauses/")
     expect(page.get_by_role("button", name="Pause", exact=True)).to_have_count(0)
     expect(page.get_by_role("region", name="Audit of pauses and resumes")).to_contain_text("ann")
+
+
+def test_the_pause_form_chooses_no_workflow_unless_opened_for_one(browser, transactional_db):
+    """From the navigation nothing is chosen (a hurried operator must not pause the
+    first workflow of the list by not looking); from a run, its workflow is."""
+    run = engine.submit_run(workflow="merge-change", input={"change_id": 12})
+    page = signed_in(browser, "/runs/")
+    nav = page.get_by_role("navigation", name="main")
+    nav.get_by_role("link", name="Pauses").click()
+    wait_for_address(page, lambda url: url.endswith("/pauses/"), "/pauses/")
+    expect(nav.get_by_role("link", name="Pauses")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_label("Workflow", exact=True)).to_have_value("")
+    page.get_by_label("Reason (required").fill("code host is down")
+    browser.allow_status(422)
+    page.get_by_role("button", name="Pause", exact=True).click()
+    workflow = page.get_by_label("Workflow", exact=True)
+    expect(workflow).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#pause-workflow-error")).to_have_text("Choose the workflow to pause.")
+    expect(page.get_by_label("Reason (required")).to_have_value("code host is down")
+    expect(nav.get_by_role("link", name="Pauses")).to_have_attribute("aria-current", "page")
+    expect(nav.get_by_role("link", name="Runs", exact=True)).not_to_have_attribute(
+        "aria-current", "page"
+    )
+    assert Pause.objects.count() == 0
+    browser.screenshot("pauses-no-workflow-chosen", width=390)
+
+    page = browser.goto(f"/runs/{run.id}/")
+    page.get_by_role("link", name="Pause this workflow…").click()
+    wait_for_address(page, lambda url: "workflow=merge-change" in url, "the form for merge-change")
+    expect(page.get_by_label("Workflow", exact=True)).to_have_value("merge-change")
+    browser.check_accessibility("the pause form opened from a run")
+    page.go_back()
+    wait_for_address(page, lambda url: url.endswith(f"/runs/{run.id}/"), "the run after Back")
+    page.go_forward()
+    wait_for_address(page, lambda url: "workflow=merge-change" in url, "the form after Forward")
+    expect(page.get_by_label("Workflow", exact=True)).to_have_value("merge-change")

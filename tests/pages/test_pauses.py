@@ -45,6 +45,7 @@ def test_operator_pauses_from_the_page_and_sees_it_in_the_audit(operator_client,
     [
         ({"workflow": "merge-change", "reason": ""}, "pause-reason-error", "needs a reason"),
         ({"workflow": "nope", "reason": "r"}, "pause-workflow-error", "unknown workflow"),
+        ({"workflow": "", "reason": "r"}, "pause-workflow-error", "Choose the workflow to pause."),
         (
             {"workflow": "merge-change", "step": "mreg", "reason": "r"},
             "pause-step-error",
@@ -132,3 +133,12 @@ def test_the_reconciliation_queue_says_its_workflow_is_paused(viewer_client, db)
     engine.pause(workflow="merge-change", actor="ann", reason="host down")
     page = viewer_client.get("/reconciliation/").content.decode()
     assert 'aria-label="paused workflows"' in page and "host down" in page
+
+
+def test_the_pause_form_chooses_a_workflow_only_when_opened_for_one(operator_client):
+    plain = folded(operator_client.get("/pauses/").content)
+    assert '<option value="" selected>Choose a workflow…</option>' in plain
+    assert '<option value="merge-change" selected>' not in plain
+    opened = folded(operator_client.get("/pauses/?workflow=merge-change").content)
+    assert '<option value="merge-change" selected>merge-change</option>' in opened
+    assert '<option value="">Choose a workflow…</option>' in opened

@@ -16,7 +16,7 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 LIMIT = 120
 KNOWN_LONG = {
     "403.html": 1,
-    "base.html": 3,
+    "base.html": 1,
     "includes/worker_attempt.html": 1,
     "reconciliation/claim.html": 1,
     "reconciliation/history.html": 8,
