@@ -370,14 +370,23 @@ def declared(workflow: str, kind: str) -> list[tuple[str, str]]:
 class OverrideForm(forms.ModelForm[Any]):
     """Only what a workflow declares can be overridden (the engine reads an override
     where it applies the declaration: docs/operating.md#concurrency-limits,
-    docs/operating.md#breakers); declaring one is a deploy. `kind` names it."""
+    docs/operating.md#breakers); declaring one is a deploy. `kind` names it; the fields
+    in `whole` must be at least 1, those in `seconds` more than 0."""
 
     kind: str
+    whole: tuple[str, ...] = ()
+    seconds: tuple[str, ...] = ()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         workflow = data.get("workflow", "")
         step, per = data.get("step", "") or "", data.get("per", "") or ""
+        for name in self.whole:
+            if data.get(name) is not None and data[name] < 1:
+                self.add_error(name, "at least 1")
+        for name in self.seconds:
+            if data.get(name) is not None and not data[name] > 0:
+                self.add_error(name, "a positive number of seconds")
         if not workflow:
             return data
         if not registry.versions(workflow):
@@ -398,28 +407,13 @@ class OverrideForm(forms.ModelForm[Any]):
             )
         return data
 
-    def at_least_one(self, data: dict[str, Any], *names: str) -> None:
-        for name in names:
-            if data.get(name) is not None and data[name] < 1:
-                self.add_error(name, "at least 1")
-
-    def positive_seconds(self, data: dict[str, Any], name: str) -> None:
-        if data.get(name) is not None and not data[name] > 0:
-            self.add_error(name, "a positive number of seconds")
-
 
 class BreakerSettingForm(OverrideForm):
-    kind = "breaker"
+    kind, whole, seconds = "breaker", ("outcomes",), ("within_seconds",)
 
     class Meta:
         model = BreakerSetting
         fields = ("workflow", "step", "enabled", "outcomes", "within_seconds", "reason")
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        self.at_least_one(data, "outcomes")
-        self.positive_seconds(data, "within_seconds")
-        return data
 
 
 @admin.register(BreakerSetting)
@@ -440,16 +434,11 @@ class BreakerChangeAdmin(AuditAdmin):
 
 
 class LimitSettingForm(OverrideForm):
-    kind = "limit"
+    kind, whole = "limit", ("max",)
 
     class Meta:
         model = LimitSetting
         fields = ("workflow", "step", "per", "max", "reason")
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        self.at_least_one(data, "max")
-        return data
 
 
 @admin.register(LimitSetting)
@@ -468,17 +457,11 @@ class LimitChangeAdmin(AuditAdmin):
 
 
 class RateSettingForm(OverrideForm):
-    kind = "rate"
+    kind, whole, seconds = "rate", ("starts",), ("every_seconds",)
 
     class Meta:
         model = RateSetting
         fields = ("workflow", "step", "per", "starts", "every_seconds", "reason")
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        self.at_least_one(data, "starts")
-        self.positive_seconds(data, "every_seconds")
-        return data
 
 
 @admin.register(RateSetting)
