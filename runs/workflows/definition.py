@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -174,12 +174,7 @@ class AppliedBreaker:
     overridden: bool
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "outcomes": self.outcomes,
-            "within_seconds": self.within_seconds,
-            "enabled": self.enabled,
-            "overridden": self.overridden,
-        }
+        return asdict(self)
 
 
 # Step.name is varchar(100), and runs/engine/core/keys.py bounds map item keys so that a
