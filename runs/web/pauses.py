@@ -61,8 +61,7 @@ def pause(request: SignedInRequest) -> HttpResponse:
     errors: dict[str, str] = {}
     if not form["workflow"]:
         errors["workflow"] = "Choose the workflow to pause."
-        context = _context("", form=form, errors=errors)
-        return render(request, "runs/pauses.html", context, status=422)
+        return _refused(request, form, errors)
     try:
         values = {k: userinput.clean_text(v, f"the {k}") for k, v in form.items()}
     except userinput.BadInput as exc:
@@ -87,6 +86,13 @@ def pause(request: SignedInRequest) -> HttpResponse:
                 "finish and are recorded.",
             )
             return redirect("runs:pauses")
+    return _refused(request, form, errors)
+
+
+def _refused(
+    request: SignedInRequest, form: dict[str, str], errors: dict[str, str]
+) -> HttpResponse:
+    """The page again, what was typed kept, each problem beside its field (422)."""
     context = _context(form["workflow"], form=form, errors=errors)
     return render(request, "runs/pauses.html", context, status=422)
 
