@@ -23,6 +23,7 @@ from rest_framework import serializers
 from reconciliation.services import REFERENCE_MAX
 from runs.record import export_shape
 from runs.states import (
+    RUN_OPERATION_CHOICES,
     AttemptStatus,
     BatchItemStatus,
     BatchOperation,
@@ -814,8 +815,10 @@ class BatchFilter(StrictSerializer):
 
 
 class BatchPreviewRequest(StrictSerializer):
+    # A resolve batch is the reconciliation queue's (its filter selects claims): the
+    # API's batches select runs.
     operation = serializers.ChoiceField(
-        choices=BatchOperation.choices,
+        choices=RUN_OPERATION_CHOICES,
         help_text="cancel: every matching active run; retry: every failed step of every "
         "matching failed run.",
     )
@@ -831,10 +834,14 @@ class BatchRequest(BatchPreviewRequest):
 
 class BatchCounts(serializers.Serializer[Any]):
     total = serializers.IntegerField(help_text="Runs selected when it was created.")
-    done = serializers.IntegerField(help_text="applied + refused + failed.")
+    done = serializers.IntegerField(help_text="applied + refused + failed + set_aside.")
     applied = serializers.IntegerField()
     refused = serializers.IntegerField(help_text="The engine refused (a finished run, ...).")
     failed = serializers.IntegerField(help_text="An unexpected error; the run is unchanged.")
+    set_aside = serializers.IntegerField(
+        help_text="resolve: claims left to decide one by one (contradicting evidence, "
+        "another operator's take); 0 otherwise."
+    )
 
 
 class BatchLinks(serializers.Serializer[Any]):
@@ -849,9 +856,12 @@ class BatchSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=BatchStatus.choices)
     filter = serializers.CharField(
         help_text="The runs list's filter as a query string: /runs/?<filter> lists the runs "
-        "it matches now."
+        "it matches now (resolve: the reconciliation queue's, /reconciliation/?<filter>)."
     )
-    reason = serializers.CharField()
+    outcome = serializers.CharField(
+        help_text="resolve: what every claim is resolved as (succeeded, failed); empty otherwise."
+    )
+    reason = serializers.CharField(help_text="Why (resolve: the note every resolution carries).")
     created_by = serializers.CharField()
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
@@ -861,7 +871,8 @@ class BatchSerializer(serializers.Serializer[Any]):
 
     @extend_schema_field(BatchCounts)
     def get_counts(self, batch: Any) -> dict[str, int]:
-        return {k: getattr(batch, k) for k in ("total", "done", "applied", "refused", "failed")}
+        names = ("total", "done", "applied", "refused", "failed", "set_aside")
+        return {k: getattr(batch, k) for k in names}
 
     @extend_schema_field(BatchLinks)
     def get_links(self, batch: Any) -> dict[str, str]:
@@ -875,6 +886,9 @@ class BatchSerializer(serializers.Serializer[Any]):
 
 class BatchItemSerializer(serializers.Serializer[Any]):
     run_id = serializers.UUIDField()
+    claim_id = serializers.IntegerField(
+        allow_null=True, help_text="resolve: the claim the item decides; null otherwise."
+    )
     status = serializers.ChoiceField(choices=BatchItemStatus.choices)
     message = serializers.CharField(help_text="What the engine did, or why it refused.")
     done_at = serializers.DateTimeField(allow_null=True)

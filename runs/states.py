@@ -124,6 +124,14 @@ class ClaimStatus(models.TextChoices):
 class BatchOperation(models.TextChoices):
     CANCEL = "cancel"  # engine.cancel_run on each run
     RETRY = "retry"  # engine.retry_run: every failed step of each run
+    # Each unresolved claim a reconciliation-queue filter matches, resolved with the
+    # batch's outcome (reconciliation/decisions.py): its items name a claim.
+    RESOLVE = "resolve"
+
+
+# The operations on runs, which a runs-list filter selects (runs/batches/selection.py).
+RUN_OPERATIONS = (BatchOperation.CANCEL, BatchOperation.RETRY)
+RUN_OPERATION_CHOICES = [(op.value, op.label) for op in RUN_OPERATIONS]
 
 
 class BatchStatus(models.TextChoices):
@@ -142,8 +150,12 @@ BATCH_ACTIVE = (BatchStatus.PENDING, BatchStatus.RUNNING)
 
 
 class BatchItemStatus(models.TextChoices):
-    # pending -> applied | refused | failed, once, in the transaction that changed the run
+    # pending -> applied | refused | failed | set_aside, once, in the transaction that
+    # changed the run
     PENDING = "pending"
     APPLIED = "applied"  # the engine did it
     REFUSED = "refused"  # the engine refused it (the run finished, did not fail, ...)
     FAILED = "failed"  # an unexpected error; the run's changes were rolled back
+    # resolve: left undecided, to be decided one by one (evidence contradicts the
+    # outcome, or another operator holds the claim); the claim stays in the queue.
+    SET_ASIDE = "set_aside"

@@ -19,7 +19,7 @@ from runs import engine
 from runs.errors import EngineError, InvalidBatch
 from runs.models import Run
 from runs.reads.filters import COUNT_CAP, RunFilters, parse_filters, runs_matching
-from runs.states import RUN_ACTIVE, BatchOperation, RunStatus
+from runs.states import RUN_ACTIVE, RUN_OPERATIONS, BatchOperation, RunStatus
 
 # The filter's parameters, in the order the normalized query string lists them: every
 # parameter parse_filters reads, so the recorded filter selects what the batch selected
@@ -38,7 +38,7 @@ OPERATIONS = {
 
 
 def check_operation(operation: str) -> str:
-    if operation not in BatchOperation.values:
+    if operation not in RUN_OPERATIONS:
         raise InvalidBatch(
             f"unknown operation {operation!r}: it is cancel or retry", field="operation"
         )

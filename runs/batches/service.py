@@ -11,7 +11,13 @@ Guarantees, each held by the database rather than by this process:
   worker killed at any instruction leaves its item pending and its run untouched, so
   the batch resumed later applies the operation to every run exactly once;
 - a refusal of the engine (the run finished, did not fail) is the item's outcome
-  (refused, with the engine's message), not a failure of the batch.
+  (refused, with the engine's message), not a failure of the batch; so is a claim a
+  resolve batch sets aside (SetAside: decided one by one, never in bulk).
+
+What an item does is its operation's applier (APPLIERS): cancel and retry are here; the
+reconciliation app registers resolve (reconciliation/decisions.py), whose rule about
+which claims a bulk decision may decide is its own. One machinery, one task and one
+recovery path serve them all.
 
 Lock order (docs/architecture.md#locks): the item, then what the engine's operation
 takes (the run first, then its steps), then the batch row, last and briefly, for its
@@ -19,7 +25,9 @@ counts. Nothing that holds a run row waits for an item or a batch row."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -50,6 +58,74 @@ CHUNK = 100
 # What a message that cannot reach PostgreSQL does: the task retries (runs/tasks.py).
 DB_UNREACHABLE = (OperationalError, InterfaceError)
 MESSAGE_MAX = 2000
+
+# What one item does: the operation applied to the item's run (or claim), in the item's
+# transaction, as the batch's creator; what it did, in words. Raises EngineError to
+# refuse the item, SetAside to leave it for a person, anything else to fail it.
+Applier = Callable[[Batch, BatchItem], str]
+
+
+class SetAside(Exception):
+    """An item the applier leaves undecided on purpose (its message says why)."""
+
+
+def _cancel(batch: Batch, item: BatchItem) -> str:
+    reason = f"{batch.reason} (batch {batch.id})"
+    run = engine.cancel_run(run_id=str(item.run_id), actor=batch.created_by, reason=reason)
+    if run.status == "compensating":
+        return "cancelled: compensating the steps that succeeded first"
+    return "cancelled"
+
+
+def _retry(batch: Batch, item: BatchItem) -> str:
+    reason = f"{batch.reason} (batch {batch.id})"
+    run = engine.retry_run(run_id=str(item.run_id), actor=batch.created_by, reason=reason)
+    return f"retried: the run is {run.status.replace('_', ' ')} again"
+
+
+APPLIERS: dict[str, Applier] = {BatchOperation.CANCEL: _cancel, BatchOperation.RETRY: _retry}
+
+
+def register(operation: str, applier: Applier) -> None:
+    """Another app's operation (its AppConfig.ready): what each of its items does."""
+    APPLIERS[operation] = applier
+
+
+def freeze(
+    *,
+    operation: str,
+    filter: str,
+    reason: str,
+    created_by: str,
+    items: Iterable[tuple[Any, int | None]],
+    outcome: str = "",
+) -> Batch:
+    """The batch row and its pending items, (run id, claim id or None) each, in the
+    caller's transaction; its first message is sent once that commits."""
+    chosen = list(items)
+    batch = Batch.objects.create(
+        operation=operation,
+        filter=filter,
+        reason=reason,
+        created_by=created_by,
+        outcome=outcome,
+        total=len(chosen),
+    )
+    BatchItem.objects.bulk_create(
+        [
+            BatchItem(
+                batch=batch,
+                run_id=run_id,
+                claim_id=claim_id,
+                status=BatchItemStatus.PENDING,
+                message="",
+            )
+            for run_id, claim_id in chosen
+        ],
+        batch_size=2000,
+    )
+    transaction.on_commit(lambda: send(batch.id))
+    return batch
 
 
 def create_batch(
@@ -86,21 +162,13 @@ def create_batch(
                 "batch takes: narrow it (by status, workflow or creation time)",
                 field="filter",
             )
-        batch = Batch.objects.create(
+        batch = freeze(
             operation=operation,
             filter=selection.normalized(params),
             reason=why,
             created_by=who,
-            total=len(chosen),
+            items=((run_id, None) for run_id in chosen),
         )
-        BatchItem.objects.bulk_create(
-            [
-                BatchItem(batch=batch, run_id=run_id, status=BatchItemStatus.PENDING, message="")
-                for run_id in chosen
-            ],
-            batch_size=2000,
-        )
-        transaction.on_commit(lambda: send(batch.id))
     batch.refresh_from_db()
     return batch
 
@@ -146,7 +214,7 @@ def _process_next(batch: Batch) -> bool:
             BatchItem.objects.select_for_update(skip_locked=True)
             .filter(batch_id=batch.id, status=BatchItemStatus.PENDING)
             .order_by("id")
-            .only("id", "run_id")
+            .only("id", "run_id", "claim_id")
             .first()
         )
         if item is None:
@@ -154,7 +222,9 @@ def _process_next(batch: Batch) -> bool:
         try:
             # A savepoint: a refusal, or an error, undoes the engine's writes only.
             with transaction.atomic():
-                status, message = BatchItemStatus.APPLIED, _apply(batch, item.run_id)
+                status, message = BatchItemStatus.APPLIED, _apply(batch, item)
+        except SetAside as exc:
+            status, message = BatchItemStatus.SET_ASIDE, str(exc)
         except EngineError as exc:
             status, message = BatchItemStatus.REFUSED, str(exc)
         except DB_UNREACHABLE:
@@ -171,17 +241,11 @@ def _process_next(batch: Batch) -> bool:
     return True
 
 
-def _apply(batch: Batch, run_id: object) -> str:
-    """The engine's operation on one run, as the batch's creator, with its reason and a
-    note naming the batch in the run's events; what it did, in words."""
-    reason = f"{batch.reason} (batch {batch.id})"
-    if batch.operation == BatchOperation.CANCEL:
-        run = engine.cancel_run(run_id=str(run_id), actor=batch.created_by, reason=reason)
-        if run.status == "compensating":
-            return "cancelled: compensating the steps that succeeded first"
-        return "cancelled"
-    run = engine.retry_run(run_id=str(run_id), actor=batch.created_by, reason=reason)
-    return f"retried: the run is {run.status.replace('_', ' ')} again"
+def _apply(batch: Batch, item: BatchItem) -> str:
+    applier = APPLIERS.get(batch.operation)
+    if applier is None:  # an app that registers it is not installed in this process
+        raise RuntimeError(f"no applier for operation {batch.operation!r} in this process")
+    return applier(batch, item)
 
 
 def _finish(batch_id: int) -> None:

@@ -11,7 +11,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from ..states import BatchItemStatus, BatchOperation, BatchStatus
-from .core import Run
+from .core import Claim, Run
 
 
 def _in(field: str, choices: type[models.TextChoices]) -> Q:
@@ -21,8 +21,12 @@ def _in(field: str, choices: type[models.TextChoices]) -> Q:
 class Batch(models.Model):
     operation = models.CharField(max_length=16, choices=BatchOperation.choices)
     # The runs list's filter as a normalized query string (runs/batches/selection.py):
-    # /runs/?<filter> lists the runs it selected, as they are now.
+    # /runs/?<filter> lists the runs it selected, as they are now. A resolve batch's is
+    # the reconciliation queue's (/reconciliation/?<filter>).
     filter = models.TextField(blank=True, default="")
+    # resolve: what every claim is resolved as (succeeded or failed); empty otherwise.
+    outcome = models.CharField(max_length=16, blank=True, default="")
+    # The reason (cancel, retry) or the note every resolution carries (resolve).
     reason = models.TextField()
     created_by = models.CharField(max_length=160)
     created_at = models.DateTimeField(db_default=Now())
@@ -39,6 +43,7 @@ class Batch(models.Model):
     applied = models.PositiveIntegerField(default=0)
     refused = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
+    set_aside = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [
@@ -56,9 +61,14 @@ class Batch(models.Model):
             models.CheckConstraint(condition=_in("status", BatchStatus), name="batch_status_valid"),
             models.CheckConstraint(condition=~Q(reason=""), name="batch_reason_present"),
             models.CheckConstraint(
-                condition=Q(done=F("applied") + F("refused") + F("failed"))
+                condition=Q(done=F("applied") + F("refused") + F("failed") + F("set_aside"))
                 & Q(done__lte=F("total")),
                 name="batch_counts_add_up",
+            ),
+            models.CheckConstraint(
+                condition=Q(operation="resolve", outcome__in=["succeeded", "failed"])
+                | (~Q(operation="resolve") & Q(outcome="")),
+                name="batch_outcome_iff_resolve",
             ),
         ]
 
@@ -69,6 +79,8 @@ class Batch(models.Model):
 class BatchItem(models.Model):
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="items")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    # resolve: the claim (of `run`) the item decides; null for an operation on runs.
+    claim = models.ForeignKey(Claim, null=True, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(
         max_length=16, choices=BatchItemStatus.choices, default=BatchItemStatus.PENDING
     )
@@ -87,7 +99,18 @@ class BatchItem(models.Model):
             models.Index(fields=["batch", "status", "id"], name="batchitem_status_idx"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["batch", "run"], name="batchitem_batch_run_unique"),
+            # An operation on runs takes each run once; a resolve batch each claim once
+            # (a run may have several).
+            models.UniqueConstraint(
+                fields=["batch", "run"],
+                condition=Q(claim__isnull=True),
+                name="batchitem_batch_run_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["batch", "claim"],
+                condition=Q(claim__isnull=False),
+                name="batchitem_batch_claim_unique",
+            ),
             models.CheckConstraint(
                 condition=_in("status", BatchItemStatus), name="batchitem_status_valid"
             ),

@@ -38,12 +38,20 @@ def test_an_operator_starts_a_batch_and_follows_it(api, monkeypatch):
         "operation": "cancel",
         "status": "pending",
         "filter": "workflow=pure-chain",
+        "outcome": "",
         "reason": "wrong input",
         "created_by": "olivia",
         "created_at": body["created_at"],
         "started_at": None,
         "finished_at": None,
-        "counts": {"total": 2, "done": 0, "applied": 0, "refused": 0, "failed": 0},
+        "counts": {
+            "total": 2,
+            "done": 0,
+            "applied": 0,
+            "refused": 0,
+            "failed": 0,
+            "set_aside": 0,
+        },
         "links": {
             "self": f"http://testserver/api/batches/{batch.id}/",
             "items": f"http://testserver/api/batches/{batch.id}/items/",
@@ -56,7 +64,14 @@ def test_an_operator_starts_a_batch_and_follows_it(api, monkeypatch):
 
     progress = api.get(f"/api/batches/{batch.id}/").json()
     assert progress["status"] == "succeeded"
-    assert progress["counts"] == {"total": 2, "done": 2, "applied": 2, "refused": 0, "failed": 0}
+    assert progress["counts"] == {
+        "total": 2,
+        "done": 2,
+        "applied": 2,
+        "refused": 0,
+        "failed": 0,
+        "set_aside": 0,
+    }
     listed = api.get("/api/batches/").json()
     assert listed["count"] == 1 and listed["results"][0]["id"] == batch.id
     items = api.get(f"/api/batches/{batch.id}/items/").json()["results"]
