@@ -441,6 +441,9 @@ SPECTACULAR_SETTINGS = {
         "AttemptStatusEnum": "runs.states.AttemptStatus",
         "ClaimStatusEnum": "runs.states.ClaimStatus",
         "EffectKindEnum": "runs.states.EffectKind",
+        # A batch is any operation; the API starts those on runs only.
+        "BatchOperationEnum": "runs.states.BatchOperation",
+        "RunBatchOperationEnum": "runs.states.RUN_OPERATION_CHOICES",
         "ErrorCodeEnum": "api.errors.CODES",
         "RunExportFormatEnum": "runs.record.export.FORMATS",
         "RunExportVersionEnum": "runs.record.export.VERSIONS",
@@ -636,7 +639,8 @@ RUNS_WORKFLOW_MODULES = [
 # --- Reconciliation (operator side) ----------------------------------------
 # An operator's take of a claim ("on it") expires after this many minutes unless renewed;
 # queue rows unresolved for longer than RECONCILIATION_STALE_MINUTES are flagged stale;
-# a bulk decision covers at most RECONCILIATION_BULK_MAX claims.
+# a decision over many claims previews what it does for its first RECONCILIATION_BULK_MAX
+# claims (the decision itself takes up to reconciliation.decisions.MAX_CLAIMS).
 RECONCILIATION_TAKE_MINUTES = env_float("RECONCILIATION_TAKE_MINUTES", 30.0)
 RECONCILIATION_STALE_MINUTES = env_float("RECONCILIATION_STALE_MINUTES", 60.0)
 RECONCILIATION_BULK_MAX = int(env_float("RECONCILIATION_BULK_MAX", 500))

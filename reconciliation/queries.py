@@ -25,7 +25,6 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import (
     BooleanField,
-    Count,
     DurationField,
     Exists,
     ExpressionWrapper,
@@ -214,16 +213,11 @@ def _queue_row(claim: Any) -> QueueRow:
     )
 
 
-def unresolved_queue(
-    *, workflow: str | None = None, older_than: timedelta | None = None
-) -> Rows[QueueRow]:
-    """Unresolved claims, the longest waiting first; optionally of one workflow (by
-    name), or only those unresolved for at least `older_than`."""
-    claims = Claim.objects.filter(status=ClaimStatus.UNRESOLVED)
-    if workflow:
-        claims = claims.filter(run__workflow=workflow)
-    if older_than is not None:
-        claims = claims.filter(unresolved_at__lte=db_now_plus(-older_than.total_seconds()))
+def unresolved_queue(claims: QuerySet[Claim] | None = None) -> Rows[QueueRow]:
+    """Unresolved claims (those of `claims`, an incidents.ClaimFilter's, or all), the
+    longest waiting first."""
+    if claims is None:
+        claims = Claim.objects.filter(status=ClaimStatus.UNRESOLVED)
     return Rows(_with_row(claims).order_by("unresolved_at", "id"), _queue_row, counted=claims)
 
 
@@ -278,22 +272,28 @@ def oldest_unresolved_age() -> timedelta | None:
     return queue_summary().oldest_age
 
 
-def workflows_in_queue() -> list[tuple[str, int]]:
-    """(workflow name, unresolved claims) for the queue's workflow filter, by name."""
-    return list(
+def workflows_in_queue(chosen: str = "") -> list[str]:
+    """The workflows with unresolved claims, by name, for the queue's workflow filter;
+    with `chosen` among them even when none of its claims is left (the filter still
+    names it). No counts: the incident groups say them, and stay current."""
+    names = set(
         Claim.objects.filter(status=ClaimStatus.UNRESOLVED)
-        .values_list("run__workflow")
-        .annotate(n=Count("id"))
-        .order_by("run__workflow")
+        .values_list("run__workflow", flat=True)
+        .distinct()
+        .order_by()
     )
+    if chosen:
+        names.add(chosen)
+    return sorted(names)
 
 
-def pauses_in_queue(workflows: list[tuple[str, int]]) -> list[Pause]:
+def pauses_in_queue(workflows: list[str]) -> list[Pause]:
     """The pauses of workflows with claims in the queue (docs/operating.md#pause-and-resume):
     a decision on one of their claims is recorded, but what it queues waits for the resume."""
-    names = [name for name, _ in workflows]
     return (
-        list(Pause.objects.filter(workflow__in=names).order_by("workflow", "step")) if names else []
+        list(Pause.objects.filter(workflow__in=workflows).order_by("workflow", "step"))
+        if workflows
+        else []
     )
 
 

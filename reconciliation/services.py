@@ -11,9 +11,10 @@ around them:
 - resolving from a form or the API: resolve() parses the text a person typed, names
   the field at fault, and answers a double submit with the first resolution (replayed)
   instead of an error;
-- bulk decisions: bulk_preview / bulk_resolve, each claim in its own transaction,
-  never repeating an effect: a claim whose evidence contradicts the outcome, or that
-  another operator holds, is set aside and reported apart (contradiction());
+- the rule of a decision over many claims (reconciliation/decisions.py): it never
+  repeats an effect: a claim whose evidence contradicts the outcome, or that another
+  operator holds, is set aside and reported apart (contradiction(), set_aside_of(),
+  bulk_check());
 - check again: reprobe().
 
 Every public service here is keyword-only and runs in its own transaction
@@ -24,24 +25,22 @@ transaction (ATOMIC_REQUESTS included).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from runs import sql, userinput
 from runs.engine import (
     ProbeOutcome,
-    preview_resolutions,
     reprobe_claim,
     resolve_claim,
-    validate_outcome,
     validate_resolution,
 )
 from runs.errors import (
@@ -274,27 +273,7 @@ def _replayed(claim: Claim) -> Resolution:
     return Resolution(claim, step_status, run_status, replayed=True)
 
 
-# --- bulk decisions --------------------------------------------------------------------
-@dataclass(frozen=True)
-class BulkSuccess:
-    claim_id: int
-    claim_key: str
-    run_id: Any
-    step_status: str
-    run_status: str
-    replayed: bool = False
-
-
-@dataclass(frozen=True)
-class BulkRefusal:
-    """A claim the bulk decision did not resolve, and why (`error`: the exception's
-    class name, e.g. ClaimAlreadyResolved, for the API)."""
-
-    claim_id: int
-    message: str
-    error: str
-
-
+# --- the set-aside rule of a decision over many claims ---------------------------------
 # Why a bulk decision sets a claim aside (BulkSetAside.reason), for machines; the
 # message says it in words.
 LATE_RESULT = "late_result"  # failed: a fenced-off attempt returned from the effect
@@ -316,41 +295,13 @@ class BulkSetAside:
 
 
 class ClaimSetAside(ResolutionError):
-    """A bulk decision's refusal of one claim (bulk_resolve reports it as set aside)."""
+    """A bulk decision's refusal of one claim (its batch item ends set aside)."""
 
     code = "claim_set_aside"
 
     def __init__(self, set_aside: BulkSetAside) -> None:
         super().__init__(set_aside.message)
         self.set_aside = set_aside
-
-
-@dataclass(frozen=True)
-class BulkResult:
-    outcome: str
-    successes: tuple[BulkSuccess, ...]
-    refusals: tuple[BulkRefusal, ...]
-    set_aside: tuple[BulkSetAside, ...] = ()
-
-    @property
-    def summary(self) -> str:
-        said = (
-            f"{len(self.successes)} claim(s) resolved as {self.outcome}, "
-            f"{len(self.refusals)} refused"
-        )
-        if self.set_aside:
-            said += f", {len(self.set_aside)} set aside to decide one by one"
-        return said
-
-
-@dataclass(frozen=True)
-class BulkPreview:
-    """What a bulk decision would do: the previews of the claims it would decide, in
-    order, and the claims it would set aside (decided one by one, never in bulk)."""
-
-    outcome: str
-    previews: tuple[Preview, ...]
-    set_aside: tuple[BulkSetAside, ...]
 
 
 # A late error is its exception's text as the worker described it (execute._describe):
@@ -406,7 +357,7 @@ def contradiction(outcome: str, evidence: Any) -> tuple[str, str] | None:
     return None
 
 
-def _set_aside(
+def set_aside_of(
     claim_id: int, key: str, evidence: Any, outcome: str, take: ClaimTake | None
 ) -> BulkSetAside | None:
     """Why the claim is set aside from a bulk `outcome`, given its evidence and the live
@@ -430,7 +381,7 @@ def _set_aside(
     return None
 
 
-def _takes_by_others(claim_ids: list[int], user: User) -> dict[int, ClaimTake]:
+def takes_by_others(claim_ids: list[int], user: User) -> dict[int, ClaimTake]:
     """The live takes of these claims by anyone but `user`, by claim id (one query)."""
     takes = (
         ClaimTake.objects.select_related("taken_by")
@@ -440,7 +391,7 @@ def _takes_by_others(claim_ids: list[int], user: User) -> dict[int, ClaimTake]:
     return {take.claim_id: take for take in takes}
 
 
-def _bulk_check(outcome: str, user: User) -> Callable[[int, Any], None]:
+def bulk_check(outcome: str, user: User) -> Callable[[int, Any], None]:
     """resolve_claim's precondition for a bulk decision: under the claim's lock, set
     it aside (ClaimSetAside) if its evidence contradicts `outcome` or another operator
     has taken it. Under that lock nothing can add evidence or take the claim before the
@@ -448,119 +399,12 @@ def _bulk_check(outcome: str, user: User) -> Callable[[int, Any], None]:
 
     def check(claim_id: int, evidence: Any) -> None:
         key = Claim.objects.values_list("key", flat=True).get(pk=claim_id)
-        take = _takes_by_others([claim_id], user).get(claim_id)
-        aside = _set_aside(claim_id, key, evidence, outcome, take)
+        take = takes_by_others([claim_id], user).get(claim_id)
+        aside = set_aside_of(claim_id, key, evidence, outcome, take)
         if aside is not None:
             raise ClaimSetAside(aside)
 
     return check
-
-
-def check_claim_ids(claim_ids: Iterable[Any]) -> list[int]:
-    """The claims of a bulk decision: ids, none twice, at most RECONCILIATION_BULK_MAX."""
-    limit = int(settings.RECONCILIATION_BULK_MAX)
-    ids: list[int] = []
-    seen: set[int] = set()
-    for value in claim_ids:
-        try:
-            claim_id = int(value)
-        except (TypeError, ValueError):
-            raise InvalidResolution(f"{value!r} is not a claim id", field="claims") from None
-        if claim_id in seen:
-            raise InvalidResolution(f"claim {claim_id} is listed twice", field="claims")
-        seen.add(claim_id)
-        ids.append(claim_id)
-    if not ids:
-        raise InvalidResolution("select at least one claim", field="claims")
-    if len(ids) > limit:
-        raise InvalidResolution(
-            f"at most {limit} claims per bulk decision, got {len(ids)}", field="claims"
-        )
-    return ids
-
-
-def bulk_preview(*, claim_ids: Iterable[Any], outcome: str, user: User) -> BulkPreview:
-    """What resolving each claim with `outcome` by `user` would do, without writing: the
-    claims bulk_resolve would set aside (evidence that contradicts the outcome, another
-    operator's take), and what deciding each of the others would do, in order (each as
-    the ones before it would leave its run)."""
-    ids = check_claim_ids(claim_ids)
-    validate_outcome(outcome)
-    claims = {
-        claim_id: (key, evidence)
-        for claim_id, key, evidence in Claim.objects.filter(
-            pk__in=ids, status=ClaimStatus.UNRESOLVED
-        ).values_list("id", "key", "evidence")
-    }
-    takes = _takes_by_others(list(claims), user)
-    set_aside = [
-        aside
-        for claim_id in ids
-        if claim_id in claims
-        and (aside := _set_aside(claim_id, *claims[claim_id], outcome, takes.get(claim_id)))
-        is not None
-    ]
-    aside_ids = {a.claim_id for a in set_aside}
-    previews = (
-        preview_resolutions(claim_ids=[i for i in ids if i not in aside_ids], outcome=outcome)
-        if len(aside_ids) < len(ids)
-        else []
-    )
-    return BulkPreview(outcome, tuple(previews), tuple(set_aside))
-
-
-def bulk_resolve(
-    *,
-    claim_ids: Iterable[Any],
-    user: User,
-    outcome: str,
-    note: str,
-    reference: str | None = None,
-) -> BulkResult:
-    """Resolve each claim with the same outcome and note, each in its own transaction:
-    a refusal (resolved meanwhile by someone else, not unresolved, gone) is reported
-    and never undoes or stops the others. The whole request is refused up front, with
-    nothing written, if the ids or the decision are invalid. A succeeded decision
-    carries no result.
-
-    A bulk decision never repeats an effect, nor skips one against the evidence: a
-    claim whose evidence contradicts `outcome` (contradiction()), or that another
-    operator has taken, is set aside, decided under the claim's lock (resolve_claim's
-    precondition), and reported apart (BulkResult.set_aside, with the reason): decide
-    it one by one."""
-    ids = check_claim_ids(claim_ids)
-    note = validate_resolution(outcome, note, None)
-    evidence = _evidence(clean_reference(reference))
-    actor_name(user)
-    check = _bulk_check(outcome, user)
-    successes: list[BulkSuccess] = []
-    refusals: list[BulkRefusal] = []
-    set_aside: list[BulkSetAside] = []
-    for claim_id in ids:
-        try:
-            resolution = _decide(claim_id, user, outcome, note, None, evidence, check)
-        except ClaimSetAside as exc:
-            set_aside.append(exc.set_aside)
-            continue
-        except ResolutionError as exc:
-            refusals.append(BulkRefusal(claim_id, str(exc), type(exc).__name__))
-            continue
-        except DatabaseError as exc:  # one claim's trouble is not the others'
-            log.exception("bulk resolution of claim %s failed", claim_id)
-            refusals.append(BulkRefusal(claim_id, f"database error: {exc}", type(exc).__name__))
-            continue
-        claim = resolution.claim
-        successes.append(
-            BulkSuccess(
-                claim.pk,
-                claim.key,
-                claim.run_id,
-                resolution.step_status,
-                resolution.run_status,
-                resolution.replayed,
-            )
-        )
-    return BulkResult(outcome, tuple(successes), tuple(refusals), tuple(set_aside))
 
 
 # --- check again -----------------------------------------------------------------------
@@ -576,11 +420,7 @@ __all__ = [
     "LATE_RESULT",
     "PROBE_COULD_NOT_TELL",
     "TAKEN",
-    "BulkPreview",
-    "BulkRefusal",
-    "BulkResult",
     "BulkSetAside",
-    "BulkSuccess",
     "ClaimAlreadyResolved",
     "ClaimNotFound",
     "ClaimNotUnresolved",
@@ -596,9 +436,7 @@ __all__ = [
     "Resolution",
     "ResolutionError",
     "Take",
-    "bulk_preview",
-    "bulk_resolve",
-    "check_claim_ids",
+    "bulk_check",
     "contradiction",
     "parse_result",
     "release_claim",
@@ -606,6 +444,8 @@ __all__ = [
     "reprobe",
     "resolve",
     "resolve_claim",
+    "set_aside_of",
     "take_claim",
+    "takes_by_others",
     "validate_resolution",
 ]

@@ -2,7 +2,7 @@ from django.urls import path
 
 from runs.pages.replica import reads_replica
 
-from . import views
+from . import decide_views, views
 
 app_name = "reconciliation"
 
@@ -15,6 +15,5 @@ urlpatterns = [
     path("claims/<int:claim_id>/take/", views.take, name="take"),
     path("claims/<int:claim_id>/release/", views.release, name="release"),
     path("claims/<int:claim_id>/check-again/", views.check_again, name="check_again"),
-    path("bulk/preview/", views.bulk_preview, name="bulk_preview"),
-    path("bulk/resolve/", views.bulk_resolve, name="bulk_resolve"),
+    path("decide/", decide_views.decide, name="decide"),
 ]

@@ -29,19 +29,16 @@ from runs import userinput
 from runs.pages.access import operator_required, viewer_required
 from runs.pages.http import SignedInRequest
 from runs.pages.partials import is_partial, template_for
-from runs.resolutions import NOT_UNRESOLVED, REFUSED
 from runs.states import ClaimStatus
 
 from . import queries, services, wording
+from .incidents import AGES, ClaimFilter, incidents
 
 PAGE_SIZE = 200
 HISTORY_PAGE_SIZE = 50
-# The queue's age filter: label -> minimum time unresolved.
-AGES = {
-    "15m": ("15 min", timedelta(minutes=15)),
-    "1h": ("1 hour", timedelta(hours=1)),
-    "1d": ("1 day", timedelta(days=1)),
-}
+# How many incident groups the queue shows before "and N more" (the overview shows
+# fewer: incidents.OVERVIEW_GROUPS).
+QUEUE_GROUPS = 12
 OUTCOMES = [
     (ClaimStatus.SUCCEEDED, "succeeded: the effect happened"),
     (ClaimStatus.FAILED, "failed: the effect did NOT happen"),
@@ -70,25 +67,14 @@ def _oob(request: SignedInRequest, response: HttpResponse, **context: Any) -> Ht
     return response
 
 
-def _filters(params: QueryDict, errors: dict[str, str]) -> tuple[str, str]:
-    """The queue's filters (workflow, age); a bad one is reported in `errors`."""
-    workflow = _text(params.get("workflow"), "workflow", "the workflow", errors)
-    age = _text(params.get("age"), "age", "the age", errors)
-    if age and age not in AGES:
-        errors["age"] = f"unknown age {age!r}: choose one of the list"
-    return workflow, age
+def _unresolved(claim_filter: ClaimFilter) -> queries.Rows[queries.QueueRow]:
+    return queries.unresolved_queue(claim_filter.claims())
 
 
-def _unresolved(workflow: str, age: str) -> queries.Rows[queries.QueueRow]:
-    return queries.unresolved_queue(
-        workflow=workflow or None, older_than=AGES[age][1] if age in AGES else None
-    )
-
-
-def _count(shown: int, workflow: str, age: str) -> dict[str, Any]:
+def _count(shown: int, claim_filter: ClaimFilter) -> dict[str, Any]:
     """The heading's count: the claims the table lists, and whether filters narrow it
     (then it says "N of M", M being the badge's count)."""
-    return {"shown": shown, "filtered": bool(workflow or age in AGES)}
+    return {"shown": shown, "filtered": bool(claim_filter)}
 
 
 def _count_on_current_queue(request: SignedInRequest) -> dict[str, Any] | None:
@@ -97,8 +83,8 @@ def _count_on_current_queue(request: SignedInRequest) -> dict[str, Any] | None:
     current = urlsplit(request.htmx.current_url_abs_path or "") if request.htmx else None
     if current is None or current.path != reverse("reconciliation:queue"):
         return None
-    workflow, age = _filters(QueryDict(current.query), {})
-    return _count(_unresolved(workflow, age).count(), workflow, age)
+    claim_filter = ClaimFilter.parse(QueryDict(current.query), {})
+    return _count(_unresolved(claim_filter).count(), claim_filter)
 
 
 def _on_claim_page(request: SignedInRequest, claim_id: int) -> bool:
@@ -120,36 +106,38 @@ def badge(request: SignedInRequest) -> HttpResponse:
 @viewer_required
 def queue(request: SignedInRequest) -> HttpResponse:
     errors: dict[str, str] = {}
-    workflow, age = _filters(request.GET, errors)
-    page = Paginator(_unresolved(workflow, age), PAGE_SIZE).get_page(request.GET.get("page"))
+    claim_filter = ClaimFilter.parse(request.GET, errors)
+    page = Paginator(_unresolved(claim_filter), PAGE_SIZE).get_page(request.GET.get("page"))
     expand = _claim_id(request.GET.get("claim"))
     shown = list(page.object_list)
     if expand and not request.htmx and all(row.claim_id != expand for row in shown):
         # A link to a claim that is not on this page (or no longer unresolved) opens
         # the claim's own page rather than a page with nothing expanded.
         return redirect("reconciliation:claim", claim_id=expand)
-    count = _count(page.paginator.count, workflow, age)
-    in_queue = queries.workflows_in_queue()
+    count = _count(page.paginator.count, claim_filter)
+    in_queue = queries.workflows_in_queue(claim_filter.workflow)
     context = {
         "page": page,
         "rows": shown,
         "count": count,
         "workflows": in_queue,
         "pauses": queries.pauses_in_queue(in_queue),
-        "workflow": workflow,
-        "age": age,
+        "filter": claim_filter,
+        "workflow": claim_filter.workflow,
+        "age": claim_filter.age,
         "ages": [(key, label) for key, (label, _) in AGES.items()],
-        "outcomes": OUTCOMES,
+        "incidents": incidents(QUEUE_GROUPS, claim_filter.claims()),
         "expand": queries.claim_detail(expand) if expand else None,
         "stale_minutes": settings.RECONCILIATION_STALE_MINUTES,
-        "bulk_max": settings.RECONCILIATION_BULK_MAX,
         "filter_errors": errors,
     }
     status = 400 if errors else 200
-    # A filter (the bulk form and the table), or a table whose rows were all decided
-    # fetching the next ones; with the heading's count for what it now lists.
+    # A filter (the groups and the table), the groups polled, or a table whose rows were
+    # all decided fetching the next ones; with the heading's count for what it lists.
     template = template_for(
-        request, "reconciliation/queue.html", {"queue": "queue-table", "queue-rows": "queue-rows"}
+        request,
+        "reconciliation/queue.html",
+        {"queue": "queue-table", "queue-rows": "queue-rows", "incident-groups": "incident-groups"},
     )
     if is_partial(template):
         context["oob"] = request.htmx.target == "queue"  # each filter's problem, or none
@@ -356,118 +344,6 @@ def check_again(request: SignedInRequest, claim_id: int) -> HttpResponse:
     return _show(request, claim_id, focus=FOCUS_MESSAGE)
 
 
-# --- bulk decisions ------------------------------------------------------------------
-def _bulk_form(request: SignedInRequest) -> dict[str, Any]:
-    return {
-        "claims": request.POST.getlist("claims"),
-        "outcome": request.POST.get("outcome", ""),
-        "note": request.POST.get("note", ""),
-    }
-
-
-@require_POST
-@operator_required
-def bulk_preview(request: SignedInRequest) -> HttpResponse:
-    form = _bulk_form(request)
-    try:
-        services.validate_resolution(form["outcome"], form["note"], None)
-        bulk = services.bulk_preview(
-            claim_ids=form["claims"], outcome=form["outcome"], user=request.user
-        )
-    except services.InvalidResolution as exc:
-        return render(
-            request,
-            "reconciliation/queue.html#bulk-result",
-            {"form": form, "errors": {exc.field or "general": str(exc)}},
-            status=422,
-        )
-    # Claims decided meanwhile are listed, said in words, and left out of the decision;
-    # so are those set aside (listed apart, with the reason: decide them one by one).
-    previews = bulk.previews
-    decided = {p.claim_id for p in previews if p.action in (NOT_UNRESOLVED, REFUSED)}
-    claims = queries.claims_by_id(sorted(decided))
-    lines = []
-    for preview in previews:
-        claim = claims.get(preview.claim_id)
-        summary = wording.preview_summary(preview)
-        if claim is not None and claim.resolved_at and preview.action == NOT_UNRESOLVED:
-            summary = f"already {wording.resolved(claim)}; left out"
-        key = wording.short_key(preview.claim_key) if preview.claim_key else preview.claim_id
-        lines.append({"key": key, "step": preview.step, "summary": summary})
-    resolvable = [p.claim_id for p in previews if p.claim_id not in decided]
-    # Those no longer unresolved leave the table (and the selection) now, as after a
-    # confirm: the table must not go on offering what the preview says is decided.
-    left_queue = [
-        claim_id
-        for claim_id in sorted(decided)
-        if claim_id not in claims or claims[claim_id].status != ClaimStatus.UNRESOLVED
-    ]
-    context = {
-        "form": form,
-        "previews": lines,
-        "resolvable": resolvable,
-        "left_out": decided,
-        "left_queue": left_queue,
-        "set_aside": _set_aside_lines(bulk.set_aside),
-    }
-    response = render(request, "reconciliation/queue.html#bulk-result", context)
-    return _oob(request, response) if left_queue else response
-
-
-@require_POST
-@operator_required
-def bulk_resolve(request: SignedInRequest) -> HttpResponse:
-    form = _bulk_form(request)
-    try:
-        result = services.bulk_resolve(
-            claim_ids=form["claims"], user=request.user, outcome=form["outcome"], note=form["note"]
-        )
-    except services.InvalidResolution as exc:
-        return render(
-            request,
-            "reconciliation/queue.html#bulk-result",
-            {"form": form, "errors": {exc.field or "general": str(exc)}},
-            status=422,
-        )
-    messages.success(request, wording.capfirst(result.summary) + ".")
-    # The resolved claims leave the table, and so do refused ones that someone else
-    # decided meanwhile: none of them is unresolved any more. Refusals are said in words.
-    refused = queries.claims_by_id([r.claim_id for r in result.refusals])
-    left_queue = [s.claim_id for s in result.successes]
-    refusals = []
-    for refusal in result.refusals:
-        claim = refused.get(refusal.claim_id)
-        if claim is None or claim.status != ClaimStatus.UNRESOLVED:
-            left_queue.append(refusal.claim_id)
-        if claim is None:
-            refusals.append(f"Claim {refusal.claim_id}: {refusal.message}")
-        elif claim.resolved_at:
-            refusals.append(
-                f"{wording.capfirst(wording.label_of(claim))} was already "
-                f"{wording.resolved(claim)}."
-            )
-        else:
-            refusals.append(wording.refusal(Exception(refusal.message), claim))
-    context = {
-        "form": form,
-        "result": result,
-        "refusals": refusals,
-        "left_queue": left_queue,
-        "set_aside": _set_aside_lines(result.set_aside),
-    }
-    response = render(request, "reconciliation/queue.html#bulk-result", context)
-    return _oob(request, response)
-
-
-def _set_aside_lines(set_aside: tuple[services.BulkSetAside, ...]) -> list[dict[str, Any]]:
-    """The claims a bulk decision sets aside, as the page lists them apart: each with
-    its key, the reason in words, and its own page (where it is decided alone)."""
-    return [
-        {"claim_id": a.claim_id, "key": wording.short_key(a.claim_key), "message": a.message}
-        for a in set_aside
-    ]
-
-
 # --- helpers -------------------------------------------------------------------------
 def _claim_id(value: str | None) -> int | None:
     """A claim id from the query string: a positive integer a claim's primary key (a
@@ -500,8 +376,6 @@ def _date(value: str | None, field: str, errors: dict[str, str]) -> datetime | N
 
 __all__ = [
     "badge",
-    "bulk_preview",
-    "bulk_resolve",
     "check_again",
     "claim",
     "history",

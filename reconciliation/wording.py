@@ -154,6 +154,23 @@ def preview_summary(preview: Preview) -> str:
     return f"no claim with id {preview.claim_id}"
 
 
+def consequence(preview: Preview) -> str:
+    """What deciding the claim does, without what differs from claim to claim (its
+    key, its run's id, a retry's new key): a decision over an incident counts its
+    claims by this sentence ("398 claims: step merge retried: attempt 2 of 3; the run
+    resumes")."""
+    if preview.action == NOT_UNRESOLVED:
+        if preview.resolved_at is None:
+            return f"left out: the claim is {preview.claim_status}, not unresolved"
+        return f"left out: already resolved as {preview.claim_status} by {preview.resolved_by}"
+    if preview.action == RETRIES:
+        return (
+            f"step {preview.step} retried: attempt {preview.attempt} of {preview.max_attempts}"
+            + _run_goes_on(preview)
+        )
+    return preview_summary(preview)
+
+
 def _goes_on(preview: Preview) -> list[str]:
     """What a success sets going: the steps it makes ready, expands or leaves waiting."""
     ready, expands, waiting = preview.ready, preview.expands, preview.waiting

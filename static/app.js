@@ -5,9 +5,14 @@
 
   // Live parts poll with `hx-trigger="every 5s, poll-now"` and carry `data-poll`.
   // A hidden tab does not poll; when it becomes visible again, they refresh at once.
+  // Nor does a part the keyboard is in: swapping it would throw the focus back to the
+  // top of the page (the next poll after the focus leaves brings it up to date).
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var elt = evt.detail.elt;
-    if (document.visibilityState !== "visible" && elt && elt.hasAttribute("data-poll")) {
+    if (!elt || !elt.hasAttribute("data-poll")) return;
+    var focused = document.activeElement;
+    if (document.visibilityState !== "visible" ||
+        (focused && focused !== document.body && elt.contains(focused))) {
       evt.preventDefault();
     }
   });
@@ -55,45 +60,6 @@
       announce("Could not copy: select the text and copy it");
     });
   });
-
-  // Bulk decisions: <form data-count-selected="claims"> with a "select all" box
-  // (<input type="checkbox" data-select-all="claims">). The claims' checkboxes sit in the
-  // table, outside the form, and join it with form="…": only form.elements lists them
-  // (a querySelectorAll inside the form never sees them).
-  function selectable(form) {
-    var name = form.getAttribute("data-count-selected");
-    return Array.prototype.filter.call(form.elements, function (el) {
-      return el.type === "checkbox" && el.name === name;
-    });
-  }
-  function countSelected(form) {
-    var boxes = selectable(form);
-    var n = boxes.filter(function (box) { return box.checked; }).length;
-    form.querySelectorAll("[data-selected-count]").forEach(function (el) { el.textContent = n; });
-    form.querySelectorAll("[data-needs-selection]").forEach(function (el) { el.disabled = n === 0; });
-    Array.prototype.forEach.call(form.elements, function (el) {
-      if (el.hasAttribute("data-select-all")) {
-        el.checked = boxes.length > 0 && n === boxes.length;
-        el.indeterminate = n > 0 && n < boxes.length;
-      }
-    });
-  }
-  function countAll() {
-    document.querySelectorAll("form[data-count-selected]").forEach(countSelected);
-  }
-  document.addEventListener("change", function (evt) {
-    var form = evt.target.form;
-    if (!form || !form.hasAttribute("data-count-selected")) return;
-    if (evt.target.hasAttribute("data-select-all")) {
-      var all = evt.target;
-      selectable(form).forEach(function (box) { box.checked = all.checked; });
-    }
-    countSelected(form);
-  });
-  // Rows come and go (a bulk decision removes them, a filter replaces them), and a page
-  // restored from the back/forward cache keeps its ticks: count again each time.
-  document.addEventListener("htmx:afterSettle", countAll);
-  window.addEventListener("pageshow", countAll);
 
   // A filter's problem shows beside its field, in a slot that is always there
   // (<p data-error-for="the field's id">, hidden when it has nothing to say). An htmx

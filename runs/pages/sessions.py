@@ -37,7 +37,9 @@ LOGIN_AT = "login_at"
 ACTIVITY_COOKIE = "last_activity"
 # The ids of the elements that poll (`data-poll` in templates/): htmx names the
 # element that triggered a request in HX-Trigger.
-POLL_ELEMENTS = frozenset({"queue-badge", "overview-live", "run-live", "workers-live"})
+POLL_ELEMENTS = frozenset(
+    {"queue-badge", "overview-live", "run-live", "workers-live", "incident-groups"}
+)
 
 
 @receiver(user_logged_in)

@@ -6,7 +6,10 @@ confirmation); viewers read every batch's page as they read every other page."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -17,7 +20,7 @@ from runs.models import Batch, BatchItem
 from runs.pages.access import operator_required, viewer_required
 from runs.pages.http import SignedInRequest
 from runs.pages.partials import template_for
-from runs.states import BATCH_ACTIVE, BatchItemStatus, BatchStatus
+from runs.states import BATCH_ACTIVE, BatchItemStatus, BatchOperation, BatchStatus
 
 from .workers import batch_wait
 
@@ -72,7 +75,12 @@ def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
     if batch is None:
         raise Http404(f"no batch {batch_id}")
     shown = request.GET.get("status", "")
-    items = BatchItem.objects.filter(batch=batch).select_related("run").order_by("id")
+    items = (
+        BatchItem.objects.filter(batch=batch)
+        .select_related("run", "claim")
+        .defer("run__input", "run__result", "claim__result", "claim__evidence")
+        .order_by("id")
+    )
     if shown in BatchItemStatus.values:
         items = items.filter(status=shown)
     else:
@@ -82,6 +90,7 @@ def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
         request.GET.get("page")
     )
     list_query = QueryDict(batch.filter)
+    resolving = batch.operation == BatchOperation.RESOLVE
     return render(
         request,
         template_for(request, "runs/batch.html", "batch-live"),
@@ -92,8 +101,46 @@ def batch_detail(request: SignedInRequest, batch_id: int) -> HttpResponse:
             "page": page,
             "items": page.object_list,
             "shown": shown,
-            "statuses": [s for s in BatchItemStatus.values if s != BatchItemStatus.PENDING],
+            "statuses": _statuses(batch),
             "list_url": f"?{list_query.urlencode()}" if batch.filter else "",
-            "title": selection.OPERATIONS.get(batch.operation, batch.operation),  # type: ignore[call-overload]
+            "resolving": resolving,
+            # A decision over claims is the queue's: its link is the current one.
+            **({"nav_here": "reconciliation"} if resolving else {}),
+            "what": "claims" if resolving else "runs",
+            "title": _title(batch),
+            # What happened, said once per distinct message: 157 claims "already
+            # resolved as failed by bob" are one line, not 157.
+            "said": _said(batch) if not running else [],
+            "done_now": request.htmx and not running,
         },
     )
+
+
+def _title(batch: Batch) -> str:
+    if batch.operation == BatchOperation.RESOLVE:
+        return f"Resolve matching claims as {batch.outcome}"
+    return str(selection.OPERATIONS.get(batch.operation, batch.operation))  # type: ignore[call-overload]
+
+
+def _statuses(batch: Batch) -> list[str]:
+    """The item statuses its results page filters by: set aside only where it can be."""
+    shown = [s for s in BatchItemStatus.values if s != BatchItemStatus.PENDING]
+    if batch.operation != BatchOperation.RESOLVE:
+        shown.remove(BatchItemStatus.SET_ASIDE)
+    return shown
+
+
+SAID_LINES = 8
+
+
+def _said(batch: Batch) -> list[dict[str, Any]]:
+    """The batch's outcomes by (status, message), the most frequent first: one GROUP BY
+    over its items (batchitem_status_idx)."""
+    rows = (
+        BatchItem.objects.filter(batch=batch)
+        .exclude(status=BatchItemStatus.PENDING)
+        .values("status", "message")
+        .annotate(n=Count("id"))
+        .order_by("-n", "status", "message")[:SAID_LINES]
+    )
+    return [dict(row) for row in rows]

@@ -48,8 +48,11 @@ def _context(chosen: str, **extra: Any) -> dict[str, Any]:
 @viewer_required
 def pauses_page(request: SignedInRequest) -> HttpResponse:
     """GET: the page. `?workflow=` picks the form's workflow (its steps come with it;
-    htmx asks for the step field alone when the workflow select changes)."""
+    htmx asks for the step field alone when the workflow select changes), and `?step=`
+    one of its steps (an incident group's "Pause this step…")."""
     context = _context(request.GET.get("workflow", ""))
+    if request.GET.get("step", "") in context["steps"]:
+        context["form"] = {**context["form"], "step": request.GET["step"]}
     template = template_for(request, "runs/pauses.html", {"pause-step-field": "step-field"})
     return render(request, template, context)
 

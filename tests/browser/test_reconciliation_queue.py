@@ -1,7 +1,8 @@
 """The reconciliation queue and a claim's own page in a real browser, used the way an
-operator uses them: ticking claims for a bulk decision, opening a claim, deciding it
-with the mouse or the keyboard, losing a race to a colleague, and a queue of a few
-hundred claims. Claims are made by tests/support/factories.py (no workers needed)."""
+operator uses them: the claims grouped by cause and narrowed to one, opening a claim,
+deciding it with the mouse or the keyboard, losing a race to a colleague, and a queue of
+a few hundred claims (the decision over all of them, with a worker: test_incident.py).
+Claims are made by tests/support/factories.py (no workers needed)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from runs.states import ClaimStatus
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
 from tests.support import factories
-from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -42,8 +42,10 @@ def claim_row(page, claim):
     return page.get_by_role("row").filter(has=run_link)
 
 
-def bulk_form(page):
-    return page.get_by_role("form", name="bulk decision", exact=True)
+def group_of(page, title: str):
+    """The incident group whose heading starts with `title` ("3 claims · merge-change")."""
+    heading = page.get_by_role("heading", name=re.compile("^" + re.escape(title)))
+    return page.get_by_role("listitem").filter(has=heading)
 
 
 def decide_form(page, claim):
@@ -98,68 +100,99 @@ def live_region_kept(page) -> bool:
     return page.evaluate("document.getElementById('messages') === window.liveRegion")
 
 
-# --- 1. selecting claims for a bulk decision ----------------------------------------------
-def test_ticking_claims_enables_preview_and_editing_the_form_keeps_the_selection(
+# --- 1. the claims by cause: narrowed to one, and back ------------------------------------
+def test_show_these_claims_narrows_the_queue_to_one_cause_and_back(browser, transactional_db):
+    timeouts = factories.crashed(count=2)
+    for claim in timeouts:
+        Claim.objects.filter(pk=claim.pk).update(error="TimeoutError: host timed out after 30 s")
+    died = factories.crashed(count=1)[0]
+    page = signed_in(browser)
+    expect(queue_rows(page)).to_have_count(3)
+    group = group_of(page, "2 claims · merge-change · merge")
+    expect(group).to_contain_text("TimeoutError: host timed out after # s")
+
+    group.get_by_role("link", name="Show these claims").click()
+    narrowed = "/reconciliation/?workflow=merge-change&step=merge&cause="
+    wait_for_address(page, lambda url: narrowed in url, narrowed)
+    expect(queue_rows(page)).to_have_count(2)
+    expect(claim_row(page, died)).to_have_count(0)
+    notice = page.get_by_role("region", name="narrowed to one cause")
+    expect(notice).to_contain_text("Only the claims of step merge whose error reads")
+    expect(heading(page)).to_contain_text("2 of 3 unresolved claims, filtered")
+    expect(page.get_by_role("link", name="Decide all 2 matching…")).to_be_visible()
+    expect(page.get_by_role("link", name="Pause this step…").first).to_be_visible()
+    browser.check_accessibility("the queue narrowed to one cause")
+    browser.screenshot("queue-one-cause")
+    browser.screenshot("queue-one-cause", width=390)
+
+    # Changing another filter keeps the cause.
+    page.get_by_label("Waiting for at least").select_option(label="15 min")
+    wait_for_address(page, lambda url: "age=15m" in url and "cause=" in url, "age and cause")
+    expect(page.get_by_role("region", name="Unresolved claims")).to_contain_text(
+        "No claim matches these filters; 3 others wait"
+    )
+    page.go_back()
+    wait_for_address(page, lambda url: narrowed in url and "age=" not in url, narrowed)
+    expect(queue_rows(page)).to_have_count(2)
+    notice.get_by_role("link", name="Show every step and cause").click()
+    wait_for_address(
+        page, lambda url: url.endswith("/reconciliation/?workflow=merge-change"), "workflow"
+    )
+    expect(queue_rows(page)).to_have_count(3)
+    page.go_back()
+    wait_for_address(page, lambda url: narrowed in url, narrowed)
+    expect(queue_rows(page)).to_have_count(2)
+    page.go_forward()
+    wait_for_address(page, lambda url: "cause=" not in url, "the cause cleared")
+    expect(queue_rows(page)).to_have_count(3)
+
+
+# --- 2. a group's pause and decide links; the skip link; the groups stay current ----------
+def test_a_groups_links_open_the_pause_form_and_the_decision_with_its_context(
     browser, transactional_db
 ):
     claims = factories.crashed(count=3)
     page = signed_in(browser)
-    bulk = bulk_form(page)
-    preview = bulk.get_by_role("button", name="Preview…")
-    expect(preview).to_be_disabled()
 
-    page.get_by_role("checkbox", name=f"select claim {claims[0].key}").check()
-    page.get_by_role("checkbox", name=f"select claim {claims[2].key}").check()
-    expect(bulk).to_contain_text("2 selected")
-    expect(preview).to_be_enabled()
+    # The first Tab stop skips the navigation.
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to the content")
+    expect(skip).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("main")).to_be_focused()
 
-    # Writing the note and choosing the outcome does not forget the ticks.
-    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
-    bulk.get_by_label("Note (why)").press_sequentially("none merged on the host")
-    page.keyboard.press("Tab")  # leaving the note fires its change event
-    expect(bulk).to_contain_text("2 selected")
-    expect(preview).to_be_enabled()
+    # The groups follow decisions made elsewhere without a reload.
+    group = group_of(page, "3 claims · merge-change · merge")
+    resolve_claim(claims[0], "failed", actor="bob", note="bob checked the host")
+    page.evaluate("htmx.trigger('#incident-groups', 'poll-now')")
+    expect(group_of(page, "2 claims · merge-change · merge")).to_be_visible()
+    expect(heading(page)).to_contain_text("2 unresolved claims")
 
-    page.get_by_role("checkbox", name="select all claims").check()
-    expect(bulk).to_contain_text("3 selected")
-    select_all = page.get_by_role("checkbox", name="select all claims")
-    page.get_by_role("checkbox", name=f"select claim {claims[1].key}").uncheck()
-    expect(bulk).to_contain_text("2 selected")
-    expect(select_all).not_to_be_checked()  # some, not all: shown as mixed
-    assert select_all.evaluate("box => box.indeterminate")
-    select_all.check()
-    expect(bulk).to_contain_text("3 selected")
-    select_all.uncheck()
-    expect(bulk).to_contain_text("0 selected")
-    expect(preview).to_be_disabled()
-
-
-# --- 2. a bulk confirm takes the resolved claims off the table -----------------------------
-def test_confirmed_claims_leave_the_table_and_the_selection(browser, transactional_db):
-    claims = factories.crashed(count=3)
-    page = signed_in(browser)
-    bulk = bulk_form(page)
-    for claim in claims[:2]:
-        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
-    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
-    bulk.get_by_label("Note (why)").press_sequentially("none merged on the host")
-    bulk.get_by_role("button", name="Preview…").click()
-    expect(page.get_by_role("form", name="confirm bulk decision")).to_contain_text(
-        "Preview: resolve 2 claims as failed"
-    )
-    page.get_by_role("button", name="Confirm: resolve 2 claims").click()
-
-    expect(page.get_by_role("region", name="bulk result")).to_contain_text(
-        "2 claim(s) resolved as failed"
-    )
-    for claim in claims[:2]:
-        expect(claim_row(page, claim)).to_have_count(0)
-    expect(claim_row(page, claims[2])).to_have_count(1)
-    expect(queue_rows(page)).to_have_count(1)
-    expect(bulk).to_contain_text("0 selected")
-    expect(bulk.get_by_role("button", name="Preview…")).to_be_disabled()
-    expect(page.locator("#queue-badge")).to_have_text("1")
-    browser.screenshot("queue-after-bulk")
+    group = group_of(page, "2 claims · merge-change · merge")
+    group.get_by_role("link", name="Pause this step…").click()
+    wait_for_address(page, lambda url: "/pauses/?workflow=merge-change&step=merge" in url, "pause")
+    expect(page.get_by_label("Workflow", exact=True)).to_have_value("merge-change")
+    expect(page.get_by_label("Step (optional)")).to_have_value("merge")
+    page.go_back()
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/"), "the queue")
+    group_of(page, "2 claims · merge-change · merge").get_by_role(
+        "link", name="Decide these…"
+    ).click()
+    expect(page.get_by_role("heading", name="Decide 2 claims")).to_be_visible()
+    decide = page.get_by_role("form", name="decide every matching claim")
+    # No outcome is chosen for the operator; sending none is refused beside the field.
+    browser.allow_status(422)
+    decide.get_by_label(re.compile("^Note")).fill("host was down")
+    decide.get_by_role("button", name="Preview…").click()
+    decide = page.get_by_role("form", name="decide every matching claim")
+    expect(decide).to_contain_text("choose what happened to the effects: succeeded or failed")
+    expect(decide.get_by_label(re.compile("^Note"))).to_have_value("host was down")
+    browser.check_accessibility("a decision refused for want of an outcome")
+    page.go_back()
+    page.go_back()
+    wait_for_address(page, lambda url: url.endswith("/reconciliation/"), "the queue")
+    page.go_forward()
+    expect(page.get_by_role("heading", name="Decide 2 claims")).to_be_visible()
 
 
 # --- 3. the run page's "decide" link reaches a claim beyond the queue's first page --------
@@ -330,56 +363,31 @@ def test_taking_a_claim_says_who_and_when_in_words(browser, second_browser, tran
 
 
 # --- 8. a queue of a few hundred claims -----------------------------------------------------
-def test_a_few_hundred_claims_decided_a_page_at_a_time(browser, second_browser, transactional_db):
+def test_a_few_hundred_claims_one_decision_away(browser, second_browser, transactional_db):
     factories.crashed(count=300)
 
     # A viewer sees the claims, and no control to decide them.
     victor = signed_in(second_browser, "victor", "viewers")
     expect(heading(victor)).to_contain_text("300 unresolved claims")
-    expect(victor.get_by_role("checkbox")).to_have_count(0)
-    expect(victor.get_by_role("form", name="bulk decision")).to_have_count(0)
+    expect(victor.get_by_role("link", name=re.compile("^Decide"))).to_have_count(0)
+    expect(victor.get_by_role("link", name=re.compile("^Pause this"))).to_have_count(0)
     second_browser.screenshot("queue-300-viewer")
     victor.set_viewport_size({"width": 390, "height": 900})
-    expect(victor.get_by_role("checkbox")).to_have_count(0)
-    expect(victor.get_by_role("button", name=re.compile("Preview|Confirm"))).to_have_count(0)
+    expect(victor.get_by_role("link", name=re.compile("^Decide"))).to_have_count(0)
 
     page = signed_in(browser)
-    for width, on_page, left in ((1280, 200, 100), (390, 100, 0)):
-        page.set_viewport_size({"width": width, "height": 900})
-        expect(queue_rows(page)).to_have_count(on_page)
-        bulk = bulk_form(page)
-        page.get_by_role("checkbox", name="select all claims").check()
-        expect(bulk).to_contain_text(f"{on_page} selected")
-        bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
-        note = bulk.get_by_label("Note (why)")
-        note.fill("")
-        note.press_sequentially("the code host shows none of them")
-        bulk.get_by_role("button", name="Preview…").click()
-        confirm = page.get_by_role("button", name=f"Confirm: resolve {on_page} claims")
-        expect(confirm).to_be_visible(timeout=15_000)
-        if width == 1280:
-            browser.screenshot("queue-300-preview")
-        confirm.click()
-        # The server decides them one transaction each: seconds on a quiet machine, more
-        # under load. Wait on the database, then read the page's answer to that request.
-        wait_for(
-            lambda left=left: Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count() == left,
-            timeout=180,
-            what=f"{on_page} claims to be decided",
-        )
-        expect(page.get_by_role("region", name="bulk result")).to_contain_text(
-            f"{on_page} claim(s) resolved as failed", timeout=30_000
-        )
-        # The decided rows are gone; the claims left (the next page's) take their place.
-        expect(page.locator("#queue-badge")).to_have_text(str(left))
-        expect(heading(page)).to_contain_text(f"{left} unresolved claim")
-        expect(queue_rows(page)).to_have_count(left)
-        expect(bulk).to_contain_text("0 selected")
-        browser.screenshot("queue-300-after", width=width)
-    expect(page.get_by_role("region", name="Unresolved claims")).to_contain_text(
-        "Nothing to decide"
-    )
-    assert not Claim.objects.filter(status=ClaimStatus.UNRESOLVED).exists()
+    expect(queue_rows(page)).to_have_count(200)  # a page; the decision takes every one
+    expect(group_of(page, "300 claims · merge-change · merge")).to_be_visible()
+    page.get_by_role("link", name="Decide all 300 unresolved…").click()
+    form = page.get_by_role("form", name="decide every matching claim")
+    expect(form).to_contain_text("What happened to these 300 effects?")
+    form.get_by_label("failed: the effect did NOT happen").check()
+    form.get_by_label(re.compile("^Note")).fill("the code host shows none of them")
+    form.get_by_role("button", name="Preview…").click()
+    confirm = page.get_by_role("button", name="Confirm: resolve 300 claims as failed")
+    expect(confirm).to_be_in_viewport()
+    browser.screenshot("queue-300-preview")
+    assert Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count() == 300  # nothing yet
 
 
 # --- 9. accessibility of every state of the queue and of a claim's page --------------------
@@ -421,16 +429,15 @@ def test_the_queue_and_a_claim_pass_axe_in_every_state(browser, transactional_db
         browser.check_accessibility(f"a refused decision {what}")
         browser.screenshot(f"claim-refused-{role}", width=width)
 
-        page.get_by_role("checkbox", name=f"select claim {claims[1].key}").check()
-        page.get_by_role("checkbox", name=f"select claim {claims[2].key}").check()
-        bulk_form(page).get_by_label("Note (why)").press_sequentially("none merged")
-        bulk_form(page).get_by_role("button", name="Preview…").click()
-        page.get_by_role("form", name="confirm bulk decision").wait_for()
-        browser.check_accessibility(f"the queue with a bulk preview {what}")
-        browser.screenshot(f"queue-preview-{role}", width=width)
-        page.get_by_role("button", name="Confirm: resolve 2 claims").click()
-        page.get_by_role("region", name="bulk result").wait_for()
-        browser.check_accessibility(f"the queue with a bulk result {what}")
+        browser.goto("/reconciliation/decide/?workflow=merge-change")
+        browser.check_accessibility(f"the decision's form {what}")
+        form = page.get_by_role("form", name="decide every matching claim")
+        form.get_by_label("failed: the effect did NOT happen").check()
+        form.get_by_label(re.compile("^Note")).press_sequentially("none merged")
+        form.get_by_role("button", name="Preview…").click()
+        page.get_by_role("heading", name=re.compile("^Preview: resolve")).wait_for()
+        browser.check_accessibility(f"the decision's preview {what}")
+        browser.screenshot(f"decide-preview-{role}", width=width)
 
     browser.goto(f"/reconciliation/claims/{claims[0].pk}/")
     browser.check_accessibility(f"a claim's page {what}")
@@ -510,69 +517,27 @@ def test_a_claim_decided_with_the_keyboard_alone(browser, transactional_db):
     assert (claim.status, claim.result) == (ClaimStatus.SUCCEEDED, {"merge_id": 5})
 
 
-# --- 11. a bulk preview of claims all decided meanwhile ------------------------------------
+# --- 11. a decision over claims all decided meanwhile ------------------------------------
 @pytest.mark.parametrize("width", [1280, 390])
 def test_a_preview_of_claims_all_decided_meanwhile_offers_nothing_to_confirm(
     browser, transactional_db, width
 ):
-    claims = factories.crashed(count=3)
-    page = signed_in(browser)
+    claims = factories.crashed(count=2)
+    page = signed_in(browser, path="/reconciliation/decide/?workflow=merge-change")
     page.set_viewport_size({"width": width, "height": 900})
-    for claim in claims[:2]:
-        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
-    bulk = bulk_form(page)
-    bulk.get_by_label("Note (why)").press_sequentially("none merged")
-    for claim in claims[:2]:  # meanwhile bob decides both, elsewhere
+    form = page.get_by_role("form", name="decide every matching claim")
+    form.get_by_label("failed: the effect did NOT happen").check()
+    form.get_by_label(re.compile("^Note")).press_sequentially("none merged")
+    for claim in claims:  # meanwhile bob decides both, elsewhere
         resolve_claim(claim, "failed", actor="bob", note="bob checked the host")
-    bulk.get_by_role("button", name="Preview…").click()
+    form.get_by_role("button", name="Preview…").click()
 
-    preview = page.get_by_role("region", name="bulk preview")
-    expect(preview).to_contain_text("Nothing to resolve: every claim selected is already decided.")
-    expect(preview.get_by_role("listitem")).to_have_count(2)
-    expect(preview.get_by_role("listitem").first).to_contain_text(
-        "already resolved as failed by bob"
-    )
-    expect(preview.get_by_role("listitem").first).to_contain_text("left out")
+    expect(page.get_by_text("No claim of this filter is unresolved any more")).to_be_visible()
     expect(page.get_by_role("button", name=re.compile("Confirm"))).to_have_count(0)
-    expect(preview.locator("p").first).to_be_focused()  # its summary, read from there
-    # What the preview says is decided leaves the table and the selection.
-    for claim in claims[:2]:
-        expect(claim_row(page, claim)).to_have_count(0)
-    expect(queue_rows(page)).to_have_count(1)
-    expect(bulk).to_contain_text("0 selected")
-    expect(bulk.get_by_role("button", name="Preview…")).to_be_disabled()
-    expect(heading(page)).to_contain_text("1 unresolved claim")
-    expect(page.locator("#queue-badge")).to_have_text("1")
-    browser.check_accessibility(f"a bulk preview with nothing to resolve, at {width} px")
-    browser.screenshot("queue-nothing-to-resolve", width=width)
-
-
-def test_a_preview_leaves_out_a_claim_decided_meanwhile_and_the_table_drops_it(
-    browser, transactional_db
-):
-    claims = factories.crashed(count=3)
-    page = signed_in(browser)
-    bulk = bulk_form(page)
-    for claim in claims[:2]:
-        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
-    bulk.get_by_label("Outcome").select_option(label="failed: the effect did NOT happen")
-    bulk.get_by_label("Note (why)").press_sequentially("none merged")
-    resolve_claim(claims[0], "failed", actor="bob", note="bob checked the host")  # meanwhile
-    bulk.get_by_role("button", name="Preview…").click()
-
-    confirm = page.get_by_role("form", name="confirm bulk decision")
-    expect(confirm).to_contain_text("Preview: resolve 1 claim as failed")
-    expect(confirm).to_contain_text("1 already decided is left out")
-    expect(claim_row(page, claims[0])).to_have_count(0)
-    expect(bulk).to_contain_text("1 selected")
-    expect(heading(page)).to_contain_text("2 unresolved claims")
-    page.get_by_role("button", name="Confirm: resolve 1 claim").click()
-    expect(page.get_by_role("region", name="bulk result")).to_contain_text(
-        "1 claim(s) resolved as failed"
-    )
-    expect(queue_rows(page)).to_have_count(1)
-    expect(claim_row(page, claims[2])).to_have_count(1)
-    expect(page.locator("#queue-badge")).to_have_text("1")
+    browser.check_accessibility(f"a preview with nothing to decide, at {width} px")
+    browser.screenshot("decide-nothing-left", width=width)
+    page.get_by_role("link", name="Back to the queue").click()
+    expect(page.locator("#queue-badge")).to_have_text("0")
 
 
 # --- 12. the age filter; to past resolutions and back --------------------------------------
@@ -718,7 +683,7 @@ def test_the_run_links_of_a_claim_open_its_run(browser, transactional_db):
     expect(heading(page)).to_have_text("merge-change@1 needs reconciliation")
 
 
-# --- 16. the folded panels: events around a claim, a payload, the runs a bulk resolved ------
+# --- 16. the folded panels: events around a claim, a payload -----------------------------
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_folded_panels_open_and_pass_axe(browser, transactional_db, width):
     claims = factories.crashed(count=3)
@@ -738,22 +703,6 @@ def test_the_folded_panels_open_and_pass_axe(browser, transactional_db, width):
     expect(crashed.locator("pre")).to_contain_text('"worker": "worker-0"')
     browser.check_accessibility(f"an event's payload, at {width} px")
     browser.screenshot("queue-claim-events", width=width)
-
-    for claim in claims[1:]:
-        page.get_by_role("checkbox", name=f"select claim {claim.key}").check()
-    bulk_form(page).get_by_label("Note (why)").press_sequentially("none merged")
-    bulk_form(page).get_by_role("button", name="Preview…").click()
-    page.get_by_role("button", name="Confirm: resolve 2 claims").click()
-    result = page.get_by_role("region", name="bulk result")
-    result.get_by_text("Resolved: 2 claims, and their runs").click()
-    runs = result.get_by_role("listitem")
-    expect(runs).to_have_count(2)
-    expect(runs.first).to_contain_text("is succeeded")
-    browser.check_accessibility(f"the runs a bulk decision resolved, at {width} px")
-    browser.screenshot("queue-bulk-result-runs", width=width)
-    result.get_by_role("link", name=str(claims[1].run_id)[:8]).click()
-    run_page = f"/runs/{claims[1].run_id}/"
-    wait_for_address(page, lambda url: url.endswith(run_page), run_page)
 
 
 # --- 17. paging back to the claims that waited longest ------------------------------------

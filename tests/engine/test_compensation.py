@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciliation import queries
+from reconciliation.incidents import ClaimFilter
 from runs import engine
 from runs.errors import StepNotRetryable
 from runs.models import Claim, Event, Run, Step
@@ -70,7 +71,7 @@ def test_an_unresolved_compensation_goes_to_the_queue_and_the_run_waits_for_it()
     assert run.status == "compensating"  # waits for a decision on the refund
     claim = Claim.objects.get(step__run=run, step__name="refund")
     assert claim.status == "unresolved"
-    queue = queries.unresolved_queue(workflow="compensated-order")
+    queue = queries.unresolved_queue(ClaimFilter(workflow="compensated-order").claims())
     assert [(row.claim_id, row.run_status) for row in queue[0:10]] == [(claim.pk, "compensating")]
     assert Step.objects.get(run=run, name="release").status == "pending"
 

@@ -8,6 +8,7 @@ fields."""
 from __future__ import annotations
 
 import re
+from urllib.parse import urlencode
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -217,21 +218,21 @@ def test_a_deadline_that_is_no_time_ahead_is_refused_beside_its_field(
     assert not Run.objects.exists()
 
 
-CLAIM_IDS = st.lists(TEXT | st.integers(-(2**70), 2**70).map(str), max_size=4)
-
-
 @SETTINGS
 @given(data=st.data())
-def test_no_bulk_decision_form_makes_it_fail(operator_client, data):
-    claim = factories.crashed_merge(change_id=data.draw(st.integers(1, 10**6)))
+def test_no_decision_over_a_filter_makes_it_fail(operator_client, data):
+    factories.crashed_merge(change_id=data.draw(st.integers(1, 10**6)))
+    query = {name: data.draw(TEXT, label=name) for name in ("workflow", "step", "cause", "age")}
     form = {
-        "claims": [str(claim.id), *data.draw(CLAIM_IDS, label="claims")],
         "outcome": data.draw(TEXT | st.sampled_from(["succeeded", "failed"]), label="outcome"),
         "note": data.draw(TEXT, label="note"),
+        "as_of": data.draw(TEXT | st.just("2026-12-04T10:00:00+00:00"), label="as_of"),
     }
-    for url in ("/reconciliation/bulk/preview/", "/reconciliation/bulk/resolve/"):
-        response = operator_client.post(url, form, HTTP_HX_REQUEST="true")
-        assert response.status_code < 500, (url, form, response.status_code)
+    url = "/reconciliation/decide/?" + urlencode(query)
+    previewed = operator_client.get(url + "&" + urlencode({**form, "preview": "1"}))
+    assert previewed.status_code < 500, (url, form, previewed.status_code)
+    confirmed = operator_client.post(url, form)
+    assert confirmed.status_code < 500, (url, form, confirmed.status_code)
 
 
 @SETTINGS

@@ -57,10 +57,12 @@ PAGES: dict[str, tuple[Callable[[dict[str, Any]], str], int]] = {
     # (nothing found: the list is known to be empty without asking)
     "search, no such thing": (lambda d: "/runs/?q=no-such-key", 1),
     # counts per status, queue summary, recent failures, now + steps per minute, the
-    # pauses (its Paused panel and the recent runs' marks share them), the recent runs
-    "overview": (lambda d: "/", 7),
-    # the queue's capped count and page of claims, the workflows it holds, their pauses
-    "reconciliation queue": (lambda d: "/reconciliation/", 4),
+    # pauses (its Paused panel and the recent runs' marks share them), the recent runs,
+    # the incident groups (one GROUP BY)
+    "overview": (lambda d: "/", 8),
+    # the queue's capped count and page of claims, the workflows it holds, their pauses,
+    # the incident groups
+    "reconciliation queue": (lambda d: "/reconciliation/", 5),
 }
 
 

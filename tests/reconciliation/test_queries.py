@@ -10,6 +10,7 @@ from django.core.paginator import Paginator
 from django.db import connection
 
 from reconciliation import queries, services
+from reconciliation.incidents import ClaimFilter
 from runs import engine
 from runs.engine import resolve_claim
 from runs.models import Claim, Step
@@ -73,13 +74,17 @@ def test_unresolved_queue_filters_by_workflow_and_age(db):
     merge, probed = crashed_merge(), crashed_merge(workflow="merge-change-probed")
     waited(probed, "3 hours")
 
-    assert [r.claim_id for r in queries.unresolved_queue(workflow="merge-change")] == [merge.id]
-    rows = list(queries.unresolved_queue(workflow="merge-change-probed"))
+    def queue(**parts: str) -> list[queries.QueueRow]:
+        return list(queries.unresolved_queue(ClaimFilter(**parts).claims()))
+
+    assert [r.claim_id for r in queue(workflow="merge-change")] == [merge.id]
+    rows = queue(workflow="merge-change-probed")
     assert [(r.claim_id, r.has_probe) for r in rows] == [(probed.id, True)]
-    older = queries.unresolved_queue(older_than=timedelta(hours=1))
-    assert [r.claim_id for r in older] == [probed.id]
-    assert list(queries.unresolved_queue(older_than=timedelta(hours=4))) == []
-    assert queries.workflows_in_queue() == [("merge-change", 1), ("merge-change-probed", 1)]
+    assert [r.claim_id for r in queue(age="1h")] == [probed.id]
+    assert [r.claim_id for r in queue(age="1d")] == []
+    assert queries.workflows_in_queue() == ["merge-change", "merge-change-probed"]
+    # The workflow a filter names stays in the list when its last claim is decided.
+    assert queries.workflows_in_queue("gone") == ["gone", "merge-change", "merge-change-probed"]
 
 
 # A guarded step whose postcondition rejects its result.

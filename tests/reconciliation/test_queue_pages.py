@@ -10,8 +10,9 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from reconciliation import services
 from reconciliation.models import ClaimTake
-from runs.models import Claim, Event, Run, Step
+from runs.models import Batch, Claim, Event, Run, Step
 from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
 from tests.conftest import make_user
@@ -32,8 +33,15 @@ def posts(claim: Claim) -> list[tuple[str, dict]]:
         (f"/reconciliation/claims/{cid}/take/", {}),
         (f"/reconciliation/claims/{cid}/release/", {}),
         (f"/reconciliation/claims/{cid}/check-again/", {}),
-        ("/reconciliation/bulk/preview/", {"claims": [cid], "outcome": "failed", "note": "x"}),
-        ("/reconciliation/bulk/resolve/", {"claims": [cid], "outcome": "failed", "note": "x"}),
+        (
+            "/reconciliation/decide/?workflow=merge-change",
+            {
+                "outcome": "failed",
+                "note": "x",
+                "as_of": "2026-01-01T00:00:00+00:00",
+                "confirm": "1",
+            },
+        ),
     ]
 
 
@@ -73,7 +81,7 @@ def test_viewer_sees_the_queue_and_the_detail_without_any_control(viewer_client)
     claim = factories.crashed_merge()
     page = viewer_client.get("/reconciliation/").content.decode()
     assert claim.key[:18] in page
-    assert 'id="bulk"' not in page and 'name="claims"' not in page
+    assert "Decide all" not in page and "Decide these" not in page and "Pause this" not in page
     detail = viewer_client.get(f"/reconciliation/claims/{claim.pk}/", **HTMX).content.decode()
     assert "Run input" in detail
     assert "Resolve claim" not in detail and "m on it" not in detail and "hx-post" not in detail
@@ -83,7 +91,8 @@ def test_viewer_sees_the_queue_and_the_detail_without_any_control(viewer_client)
 def test_operator_sees_the_controls(operator_client):
     claim = factories.crashed_merge()
     page = operator_client.get(f"/reconciliation/?claim={claim.pk}").content.decode()
-    assert 'id="bulk"' in page
+    assert "Decide all 1 unresolved…" in folded(page)
+    assert "Decide these…" in page
     assert "Resolve claim" in page  # ?claim= opens that claim's detail
     assert "I&#x27;m on it" in page or "I'm on it" in page
 
@@ -319,88 +328,133 @@ def test_take_expires_and_is_released_on_resolution(operator_client):
     assert not ClaimTake.objects.exists()
 
 
-# --- bulk ---------------------------------------------------------------------------------
-def test_bulk_preview_says_what_each_decision_does_and_writes_nothing(operator_client):
-    claims = factories.crashed("merge-change", count=3)
-    before = Event.objects.count()
-    response = operator_client.post(
-        "/reconciliation/bulk/preview/",
-        {"claims": [c.pk for c in claims], "outcome": "failed", "note": "none merged"},
-        **HTMX,
+# --- incidents and "decide all N matching" ------------------------------------------------
+def test_the_queue_and_the_overview_group_the_claims_by_cause(operator_client):
+    factories.crashed("merge-change", count=3)
+    factories.crashed("merge-change-probed", count=1)
+
+    for path in ("/reconciliation/", "/"):
+        html = folded(operator_client.get(path).content)
+        groups = re.findall(r'<li class="incident panel">.*?</li>', html, re.S)
+        titles = [
+            " ".join(re.sub(r"<[^>]+>", " ", re.search(r"<h3.*?</h3>", g, re.S).group(0)).split())
+            for g in groups
+        ]
+        assert titles == [
+            "3 claims · merge-change · merge",
+            "1 claim · merge-change-probed · merge",
+        ], path
+        assert (
+            'href="/reconciliation/decide/?workflow=merge-change&amp;step=merge&amp;cause=worker'
+            in (groups[0])
+        )
+        assert "/pauses/?workflow=merge-change&amp;step=merge#pause-title" in groups[0]
+
+
+def test_the_groups_poll_themselves_with_the_queues_filter(operator_client):
+    factories.crashed("merge-change", count=2)
+    response = operator_client.get(
+        "/reconciliation/?workflow=merge-change",
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="incident-groups",
     )
-    html = response.content.decode()
-    assert response.status_code == 200
-    assert html.count("attempt 2 of 3") == 3
-    assert "Confirm: resolve 3 claims" in html
-    assert Event.objects.count() == before
+    html = folded(response.content)
+    assert html.lstrip().startswith('<div id="incident-groups"')
+    assert 'hx-get="/reconciliation/?workflow=merge-change"' in html
+    assert "2 claims · merge-change · merge" in " ".join(re.sub(r"<[^>]+>", " ", html).split())
 
 
-def test_bulk_resolve_reports_a_claim_resolved_meanwhile(operator_client):
-    claims = factories.crashed("merge-change", count=3)
-    bob = Client()
-    bob.force_login(make_user("bob", "operators"))
-    bob.post(
-        f"/reconciliation/claims/{claims[1].pk}/resolve/",
-        {"outcome": "succeeded", "note": "bob saw it"},
-        **HTMX,
+def test_a_filtered_queue_that_empties_says_how_many_others_wait(operator_client):
+    factories.crashed("merge-change", count=1)
+    factories.crashed("merge-change-probed", count=2)
+    (claim,) = Claim.objects.filter(run__workflow="merge-change")
+    services.resolve(
+        claim_id=claim.pk, user=make_user("bob", "operators"), outcome="failed", note="x"
     )
-    response = operator_client.post(
-        "/reconciliation/bulk/resolve/",
-        {"claims": [c.pk for c in claims], "outcome": "failed", "note": "none merged"},
-        **HTMX,
-    )
-    html = response.content.decode()
-    assert "2 claim(s) resolved as failed, 1 refused" in html
-    assert "already resolved as succeeded by bob" in html
-    for claim in (claims[0], claims[2]):
-        assert f'id="claim-{claim.pk}" hx-swap-oob="delete"' in html
-    statuses = dict(Claim.objects.filter(pk__in=[c.pk for c in claims]).values_list("pk", "status"))
-    assert statuses == {
-        claims[0].pk: ClaimStatus.FAILED,
-        claims[1].pk: ClaimStatus.SUCCEEDED,
-        claims[2].pk: ClaimStatus.FAILED,
-    }
+
+    html = folded(operator_client.get("/reconciliation/?workflow=merge-change").content)
+
+    assert "No claim matches these filters; 2 others wait:" in html
+    assert "Every effect's outcome is known" not in html
+    # The workflow filter still names the workflow, with no stale count.
+    assert '<option value="merge-change" selected>merge-change</option>' in html
 
 
-def test_bulk_preview_and_result_list_the_set_aside_claims_apart_with_the_reason(
+def test_the_decide_page_has_no_default_outcome_and_refuses_none_beside_the_field(
     operator_client,
 ):
-    returned = factories.late_answer_kept("return")  # a late result: the merge happened
-    plain = factories.crashed_merge(change_id=7)
-    form = {"claims": [returned.pk, plain.pk], "outcome": "failed", "note": "none merged"}
+    factories.crashed("merge-change", count=2)
+    url = "/reconciliation/decide/?workflow=merge-change"
+    page = folded(operator_client.get(url).content)
+    assert "What happened to these 2 effects?" in page
+    assert " checked" not in page
 
-    preview = operator_client.post("/reconciliation/bulk/preview/", form, **HTMX)
+    refused = operator_client.get(url, {"outcome": "", "note": "host was down", "preview": "1"})
 
-    html = preview.content.decode()
-    assert "Preview: resolve 1 claim as failed" in html and "1 is set aside" in html
-    aside = re.search(r'<section class="set-aside".*?</section>', html, re.S)
-    assert aside is not None
-    text = re.sub(r"<[^>]+>|\s+", " ", aside.group(0))
-    assert "Set aside: decide one by one (1)" in text
-    assert "a late result says the effect happened: attempt 1 returned" in text
-    assert f'href="/reconciliation/claims/{returned.pk}/"' in aside.group(0)
-    confirm = re.search(r'<form class="notice".*?</form>', html, re.S).group(0)
-    assert re.findall(r'name="claims" value="(\d+)"', confirm) == [str(plain.pk)]
-
-    result = operator_client.post("/reconciliation/bulk/resolve/", form, **HTMX)
-
-    html = result.content.decode()
-    assert "1 claim(s) resolved as failed, 0 refused, 1 set aside to decide one by one" in html
-    assert "Set aside: decide one by one (1)" in html
-    assert f'id="claim-{plain.pk}" hx-swap-oob="delete"' in html
-    assert f'id="claim-{returned.pk}" hx-swap-oob' not in html  # it stays in the queue
-    assert Claim.objects.get(pk=returned.pk).status == ClaimStatus.UNRESOLVED
+    html = folded(refused.content)
+    assert refused.status_code == 422
+    assert 'id="outcome-error">choose what happened to the effects: succeeded or failed</p>' in html
+    assert "host was down</textarea>" in html
+    assert not Batch.objects.exists()
 
 
-def test_a_bulk_preview_with_every_claim_set_aside_offers_nothing_to_confirm(operator_client):
+def test_the_decide_preview_puts_confirm_under_its_summary_and_writes_nothing(operator_client):
+    factories.crashed("merge-change", count=3)
     returned = factories.late_answer_kept("return")
-    form = {"claims": [returned.pk], "outcome": "failed", "note": "none merged"}
+    before = Event.objects.count()
+    url = "/reconciliation/decide/"
 
-    html = folded(operator_client.post("/reconciliation/bulk/preview/", form, **HTMX).content)
+    response = operator_client.get(
+        url, {"outcome": "failed", "note": "none merged", "preview": "1"}
+    )
 
-    assert "Nothing to resolve in bulk:</strong> every claim selected is set aside." in html
-    assert "Set aside: decide one by one (1)" in html
-    assert "Confirm" not in html
+    html = folded(response.content)
+    assert response.status_code == 200
+    summary = html.index("Preview: resolve 3 claims as failed")
+    confirm = html.index("Confirm: resolve 3 claims as failed")
+    consequences = html.index("What it does")
+    aside = html.index("Set aside: decide one by one (1)")
+    assert summary < confirm < consequences and confirm < aside
+    assert "<strong>3</strong> claims: step merge retried: attempt 2 of 3; the run resumes" in html
+    assert f'href="/reconciliation/claims/{returned.pk}/"' in html
+    assert Event.objects.count() == before and not Batch.objects.exists()
+
+
+def test_confirming_makes_a_resolve_batch_and_goes_to_its_page(operator_client):
+    claims = factories.crashed("merge-change", count=2)
+    url = "/reconciliation/decide/?workflow=merge-change"
+    preview = folded(operator_client.get(url + "&preview=1&outcome=failed&note=host+down").content)
+    as_of = re.search(r'name="as_of" value="([^"]+)"', preview).group(1)
+
+    response = operator_client.post(url, {"outcome": "failed", "note": "host down", "as_of": as_of})
+
+    batch = Batch.objects.get()
+    assert (response.status_code, response["Location"]) == (302, f"/runs/batches/{batch.id}/")
+    assert (batch.operation, batch.outcome, batch.filter, batch.total) == (
+        "resolve",
+        "failed",
+        "workflow=merge-change",
+        2,
+    )
+    assert sorted(batch.items.values_list("claim_id", flat=True)) == sorted(c.pk for c in claims)
+    page = folded(operator_client.get(f"/runs/batches/{batch.id}/").content)
+    assert f"Batch {batch.id}: resolve matching claims as failed" in page
+    assert "0 of 2 claims done" in page
+    assert 'href="/reconciliation/?workflow=merge-change"' in page
+
+
+def test_a_confirmation_without_its_preview_is_refused(operator_client):
+    factories.crashed("merge-change", count=1)
+    response = operator_client.post("/reconciliation/decide/", {"outcome": "failed", "note": "x"})
+    assert response.status_code == 422
+    assert "preview the decision first" in response.content.decode()
+    assert not Batch.objects.exists()
+
+
+def test_the_decide_page_refuses_a_bad_filter(operator_client):
+    response = operator_client.get("/reconciliation/decide/?age=forever")
+    assert response.status_code == 400
+    assert "unknown age &#x27;forever&#x27;" in response.content.decode()
 
 
 def test_a_late_result_and_a_take_show_on_the_phone_card(operator_client):
@@ -410,19 +464,6 @@ def test_a_late_result_and_a_take_show_on_the_phone_card(operator_client):
     cell = re.search(r'<td data-label="evidence"[^>]*>', row).group(0)
     assert "hide-small" not in cell  # shown at 390 px too, labelled
     assert '<span class="status status-crashed">late result</span>' in row
-
-
-def test_bulk_refuses_more_than_the_maximum(operator_client, settings):
-    settings.RECONCILIATION_BULK_MAX = 2
-    claims = factories.crashed("merge-change", count=3)
-    response = operator_client.post(
-        "/reconciliation/bulk/resolve/",
-        {"claims": [c.pk for c in claims], "outcome": "failed", "note": "x"},
-        **HTMX,
-    )
-    assert response.status_code == 422
-    assert "at most 2 claims per bulk decision, got 3" in response.content.decode()
-    assert Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count() == 3
 
 
 # --- check again --------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -22,14 +21,12 @@ from reconciliation.services import (
     InvalidResolution,
     Take,
 )
-from reconciliation.wording import preview_summary
 from runs import engine
 from runs.engine import resolve_claim
 from runs.models import Claim, Event, Run, Step
 from runs.record import events
 from runs.states import ClaimStatus, RunStatus, StepStatus
-from tests.support import factories
-from tests.support.factories import crashed, crashed_merge, operator
+from tests.support.factories import crashed_merge, operator
 from tests.support.races import Background
 
 
@@ -389,202 +386,7 @@ def test_resolve_double_submitted_concurrently_resolves_once():
     assert Step.objects.get(pk=claim.step_id).claim_generation == 2
 
 
-# --- bulk decisions --------------------------------------------------------------------
-def test_bulk_resolve_reports_a_claim_resolved_meanwhile_and_resolves_the_others(db):
-    claims = crashed("merge-change", 3)
-    services.resolve(
-        claim_id=claims[1].id, user=operator("bob"), outcome="failed", note="not merged"
-    )
-
-    result = services.bulk_resolve(
-        claim_ids=[c.id for c in claims],
-        user=operator("ann"),
-        outcome="succeeded",
-        note="all merged, checked on the host",
-        reference="OPS-12",
-    )
-
-    assert [(s.claim_id, s.step_status, s.run_status, s.replayed) for s in result.successes] == [
-        (claims[0].id, StepStatus.SUCCEEDED, RunStatus.SUCCEEDED, False),
-        (claims[2].id, StepStatus.SUCCEEDED, RunStatus.SUCCEEDED, False),
-    ]
-    assert [(r.claim_id, r.error) for r in result.refusals] == [
-        (claims[1].id, "ClaimAlreadyResolved")
-    ]
-    assert "already resolved as failed by bob at" in result.refusals[0].message
-    assert result.summary == "2 claim(s) resolved as succeeded, 1 refused"
-    by_id = {c.id: c for c in Claim.objects.filter(pk__in=[c.id for c in claims])}
-    assert [(by_id[c.id].status, by_id[c.id].resolved_by, by_id[c.id].result) for c in claims] == [
-        (ClaimStatus.SUCCEEDED, "ann", None),  # bulk succeeded decisions carry no result
-        (ClaimStatus.FAILED, "bob", None),  # not overwritten
-        (ClaimStatus.SUCCEEDED, "ann", None),
-    ]
-    assert by_id[claims[0].id].evidence == {"resolution": {"reference": "OPS-12"}}
-
-
-def test_bulk_resolve_of_more_than_the_maximum_is_refused_and_writes_nothing(db, settings):
-    settings.RECONCILIATION_BULK_MAX = 500
-    claims = crashed("merge-change", 2)
-    events_before = Event.objects.count()
-    ids = [c.id for c in claims] + list(range(10_000, 10_499))  # 501
-
-    with pytest.raises(InvalidResolution) as refused:
-        services.bulk_resolve(claim_ids=ids, user=operator(), outcome="failed", note="x")
-
-    assert (refused.value.field, str(refused.value)) == (
-        "claims",
-        "at most 500 claims per bulk decision, got 501",
-    )
-    assert Event.objects.count() == events_before
-    assert Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count() == 2
-
-
-@pytest.mark.parametrize(
-    ("ids", "message"),
-    [
-        ("dup", "is listed twice"),
-        ([], "select at least one claim"),
-        (["7", "x"], "'x' is not a claim id"),
-    ],
-)
-def test_bulk_resolve_refuses_a_bad_selection(db, ids, message):
-    claims = crashed("merge-change", 2)
-    if ids == "dup":
-        ids = [claims[0].id, claims[1].id, claims[0].id]
-    with pytest.raises(InvalidResolution, match=message) as refused:
-        services.bulk_resolve(claim_ids=ids, user=operator(), outcome="failed", note="x")
-    assert refused.value.field == "claims"
-    with pytest.raises(InvalidResolution, match=message):
-        services.bulk_preview(claim_ids=ids, outcome="failed", user=operator())
-    assert Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count() == 2
-
-
-def test_bulk_resolve_refuses_a_bad_decision_before_resolving_any(db):
-    claims = crashed("merge-change", 2)
-    with pytest.raises(InvalidResolution) as refused:
-        services.bulk_resolve(
-            claim_ids=[c.id for c in claims], user=operator(), outcome="failed", note=" "
-        )
-    assert refused.value.field == "note"
-    assert Claim.objects.filter(status=ClaimStatus.UNRESOLVED).count() == 2
-
-
-def test_bulk_preview_says_what_each_decision_would_do(db):
-    claims = crashed("merge-change", 2)
-    services.resolve(claim_id=claims[1].id, user=operator("bob"), outcome="failed", note="no")
-
-    preview = services.bulk_preview(
-        claim_ids=[c.id for c in claims], outcome="failed", user=operator("ann")
-    )
-
-    assert [p.action for p in preview.previews] == ["retries", "not_unresolved"]
-    assert preview_summary(preview.previews[1]).startswith("already resolved as failed by bob at")
-    assert preview.set_aside == ()
-
-
-def test_bulk_resolve_submitted_twice_replays_its_own_resolutions(db):
-    claims = crashed("merge-change", 2)
-    decision = {"user": operator("ann"), "outcome": "failed", "note": "host was down"}
-    services.bulk_resolve(claim_ids=[c.id for c in claims], **decision)
-
-    again = services.bulk_resolve(claim_ids=[c.id for c in claims], **decision)
-
-    assert ([s.replayed for s in again.successes], again.refusals) == ([True, True], ())
-    assert Event.objects.filter(type=events.CLAIM_RESOLVED).count() == 2
-
-
-def test_bulk_did_not_happen_sets_aside_contradicting_evidence_and_others_takes(db):
-    ann, bob = operator("ann"), operator("bob")
-    returned = factories.late_answer_kept("return")  # a late result: the merge happened
-    unknown = factories.probe_could_not_tell()
-    taken = crashed_merge(change_id=5)
-    services.take_claim(claim_id=taken.id, user=bob)
-    mine = crashed_merge(change_id=6)
-    services.take_claim(claim_id=mine.id, user=ann)  # one's own take is no obstacle
-    refused = factories.late_answer_kept("not_applied")  # agrees: it did not happen
-    plain = crashed_merge(change_id=7)
-    ids = [returned.id, unknown.id, taken.id, mine.id, refused.id, plain.id]
-    merge_id = returned.evidence["late_result"]["merge_id"]
-
-    preview = services.bulk_preview(claim_ids=ids, outcome="failed", user=ann)
-    result = services.bulk_resolve(claim_ids=ids, user=ann, outcome="failed", note="checked")
-
-    late_words = (
-        "a late result says the effect happened: attempt 1 returned "
-        f'{{"change_id": 1, "merge_id": {merge_id}}} after its lease ended; deciding it as '
-        "failed could repeat it"
-    )
-    probe_words = (
-        "the probe could not tell whether the effect happened (code host audit log "
-        "unavailable); deciding it as failed could repeat it"
-    )
-    for found in (preview.set_aside, result.set_aside):
-        assert [(a.claim_id, a.claim_key, a.reason) for a in found] == [
-            (returned.id, returned.key, "late_result"),
-            (unknown.id, unknown.key, "probe_could_not_tell"),
-            (taken.id, taken.key, "taken"),
-        ]
-        assert [a.message for a in found[:2]] == [late_words, probe_words]
-        assert re.fullmatch(
-            r"bob is on it \(until \S+\): theirs to decide, or yours once it ends",
-            found[2].message,
-        )
-    assert [p.claim_id for p in preview.previews] == [mine.id, refused.id, plain.id]
-    assert sorted(s.claim_id for s in result.successes) == sorted([mine.id, refused.id, plain.id])
-    assert result.refusals == ()
-    assert result.summary == (
-        "3 claim(s) resolved as failed, 0 refused, 3 set aside to decide one by one"
-    )
-    statuses = dict(Claim.objects.filter(pk__in=ids).values_list("id", "status"))
-    assert [statuses[i] for i in ids] == ["unresolved"] * 3 + ["failed"] * 3
-    resolved = Event.objects.filter(type=events.CLAIM_RESOLVED).values_list(
-        "payload__key", flat=True
-    )
-    assert sorted(resolved) == sorted([mine.key, refused.key, plain.key])
-    assert list(ClaimTake.objects.values_list("claim_id", "taken_by__username")) == [
-        (taken.id, "bob")
-    ]
-
-
-def test_bulk_it_happened_sets_aside_a_late_not_applied_and_decides_a_late_result(db):
-    ann = operator("ann")
-    refused = factories.late_answer_kept("not_applied")
-    returned = factories.late_answer_kept("return")
-    timed_out = factories.late_answer_kept("raise")  # says nothing either way
-    unknown = factories.probe_could_not_tell()  # nor does a probe that could not tell
-    ids = [refused.id, returned.id, timed_out.id, unknown.id]
-
-    result = services.bulk_resolve(claim_ids=ids, user=ann, outcome="succeeded", note="done")
-
-    assert [(a.claim_id, a.reason, a.message) for a in result.set_aside] == [
-        (
-            refused.id,
-            "late_not_applied",
-            "a late answer says the effect did not happen: attempt 1 raised NotApplied (the "
-            "code host refused the merge: change is closed) after its lease ended; deciding "
-            "it as succeeded could lose it",
-        )
-    ]
-    assert [s.claim_id for s in result.successes] == [returned.id, timed_out.id, unknown.id]
-
-
-def test_bulk_resolve_sets_aside_evidence_that_arrived_after_its_preview(db):
-    """The rule is the service's, checked under the claim's lock when it decides: a
-    page's preview (or a stale selection) cannot carry a contradicted claim through."""
-    ann = operator("ann")
-    claim = crashed_merge(change_id=9)
-    preview = services.bulk_preview(claim_ids=[claim.id], outcome="failed", user=ann)
-    assert (len(preview.previews), preview.set_aside) == (1, ())
-    Claim.objects.filter(pk=claim.pk).update(
-        evidence={"late_result": {"merge_id": 1}, "late_attempt": 1}
-    )  # what settle_late_finish keeps, arrived since
-
-    result = services.bulk_resolve(claim_ids=[claim.id], user=ann, outcome="failed", note="x")
-
-    assert [(a.claim_id, a.reason) for a in result.set_aside] == [(claim.id, "late_result")]
-    assert Claim.objects.get(pk=claim.pk).status == ClaimStatus.UNRESOLVED
-
-
+# --- the set-aside rule (decisions over many claims: tests/reconciliation/test_decisions.py)
 def test_contradiction_is_the_documented_rule_for_each_shape_of_evidence():
     not_applied = "runs.workflows.definition.NotApplied: host refused"
     cases = {
