@@ -66,10 +66,15 @@ def test_bulk_cancel_from_the_runs_list_to_its_results(cluster, browser):
     expect(progress).to_have_attribute("value", "3")
     results = page.get_by_role("region", name="Results")
     expect(results.get_by_role("row")).to_have_count(4)  # the header and three runs
-    expect(results.get_by_text("cancelled", exact=True)).to_have_count(2)
+    table = results.get_by_role("table")
+    expect(table.get_by_text("cancelled", exact=True)).to_have_count(2)
     expect(
-        results.get_by_text(re.compile(r"is already cancelled; it cannot be cancelled"))
+        table.get_by_text(re.compile(r"is already cancelled; it cannot be cancelled"))
     ).to_have_count(1)
+    # Above the table, what happened counted: the same message once, with its count.
+    said = results.get_by_role("list", name="What happened, counted").get_by_role("listitem")
+    expect(said).to_have_count(2)
+    expect(said.first).to_have_text(re.compile(r"^2\s+applied\s+cancelled$"))
     expect(page.locator("#count-applied")).to_have_text("2")
     expect(page.locator("#count-refused")).to_have_text("1")
     browser.check_accessibility("the batch's results")
