@@ -593,6 +593,16 @@ class Event(models.Model):
             # not count(id)), the timeline's marks (type IN …). The unfiltered log
             # goes by event_run_seq_unique.
             models.Index(fields=["run", "type", "seq"], name="event_run_type_idx"),
+            # The decision reports (runs/reads/decisions.py): the claim events of a
+            # period, by time, with what counting the unresolved needs (index-only).
+            # Partial: they are a small share of the log, so the index stays small and
+            # other inserts do not pay for it.
+            models.Index(
+                fields=["created_at"],
+                include=["type", "run"],
+                condition=models.Q(type__in=["claim_unresolved", "claim_resolved"]),
+                name="event_claim_decision_idx",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["run", "seq"], name="event_run_seq_unique"),
