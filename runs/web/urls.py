@@ -2,7 +2,7 @@ from django.urls import path
 
 from runs.pages.replica import reads_replica
 
-from . import actions, bulk, pauses, views
+from . import actions, bulk, pauses, reports, views
 
 app_name = "runs"
 
@@ -11,6 +11,8 @@ urlpatterns = [
     path("pauses/", pauses.pauses_page, name="pauses"),
     path("pauses/pause/", pauses.pause, name="pause"),
     path("pauses/<int:pause_id>/resume/", pauses.resume, name="resume"),
+    path("reports/", reads_replica(reports.reports_page), name="reports"),
+    path("reports/<slug:name>.csv", reads_replica(reports.report_csv), name="report_csv"),
     path("runs/", reads_replica(views.run_list), name="list"),
     path("workers/", views.worker_list, name="workers"),
     path("runs/new/", views.new_run, name="new"),
