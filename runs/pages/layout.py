@@ -22,6 +22,8 @@ NAV = {
     ("runs", "pauses"): "pauses",
     ("runs", "pause"): "pauses",
     ("runs", "resume"): "pauses",
+    ("runs", "reports"): "reports",
+    ("runs", "report_csv"): "reports",
 }
 
 

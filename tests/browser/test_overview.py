@@ -88,7 +88,7 @@ def test_a_viewer_sees_the_overview_with_no_admin_and_no_new_run(browser, transa
     expect(page.get_by_role("heading", name="Overview", level=1)).to_be_visible()
     nav = page.get_by_role("navigation", name="main")
     expect(nav.get_by_role("link")).to_have_text(
-        ["Overview", "Reconciliation 0", "Runs", "Workers", "Pauses"]
+        ["Overview", "Reconciliation 0", "Runs", "Workers", "Pauses", "Reports"]
     )
     browser.check_accessibility("the overview as a viewer")
     page.get_by_role("link", name="All runs").click()

@@ -414,6 +414,13 @@ def test_reports_are_for_viewers_and_up(client, viewer, operator, nobody):
     assert client.get("/reports/nothing.csv").status_code == 404
 
 
+def test_reports_are_in_the_navigation(viewer_client):
+    root = page(viewer_client, "")
+    link = root.one("nav", aria_label="main").one("a", href="/reports/")
+    assert link.words() == "Reports"
+    assert link.attrs["aria-current"] == "page"
+
+
 # --- what the engine writes ---------------------------------------------------------------
 
 
