@@ -2,10 +2,10 @@
 waited for a decision over a period, how long deciding took, who decided (a probe or a
 person, and which person) and what was decided, per workflow and step.
 
-Everything is computed from the event log, by five statements (decisions.sql) that each
+Everything is computed from the event log, by two statements (decisions.sql) that each
 start from the partial index event_claim_decision_idx, whatever the size of the log
-around the claim events: the page's query budget is the layout's and five
-(tests/pages/test_query_budgets.py). Numbers only; the charts are drawn by charts.py.
+around the claim events: the page's query budget is the layout's and two
+(tests/pages/test_reports.py). Numbers only; the charts are drawn by charts.py.
 """
 
 from __future__ import annotations
@@ -187,33 +187,45 @@ def levels(period: Period) -> Levels:
     return Levels(buckets=buckets, hourly=period.hourly, by_workflow=added_up, changed=changed)
 
 
-def time_to_decide(period: Period) -> list[DecideTime]:
-    return [
-        # To a tenth of a second: what the page, the CSV and the chart's marks say.
-        DecideTime(workflow, week, n, round(float(p50), 1), round(float(p95), 1))
-        for workflow, week, n, p50, p95 in _rows("time_to_decide", _params(period))
-    ]
+@dataclass(frozen=True)
+class Decided:
+    """The four reports of the claims decided in a period (one statement)."""
+
+    time_to_decide: list[DecideTime]
+    deciders: list[Deciders]
+    outcomes: list[Outcomes]
+    operators: list[OperatorDecisions]
 
 
-def deciders(period: Period) -> list[Deciders]:
-    return [Deciders(*row) for row in _rows("deciders", _params(period))]
-
-
-def outcomes(period: Period) -> list[Outcomes]:
-    return [Outcomes(*row) for row in _rows("outcomes", _params(period))]
-
-
-def operators(period: Period) -> list[OperatorDecisions]:
-    return [OperatorDecisions(*row) for row in _rows("operators", _params(period))]
+def decided(period: Period) -> Decided:
+    """One query: the rows of the four reports, told apart by their first column."""
+    found = Decided([], [], [], [])
+    for report_, name, detail, n1, n2, p50, p95 in _rows("decisions", _params(period)):
+        if report_ == "time":
+            # To a tenth of a second: what the page, the CSV and the chart's marks say.
+            week = date.fromisoformat(detail)
+            found.time_to_decide.append(
+                DecideTime(name, week, n1, round(float(p50), 1), round(float(p95), 1))
+            )
+        elif report_ == "deciders":
+            found.deciders.append(Deciders(name, n1, n2))
+        elif report_ == "outcomes":
+            found.outcomes.append(Outcomes(name, detail, n1, n2))
+        else:
+            found.operators.append(OperatorDecisions(name, n1, n2))
+    # The most decisions first, then by name.
+    found.operators.sort(key=lambda o: (-o.total, o.operator))
+    return found
 
 
 def report(period: Period) -> Report:
-    """The five reads of the page, one query each."""
+    """The page's two reads: the levels, and the four reports of the decisions."""
+    reports = decided(period)
     return Report(
         period=period,
         levels=levels(period),
-        time_to_decide=time_to_decide(period),
-        deciders=deciders(period),
-        outcomes=outcomes(period),
-        operators=operators(period),
+        time_to_decide=reports.time_to_decide,
+        deciders=reports.deciders,
+        outcomes=reports.outcomes,
+        operators=reports.operators,
     )

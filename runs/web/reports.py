@@ -364,10 +364,10 @@ def page_charts(report: decisions.Report) -> list[Chart]:
 # One read per CSV: only the numbers of that table.
 CSV_TABLES: dict[str, Callable[[decisions.Period], Table]] = {
     "unresolved": lambda p: levels_table(decisions.levels(p)),
-    "time-to-decide": lambda p: time_table(decisions.time_to_decide(p)),
-    "deciders": lambda p: deciders_table(decisions.deciders(p)),
-    "outcomes": lambda p: outcomes_table(decisions.outcomes(p)),
-    "operators": lambda p: operators_table(decisions.operators(p)),
+    "time-to-decide": lambda p: time_table(decisions.decided(p).time_to_decide),
+    "deciders": lambda p: deciders_table(decisions.decided(p).deciders),
+    "outcomes": lambda p: outcomes_table(decisions.decided(p).outcomes),
+    "operators": lambda p: operators_table(decisions.decided(p).operators),
 }
 
 
