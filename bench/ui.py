@@ -66,6 +66,7 @@ def pages() -> list[tuple[str, str, dict[str, str]]]:
     amount = amounts.annotate(n=Count("id")).order_by("-n", "value")[0]["value"]
     by_change = f"field=change_id&value={change_id}"
     now = timezone.localtime()
+    today = now.date()
     week = f"created_after={(now - timedelta(days=14)):%Y-%m-%d}"
     week += f"&created_before={(now - timedelta(days=8)):%Y-%m-%d}"
     plain: dict[str, str] = {}
@@ -90,6 +91,16 @@ def pages() -> list[tuple[str, str, dict[str, str]]]:
         ("run page, event type filter", f"/runs/{big}/?type=batch_finished", plain),
         ("overview", "/", plain),
         ("reconciliation queue", "/reconciliation/", plain),
+        # The decision reports: the default 30 days (the seed's whole span), one day
+        # (counted per hour), a year (the longest period), and one CSV.
+        ("reports, last 30 days", "/reports/", plain),
+        ("reports, one day (per hour)", f"/reports/?since={today}&until={today}", plain),
+        (
+            "reports, 366 days",
+            f"/reports/?since={today - timedelta(days=365)}&until={today}",
+            plain,
+        ),
+        ("reports CSV, time to decide", "/reports/time-to-decide.csv", plain),
     ]
 
 
