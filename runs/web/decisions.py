@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 
-from django.db import connection
-
 from runs import sql
 from runs.record import events
+from runs.sql import routing
 from runs.states import ClaimStatus
 
 SQL = sql.load(__file__)
@@ -159,19 +158,17 @@ def _params(period: Period) -> dict[str, Any]:
     }
 
 
-def _rows(name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(SQL[name], params)
-        return list(cursor.fetchall())
-
-
 def levels(period: Period) -> Levels:
     """One query: the changes per workflow and bucket, added up here."""
     buckets = period.buckets()
     params = {**_params(period), "edges": buckets}
     by_workflow: dict[str, list[int]] = {}
     changed = False
-    for workflow, bucket, delta in _rows("levels", params):
+    # routing.cursor(): the replica when the page reads one (reads_replica).
+    with routing.cursor() as cursor:
+        cursor.execute(SQL["levels"], params)
+        rows = cursor.fetchall()
+    for workflow, bucket, delta in rows:
         changed = changed or bucket > 0
         # bucket 0: before the period; i: the i-th bucket (width_bucket, 1-based).
         changes = by_workflow.setdefault(workflow, [0] * (len(buckets) + 1))
@@ -200,7 +197,10 @@ class Decided:
 def decided(period: Period) -> Decided:
     """One query: the rows of the four reports, told apart by their first column."""
     found = Decided([], [], [], [])
-    for report_, name, detail, n1, n2, p50, p95 in _rows("decisions", _params(period)):
+    with routing.cursor() as cursor:
+        cursor.execute(SQL["decisions"], _params(period))
+        rows = cursor.fetchall()
+    for report_, name, detail, n1, n2, p50, p95 in rows:
         if report_ == "time":
             # To a tenth of a second: what the page, the CSV and the chart's marks say.
             week = date.fromisoformat(detail)
