@@ -127,6 +127,9 @@ def queue(request: SignedInRequest) -> HttpResponse:
         "age": claim_filter.age,
         "ages": [(key, label) for key, (label, _) in AGES.items()],
         "incidents": incidents(QUEUE_GROUPS, claim_filter.claims()),
+        # The groups' poll asks for this page of the table too (who is on each claim).
+        "poll_query": claim_filter.query(**({"page": str(page.number)} if page.number > 1 else {})),
+        "polled": bool(request.htmx) and request.htmx.target == "incident-groups",
         "expand": queries.claim_detail(expand) if expand else None,
         "stale_minutes": settings.RECONCILIATION_STALE_MINUTES,
         "filter_errors": errors,

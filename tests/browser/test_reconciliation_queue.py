@@ -121,7 +121,10 @@ def test_show_these_claims_narrows_the_queue_to_one_cause_and_back(browser, tran
     expect(heading(page)).to_contain_text("2 of 3 unresolved claims, filtered")
     expect(page.get_by_role("link", name="Decide all 2 matching…")).to_be_visible()
     expect(page.get_by_role("link", name="Pause this step…").first).to_be_visible()
-    browser.check_accessibility("the queue narrowed to one cause")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        browser.check_accessibility(f"the queue narrowed to one cause at {width} px")
+    page.set_viewport_size({"width": 1280, "height": 900})
     browser.screenshot("queue-one-cause")
     browser.screenshot("queue-one-cause", width=390)
 
@@ -167,6 +170,14 @@ def test_a_groups_links_open_the_pause_form_and_the_decision_with_its_context(
     page.evaluate("htmx.trigger('#incident-groups', 'poll-now')")
     expect(group_of(page, "2 claims · merge-change · merge")).to_be_visible()
     expect(heading(page)).to_contain_text("2 unresolved claims")
+
+    # A colleague's take shows on the row at the next poll, before anyone acts.
+    services.take_claim(claim_id=claims[1].pk, user=make_user("bob", "operators"))
+    page.evaluate("htmx.trigger('#incident-groups', 'poll-now')")
+    expect(claim_row(page, claims[1]).locator("td").nth(8)).to_have_text("bob")
+    expect(group_of(page, "2 claims · merge-change · merge")).to_contain_text(
+        "1 taken by an operator"
+    )
 
     group = group_of(page, "2 claims · merge-change · merge")
     group.get_by_role("link", name="Pause this step…").click()

@@ -21,7 +21,7 @@ KNOWN_LONG = {
     "reconciliation/claim.html": 1,
     "reconciliation/history.html": 8,
     "reconciliation/oob.html": 1,
-    "reconciliation/queue.html": 33,
+    "reconciliation/queue.html": 31,
     "runs/batch.html": 4,
     "runs/bulk.html": 10,
     "runs/detail.html": 32,

@@ -364,6 +364,26 @@ def test_the_groups_poll_themselves_with_the_queues_filter(operator_client):
     assert "2 claims · merge-change · merge" in " ".join(re.sub(r"<[^>]+>", " ", html).split())
 
 
+def test_the_groups_poll_brings_who_is_on_each_claim_of_the_page(operator_client):
+    claims = factories.crashed("merge-change", count=2)
+    services.take_claim(claim_id=claims[1].pk, user=make_user("bob", "operators"))
+
+    html = folded(
+        operator_client.get(
+            "/reconciliation/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="incident-groups"
+        ).content
+    )
+
+    cells = re.findall(
+        r'<td data-label="on it" id="on-it-(\d+)"[^>]*hx-swap-oob[^>]*>(.*?)</td>', html
+    )
+    said = {int(claim_id): re.sub(r"<[^>]+>", "", text).strip() for claim_id, text in cells}
+    assert said == {claims[0].pk: "—", claims[1].pk: "bob"}
+    # The page itself carries no out-of-band copies.
+    page = folded(operator_client.get("/reconciliation/").content)
+    assert 'id="on-it-' in page and 'hx-swap-oob="outerHTML"' not in page
+
+
 def test_a_filtered_queue_that_empties_says_how_many_others_wait(operator_client):
     factories.crashed("merge-change", count=1)
     factories.crashed("merge-change-probed", count=2)
