@@ -50,7 +50,10 @@ def test_an_incident_of_400_claims_is_decided_from_the_overview_in_five_actions(
     expect(group).to_contain_text("worker died (lease expired)")
     expect(group).to_contain_text("1 with a late answer or an inconclusive probe")
     expect(group).to_contain_text("1 taken by an operator")
-    browser.check_accessibility("the overview with an incident")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        browser.check_accessibility(f"the overview with an incident at {width} px")
+    page.set_viewport_size({"width": 1280, "height": 900})
     browser.screenshot("incident-overview")
     browser.screenshot("incident-overview", width=390)
     overview_url = f"{browser.base_url}/"
@@ -103,7 +106,10 @@ def test_an_incident_of_400_claims_is_decided_from_the_overview_in_five_actions(
     )
     said = page.get_by_role("list", name="What happened, counted")
     expect(said.get_by_role("listitem").first).to_contain_text(re.compile(r"^400 applied"))
-    browser.check_accessibility("the decision's batch, done")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        browser.check_accessibility(f"the decision's batch, done, at {width} px")
+    page.set_viewport_size({"width": 1280, "height": 900})
     browser.screenshot("incident-batch")
     browser.screenshot("incident-batch", width=390)
 
