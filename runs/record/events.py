@@ -195,6 +195,9 @@ class RunReopened(Event):
     steps: list[str]  # the keys of the steps retried
     status: str  # the run's status after (running, or compensating)
     reason: str = field(default="", metadata=SOMETIMES)  # their reason, when given
+    # Each retried step's max attempts before the reopen raised it, by key: what the
+    # attempts before it were "of" (older events lack it).
+    max_attempts: dict[str, int] | None = field(default=None, metadata=SOMETIMES)
 
 
 @_event

@@ -284,7 +284,11 @@ def retry_steps(
         )
         assert n == 1, "the run is locked and failed"
         reopened = events.RunReopened(
-            actor=who, steps=[s.key for s in steps], status=status, reason=reason or ""
+            actor=who,
+            steps=[s.key for s in steps],
+            status=status,
+            reason=reason or "",
+            max_attempts={s.key: s.max_attempts for s in steps},
         )
         events.append_event(run.id, reopened)
         queued: list[int] = []
