@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Any
 
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
-from django.db.models import Count, F, Func, IntegerField, Max, QuerySet
+from django.db.models import Count, F, Func, IntegerField, Max, Q, QuerySet
 from django.utils import timezone
 from django.utils.functional import cached_property
 
@@ -206,9 +206,11 @@ def run_page(
     """What the run page shows of `parts`.
 
     Queries: the run, its steps, their attempts, its step claims, its map items counted
-    by (batch, attempt, status), its timeline events (by type); then the event types
-    with their counts and one page of events. Eight, whatever the number of events,
-    batches or items; the event log alone, four."""
+    by (batch, attempt, status), its timeline events (by type), its workflow's pauses
+    and their audit rows; then the event types with their counts and one page of
+    events, its signals, its steps' slot waits (tests/pages/test_query_budgets.py
+    counts them), whatever the number of events, batches or items; the event log
+    alone, four."""
     now = now or timezone.now()
     run = Run.objects.get(pk=run_id)
     steps = list(
@@ -277,6 +279,7 @@ def run_page(
         row.batches.sort(key=lambda b: (b.step.batch_index or 0, b.step.pk))
 
     marks = list(Event.objects.filter(run=run, type__in=timeline.MARK_TYPES).order_by("seq"))
+    pauses = pauses_of(run.workflow)
     drawn = timeline.build(
         timeline.Source(
             run,
@@ -287,6 +290,7 @@ def run_page(
             items_done=items_done,
             leases=_leases(run),
             waits=waits,
+            pauses=pauses_while(run, now, standing={p.pk for p in pauses}),
         ),
         now=now,
         shown=timeline.Shown(expand=frozenset(expand), collapse=frozenset(collapse)),
@@ -299,7 +303,6 @@ def run_page(
     if parts is Parts.WHOLE or run.status in RUN_FINISHED:
         page, types = _event_log(run, by_id, events_page, event_type)
     signals = list(Signal.objects.filter(run=run).order_by("id"))
-    pauses = pauses_of(run.workflow)
     slots_waiting = slot_waits(run, (row.step for row in top.values()))
     for row in top.values():
         row.paused = holding(pauses, row)
@@ -325,6 +328,43 @@ def holding(pauses: list[Pause], row: StepRow) -> Pause | None:
     if not waiting:
         return None
     return next((p for p in pauses if p.step in ("", row.step.name)), None)
+
+
+def pauses_while(run: Run, now: datetime, *, standing: set[int]) -> list[timeline.PauseSpan]:
+    """The pauses of the run's workflow (whole, or of a step name) that stood while it
+    ran, from their audit rows (one query): each pause made before the run ended with
+    its resume, if it came after the run began. A pause made before the run and resumed
+    before it began has its resume left out, so it passes for standing: those are
+    dropped unless it is `standing` (the ids of its Pause rows). Rows written before
+    migration 0034 have no pause_id to pair them by, and are left out."""
+    end = run.finished_at if run.status in RUN_FINISHED and run.finished_at else now
+    rows = list(
+        PauseChange.objects.filter(workflow=run.workflow, pause_id__isnull=False)
+        .filter(
+            Q(action=PauseChange.Action.PAUSE, at__lte=end)
+            | Q(action=PauseChange.Action.RESUME, at__gte=run.created_at)
+        )
+        .order_by("at", "id")
+    )
+    resumes = {r.pause_id: r for r in rows if r.action == PauseChange.Action.RESUME}
+    spans = []
+    for row in rows:
+        if row.action != PauseChange.Action.PAUSE:
+            continue
+        resume = resumes.get(row.pause_id)
+        if resume is None and row.at < run.created_at and row.pause_id not in standing:
+            continue
+        spans.append(
+            timeline.PauseSpan(
+                step=row.step,
+                actor=row.actor,
+                reason=row.reason,
+                since=row.at,
+                until=resume.at if resume else None,
+                resumed_by=resume.actor if resume else "",
+            )
+        )
+    return spans
 
 
 def _leases(run: Run) -> dict[str, float]:

@@ -138,8 +138,9 @@ def test_pages_show_what_they_found(operator_client):
 # The run page (runs/web/queries.py): the run, its steps, their attempts, its step claims,
 # its map items counted, its event types, and the event log's count and page (or, on
 # the page with the timeline, its marks and a page, the count taken from the types),
-# and the signals it received, and its workflow's pauses.
-RUN_PAGE = 10
+# and the signals it received, and its workflow's pauses and their audit rows (what the
+# timeline says held the run).
+RUN_PAGE = 11
 
 
 @pytest.mark.parametrize("items", [4, 60])

@@ -942,3 +942,149 @@ def test_an_attempt_stopped_at_its_timeout_is_marked_with_how_it_was_stopped():
     assert first.title.startswith("hang attempt 1: timed out after 2 s at")
     assert second.title.endswith("its call did not stop, so its worker process was replaced")
     assert "timed-out" in set(tl.used)
+
+
+# --- the run's story: pauses, failures and reopens, attempts "of" what they were --------------
+def rel(text: str) -> str:
+    """Times as their offset from the submission alone ("+5 s"), without the absolute."""
+    return re.sub(r"\d{4}-\d\d-\d\d [\d:.]+ UTC \((\+[^)]*)\)", r"\1", text)
+
+
+def test_a_workflow_pause_is_its_own_mark_not_a_retry_wait():
+    s = Story(finished=40)
+    work = s.step("work")
+    s.attempt(work, 1, AttemptStatus.FAILED, 1, 2, error="boom")
+    s.attempt(work, 2, AttemptStatus.SUCCEEDED, 30, 31)
+    pause = timeline.PauseSpan(
+        step="", actor="ann", reason="deploy freeze", since=at(5), until=at(25), resumed_by="bob"
+    )
+    other = timeline.PauseSpan(step="elsewhere", actor="cy", reason="not ours", since=at(6))
+    tl = s.build(pauses=[pause, other])
+    (band,) = [g for g in tl.lane("run").segments if g.css == "tl-paused"]
+    assert band.x == tl.axis.x(at(5)) and band.x2 == tl.axis.x(at(25))
+    assert rel(band.title).startswith(
+        "workflow paused by ann: deploy freeze\nfrom +5 s until +25 s"
+    )
+    assert "resumed by bob (20 s)" in band.title
+    # The step's wait says a pause held it, and the pause is drawn over it.
+    (held,) = [g for g in tl.lane("work").segments if g.css == "tl-paused tl-held"]
+    assert held.x == tl.axis.x(at(5)) and held.x2 == tl.axis.x(at(25))
+    (wait,) = [g for g in tl.lane("work").segments if g.css == "tl-retry"]
+    assert "(held back 20 s by a pause)" in wait.title
+    assert "paused" in tl.used
+    assert not any("not ours" in g.title for g in tl.lane("run").segments)
+    assert "Its workflow was paused by ann at +5 s until +25 s: deploy freeze." in tl.summary
+    html = folded(render_timeline(tl))
+    assert "<li>workflow paused by ann: deploy freeze from +5 s until +25 s" in rel(html)
+    assert "paused by an operator (or a breaker)</li>" in html
+
+
+def reopened_story(**reopen: Any) -> Story:
+    """charge failed three times (of 3), the run failed; ann's bulk batch 7 retried it,
+    which raised its max attempts to 6, and attempt 4 succeeded."""
+    s = Story(finished=60)
+    charge = s.step("charge", max_attempts=6)
+    for n in (1, 2, 3):
+        s.attempt(charge, n, AttemptStatus.FAILED, 2 * n - 1, 2 * n, error="card declined")
+    s.event(events.RUN_FAILED, 6, error="charge failed: card declined")
+    s.event(events.RUN_REOPENED, 50, actor="ann", steps=["charge"], status="running", **reopen)
+    s.attempt(charge, 4, AttemptStatus.SUCCEEDED, 52, 53)
+    return s
+
+
+def test_a_bulk_reopen_is_said_as_who_retried_in_which_batch():
+    tl = reopened_story(reason="card fixed (batch 7)", max_attempts={"charge": 3}).build()
+    run = tl.lane("run")
+    (reopened,) = [m for m in run.markers if m.kind == "reopened"]
+    assert rel(reopened.title).startswith("retried by ann in batch 7: card fixed at +50 s")
+    assert (
+        reopened.batch == 7
+        and reopened.label
+        and reopened.label.text == ("retried by ann in batch 7")
+    )
+    *retries, wait = [g for g in tl.lane("charge").segments if g.css == "tl-retry"]
+    assert all(r.title.startswith("retry: ") for r in retries)  # the engine's, before
+    assert rel(wait.title).startswith("retried by ann in batch 7: card fixed at +50 s\n")
+    assert not wait.title.startswith("retry:") and wait.batch == 7
+    assert "It was retried by ann in batch 7: card fixed at +50 s (steps charge)." in tl.summary
+    html = folded(render_timeline(tl))
+    assert "<li>retried by ann in batch 7: card fixed at +50 s" not in rel(html)  # linked:
+    assert (
+        '<li>retried by ann in <a href="/runs/batches/7/">batch 7</a>: card fixed at +50 s'
+        in rel(html)
+    )
+
+
+def test_a_person_s_reopen_names_them_and_links_no_batch():
+    tl = reopened_story(reason="retry after the fix").build()
+    (reopened,) = [m for m in tl.lane("run").markers if m.kind == "reopened"]
+    assert rel(reopened.title).startswith("retried by ann: retry after the fix at +50 s")
+    assert reopened.batch is None
+    assert "/runs/batches/" not in render_timeline(tl)
+
+
+def test_the_run_lane_breaks_where_it_stood_failed_until_the_reopen():
+    tl = reopened_story(reason="card fixed (batch 7)").build()
+    run = tl.lane("run")
+    assert [m.kind for m in run.markers] == ["submitted", "finished", "run-failed", "reopened"]
+    failed = run.markers[2]
+    assert failed.x == tl.axis.x(at(6)) and rel(failed.title).startswith("run failed at +6 s")
+    assert "error: charge failed: card declined" in failed.title
+    # Two pieces of the run's bar, with the failed stretch between them.
+    first, second = run.bars
+    assert first.x + first.width == tl.axis.x(at(6)) and second.x == tl.axis.x(at(50))
+    assert second.title.startswith("run 00000000-0000-0000-0000-000000000007, reopened")
+    (down,) = [g for g in run.segments if g.css == "tl-down"]
+    assert (down.x, down.x2) == (tl.axis.x(at(6)), tl.axis.x(at(50)))
+    assert rel(down.title).startswith(
+        "stood failed for 44 s, from +6 s until it was retried by ann"
+    )
+    assert "It failed at +6 s." in tl.summary
+    said = [d.text for d in run.details]
+    assert max(said.index(failed.title), said.index(down.title)) < said.index(run.markers[3].title)
+    html = folded(render_timeline(tl))
+    assert "failed, until it was retried</li>" in html and "the run failed</li>" in html
+
+
+def test_attempts_are_of_the_max_attempts_they_had_then():
+    tl = reopened_story(reason="x", max_attempts={"charge": 3}).build()
+    titles = [b.title.split("\n")[0] for b in tl.lane("charge").bars]
+    assert titles == [
+        "charge · attempt 1 of 3 · failed",
+        "charge · attempt 2 of 3 · failed",
+        "charge · attempt 3 of 3 · failed",
+        "charge · attempt 4 of 6 · succeeded",
+    ]
+    # A reopen recorded before it kept the value: the current one, as before.
+    old = reopened_story(reason="x").build()
+    assert old.lane("charge").bars[0].title.startswith("charge · attempt 1 of 6 ·")
+
+
+def test_a_retry_of_the_run_records_the_max_attempts_it_raised(operator_client, monkeypatch):
+    from tests.support.batches import failed_runs
+
+    (run,) = failed_runs(monkeypatch, 1)
+    step = Step.objects.get(run=run, parent__isnull=True)
+    before = step.max_attempts
+    engine.retry_run(run_id=run.id, actor="ann", reason="fixed upstream (batch 12)")
+    reopen = Event.objects.get(run=run, type=events.RUN_REOPENED)
+    assert reopen.payload["max_attempts"] == {step.key: before}
+    step.refresh_from_db()
+    assert step.max_attempts > before
+    html = folded(operator_client.get(f"/runs/{run.id}/").content)
+    assert f"attempt 1 of {before} ·" in html and f"of {step.max_attempts} ·" not in html
+    assert "retried by admin" not in html
+    assert '<li>retried by ann in <a href="/runs/batches/12/">batch 12</a>: fixed upstream' in html
+    assert "the run failed</li>" in html and "retried (reopened) by an operator</li>" in html
+
+
+def test_the_run_page_shows_a_pause_that_held_the_run(operator_client):
+    run = engine.submit_run(workflow="pure-chain", input={})
+    paused = engine.pause(workflow="pure-chain", actor="ann", reason="db maintenance")
+    engine.resume(pause_id=paused.pk, actor="bob", reason="done")
+    html = folded(operator_client.get(f"/runs/{run.id}/").content)
+    assert "<li>workflow paused by ann: db maintenance from +" in rel(html)
+    assert "resumed by bob" in html and "Its workflow was paused by ann at +" in html
+    # Another workflow's pause is not this run's.
+    engine.pause(workflow="migrate-records", actor="cy", reason="not this one")
+    assert "not this one" not in operator_client.get(f"/runs/{run.id}/").content.decode()

@@ -21,15 +21,23 @@ Times are drawn relative to the run's submission ("+1.5 s", "+1 d 2 h") and ever
 element carries a <title> with the absolute times and the details.
 
 The package, by idea: rows.py (what it is drawn from), scale.py (time to x, ticks),
-layout.py (`build`: the lanes top to bottom), runlane.py, steps.py, crashes.py, marks.py
-and maps.py (what each lane shows), placement.py (where labels fit), summary.py (the
-drawing in words), model.py (what the template draws), geometry.py, shapes.py, words.py.
+layout.py (`build`: the lanes top to bottom), runlane.py, steps.py, crashes.py, marks.py,
+pauses.py and maps.py (what each lane shows), placement.py (where labels fit), summary.py
+(the drawing in words), model.py (what the template draws), geometry.py, shapes.py, words.py.
 """
 
 from .geometry import CHAR_W, MIN_BAR_W, PLOT_X0, PLOT_X1, WIDTH
 from .layout import build
-from .model import Bar, Guide, Label, Lane, Marker, Segment, Shape, Tick, Timeline, Toggle
-from .rows import AUTO_EXPAND_BATCHES, MARK_TYPES, MAX_BATCH_LANES, ItemProgress, Shown, Source
+from .model import Bar, Detail, Guide, Label, Lane, Marker, Segment, Shape, Tick, Timeline, Toggle
+from .rows import (
+    AUTO_EXPAND_BATCHES,
+    MARK_TYPES,
+    MAX_BATCH_LANES,
+    ItemProgress,
+    PauseSpan,
+    Shown,
+    Source,
+)
 from .scale import MAX_TICKS, Axis, nice_axis, tick_label
 
 __all__ = [
@@ -44,11 +52,13 @@ __all__ = [
     "WIDTH",
     "Axis",
     "Bar",
+    "Detail",
     "Guide",
     "ItemProgress",
     "Label",
     "Lane",
     "Marker",
+    "PauseSpan",
     "Segment",
     "Shape",
     "Shown",

@@ -85,9 +85,9 @@ def attempt_title(
     rows: Rows, step: Step, attempt: Attempt, outcome: str, extra: Sequence[str]
 ) -> str:
     """An attempt's <title>: which attempt, its worker, its times, its error."""
-    axis = rows.axis
+    axis, of = rows.axis, rows.max_attempts_then(step, attempt)
     lines = [
-        f"{step.key} · attempt {attempt.number} of {step.max_attempts} · {outcome}",
+        f"{step.key} · attempt {attempt.number} of {of} · {outcome}",
         f"worker: {attempt.worker or '?'}",
         f"started: {axis.when(attempt.started_at)}",
         *extra,

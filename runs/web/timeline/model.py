@@ -82,6 +82,7 @@ class Segment:
     css: str
     title: str
     fill: str = ""
+    batch: int | None = None  # as Marker.batch
 
     @property
     def is_line(self) -> bool:
@@ -106,6 +107,24 @@ class Marker:
     title: str
     shapes: list[Shape]
     label: Label | None = None
+    # The bulk batch that did it (a run reopened by one): its page is linked.
+    batch: int | None = None
+
+
+@dataclass(frozen=True)
+class Detail:
+    """One line of the text list under the drawing; `batch`: the words "batch N" in it
+    link that batch's page."""
+
+    text: str
+    batch: int | None = None
+
+    @property
+    def linked(self) -> tuple[str, str, str]:
+        """The text around its batch's words: (before, "batch N", after)."""
+        words = f"batch {self.batch}"
+        before, found, after = self.text.partition(words)
+        return (before, words, after) if found and self.batch else (self.text, "", "")
 
 
 @dataclass
@@ -150,14 +169,16 @@ class Lane:
         return LABEL_X + 14 * self.depth
 
     @property
-    def details(self) -> list[str]:
+    def details(self) -> list[Detail]:
         """What the lane shows, as text, left to right: each bar's, segment's and
         mark's details (their <title>, which only a hover shows), and its words that
         stand on their own. The page lists them under the drawing (a phone has no
         hover; a screen reader reads the drawing's summary only)."""
-        placed = [(b.x, b.title) for b in self.bars] + [(s.x, s.title) for s in self.segments]
-        placed += [(m.x, m.title) for m in self.markers] + [(t.x, t.text) for t in self.labels]
-        return [text for _, text in sorted(placed, key=lambda p: p[0]) if text]
+        placed = [(b.x, Detail(b.title)) for b in self.bars]
+        placed += [(s.x, Detail(s.title, s.batch)) for s in self.segments]
+        placed += [(m.x, Detail(m.title, m.batch)) for m in self.markers]
+        placed += [(t.x, Detail(t.text)) for t in self.labels]
+        return [d for _, d in sorted(placed, key=lambda p: p[0]) if d.text]
 
 
 @dataclass(kw_only=True)

@@ -3,6 +3,7 @@ once (steps by parent, attempts by step, marks by step) with the axis they span.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ MARK_TYPES = (
     ev.RUN_NEEDS_RECONCILIATION,
     ev.RUN_RESUMED,
     ev.RUN_CANCELLED,
+    ev.RUN_FAILED,
+    ev.RUN_REOPENED,
 )
 # A map step with at most this many batches shows one lane per batch unless collapsed;
 # more, only when expanded, and then at most MAX_BATCH_LANES of them (maps.py).
@@ -53,6 +56,24 @@ class ItemProgress:
 
 
 @dataclass(frozen=True)
+class PauseSpan:
+    """A pause of the run's workflow (`step` '') or of one step name of it, from its
+    audit rows (PauseChange): who paused and why, from when until its resume (None:
+    it still stands) and who resumed it."""
+
+    step: str
+    actor: str
+    reason: str
+    since: datetime
+    until: datetime | None = None
+    resumed_by: str = ""
+
+    @property
+    def what(self) -> str:
+        return f"step {self.step}" if self.step else "workflow"
+
+
+@dataclass(frozen=True)
 class Source:
     """What the timeline is drawn from, as runs/web/queries.py reads it.
 
@@ -62,7 +83,7 @@ class Source:
     each step's lease length, by name, as its workers use it (to date a crashed
     attempt's last lease renewal). `waits`: the workflow's wait and sleep steps, by
     name (their lanes say "wait" or "sleep", not an effect kind, and when a waiting
-    one times out)."""
+    one times out). `pauses`: the pauses of its workflow that stood while it ran."""
 
     run: Run
     steps: Sequence[Step]
@@ -72,6 +93,9 @@ class Source:
     items_done: Mapping[int, int] = field(default_factory=dict)
     leases: Mapping[str, float] = field(default_factory=dict)
     waits: Mapping[str, WaitSpec] = field(default_factory=dict)
+    # The pauses of its workflow that stood while it ran (those of other steps' names
+    # are left out here).
+    pauses: Sequence[PauseSpan] = ()
 
 
 @dataclass(frozen=True)
@@ -121,10 +145,23 @@ class Rows:
         for row in self.marks:
             if (read := readable(row)) is not None:
                 self.events[row.seq] = read
+        # The run's reopens (a person's or a bulk batch's retry of its failed steps).
+        self.reopens = [
+            (row, e) for row in self.marks if (e := self.of(row, ev.RunReopened)) is not None
+        ]
         self.step_marks: dict[int, list[Event]] = defaultdict(list)
         for event in self.marks:
             if event.step_id is not None:
                 self.step_marks[event.step_id].append(event)
+        # Pauses of the whole workflow or of one of the run's steps, while it ran.
+        names = {s.name for s in steps}
+        self.pauses = [
+            p
+            for p in sorted(source.pauses, key=lambda p: p.since)
+            if (not p.step or p.step in names)
+            and p.since <= self.run_end()
+            and (p.until is None or p.until >= run.created_at)
+        ]
         self.axis: Axis = nice_axis(run.created_at, self.end())
 
     def end(self) -> datetime:
@@ -174,6 +211,38 @@ class Rows:
             text += f" · {ends} {humanize_delta(self.now - step.wake_at)}"
         return text
 
+    def max_attempts_then(self, step: Step, attempt: Attempt) -> int:
+        """The N of "attempt k of N" as it stood when the attempt ran: a reopen raises
+        a retried step's max attempts, and records the value before it. A reopen
+        recorded before it did (no `max_attempts` in its payload) leaves no trace of
+        it: the current value then, as the page said before."""
+        for row, reopen in self.reopens:
+            if row.created_at >= attempt.started_at and step.key in reopen.steps:
+                return (reopen.max_attempts or {}).get(step.key, step.max_attempts)
+        return step.max_attempts
+
+    def holding(self, step: Step, since: datetime, until: datetime) -> list[PauseSpan]:
+        """The pauses that stood while the step waited from `since` to `until` (a pause
+        of its workflow, or of its name: as the start statement decides)."""
+        return [
+            p
+            for p in self.pauses
+            if p.step in ("", step.name) and p.since < until and (p.until or self.now) > since
+        ]
+
+    def reopen_between(
+        self, step: Step, since: datetime, until: datetime
+    ) -> tuple[Event, ev.RunReopened] | None:
+        """The reopen that retried this step between two of its attempts, if one did."""
+        return next(
+            (
+                (row, reopen)
+                for row, reopen in self.reopens
+                if since <= row.created_at <= until and step.key in reopen.steps
+            ),
+            None,
+        )
+
     def event(self, row: Event) -> ev.Event | None:
         """One of `marks` as its catalogue class; None when the catalogue cannot read
         it (its mark is skipped)."""
@@ -187,6 +256,33 @@ class Rows:
     def step_key(self, event: Event) -> str:
         step = self.steps_by_id.get(event.step_id) if event.step_id is not None else None
         return step.key if step is not None else "a step"
+
+
+# How a bulk batch's retry names itself in the reason it gives the engine (runs/batches/
+# service.py: "<reason> (batch N)"), with the batch's creator as the actor.
+BATCH_REASON = re.compile(r"(?P<reason>.*) \(batch (?P<batch>\d+)\)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Retried:
+    """A reopen in words: `who` ("retried by ann in batch 7"), their reason, the bulk
+    batch that did it (if one did)."""
+
+    who: str
+    reason: str
+    batch: int | None
+
+    @property
+    def said(self) -> str:
+        return self.who + (f": {self.reason}" if self.reason else "")
+
+
+def retried_by(reopen: ev.RunReopened) -> Retried:
+    reason, batch = reopen.reason, None
+    if (match := BATCH_REASON.fullmatch(reason)) is not None:
+        reason, batch = match["reason"], int(match["batch"])
+    who = f"retried by {reopen.actor}" + (f" in batch {batch}" if batch else "")
+    return Retried(who, reason, batch)
 
 
 def readable(row: Event) -> ev.Event | None:

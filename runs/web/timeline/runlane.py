@@ -8,14 +8,15 @@ from datetime import datetime
 
 from runs.models import Event
 from runs.pages.timefmt import absolute, duration_text
-from runs.pages.words import json_short, short, word
+from runs.pages.words import json_short, plural, short, word
 from runs.record import events as ev
 
 from .geometry import MIN_BAR_W, RUN_LANE_H
 from .lanes import LaneStack
 from .model import Bar, Lane, Marker, Segment, Shape
+from .pauses import pause_band
 from .placement import Space
-from .rows import Rows
+from .rows import Rows, retried_by
 from .shapes import circle, play, square
 
 # A wait for a decision: from a run_needs_reconciliation to its run_resumed (or none).
@@ -60,7 +61,21 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
         end=end,
         total=(end - run.created_at).total_seconds(),
     )
-    span(at)
+    downs = down_stretches(rows)
+    span(at, downs)
+    for down in downs:
+        failed_then_reopened(at, down)
+    for pause in rows.pauses:
+        band = pause_band(rows, lane, pause, at.cy)
+        label = at.above.beside(
+            band.x,
+            at.text_y,
+            [f"paused by {pause.actor}", "paused"],
+            gap=0,
+            css="tl-label tl-small tl-paused-label",
+        )
+        if label is not None:
+            lane.labels.append(label)
     bands = decision_bands(rows.marks)
     for since, until in bands:
         awaiting(at, since, until)
@@ -84,11 +99,42 @@ def run_lane(rows: Rows, stack: LaneStack) -> None:
             lane.labels.append(label)
 
 
-def span(at: RunLane) -> None:
-    """The run's bar, from its submission to its end, and the submission's mark."""
+@dataclass(frozen=True)
+class Down:
+    """The run stood failed: from its run_failed to the reopen that retried it."""
+
+    failed: Event
+    error: str
+    reopened: Event
+    reopen: ev.RunReopened
+
+
+def down_stretches(rows: Rows) -> list[Down]:
+    """Each time the run failed and was reopened (retried) after: the run's span is
+    broken there. Its last failure, never reopened, is how it ended (finished_mark)."""
+    downs: list[Down] = []
+    failed: Event | None = None
+    for row in rows.marks:
+        if row.type == ev.RUN_FAILED:
+            failed = row
+        elif failed is not None and (reopen := rows.of(row, ev.RunReopened)) is not None:
+            said = rows.of(failed, ev.RunFailed)
+            error = (said.error or "") if said is not None else ""
+            downs.append(Down(failed, error, row, reopen))
+            failed = None
+    return downs
+
+
+def span(at: RunLane, downs: list[Down]) -> None:
+    """The run's bar, from its submission to its end (broken where it stood failed
+    until a reopen), and the submission's mark."""
     rows, cy, total = at.rows, at.cy, at.total
     run, axis = rows.run, rows.axis
     x0, x1 = axis.x(run.created_at), axis.x(at.end)
+    pieces = [run.created_at]
+    for down in downs:
+        pieces += [down.failed.created_at, down.reopened.created_at]
+    pieces.append(at.end)
     lines = [
         f"run {run.pk}",
         f"{run.workflow}@{run.version} · {word(run.status)}",
@@ -101,17 +147,27 @@ def span(at: RunLane) -> None:
         lines.append(f"running for {duration_text(total)} so far")
     if run.error:
         lines.append(f"error: {run.error}")
-    at.lane.bars.append(
-        Bar(
-            x=x0,
-            y=cy - 3,
-            width=max(x1 - x0, MIN_BAR_W),
-            height=6,
-            css=f"run-span run-{run.status}",
-            title="\n".join(lines),
-            outcome=run.status,
+    if downs:
+        lines.append(f"failed and reopened {plural(len(downs), 'time', 'times')}")
+    for i, (start, stop) in enumerate(zip(pieces[::2], pieces[1::2], strict=True)):
+        px0, px1 = axis.x(start), axis.x(stop)
+        # The first piece says it all; the others, which stretch of the run they are.
+        again = f"run {run.pk}, reopened: from {axis.when(start)}" + (
+            f" to {axis.when(stop)}" if i < len(downs) else ""
         )
-    )
+        at.lane.bars.append(
+            Bar(
+                x=px0,
+                y=cy - 3,
+                width=max(px1 - px0, MIN_BAR_W),
+                height=6,
+                css=f"run-span run-{run.status}",
+                title="\n".join(lines) if i == 0 else again,
+                outcome=run.status,
+            )
+        )
+    if not downs:
+        at.lane.bars[-1].width = max(x1 - x0, MIN_BAR_W)
     at.lane.markers.append(
         Marker(
             x=x0,
@@ -122,6 +178,55 @@ def span(at: RunLane) -> None:
             shapes=[Shape("mk-fill", play(x0 + 3, cy, 6))],
         )
     )
+
+
+def failed_then_reopened(at: RunLane, down: Down) -> None:
+    """A failure that was retried: its mark, the break in the run's span while it stood
+    failed, and the reopen's mark (who, their reason, the bulk batch that did it)."""
+    axis, cy = at.rows.axis, at.cy
+    fx, rx = axis.x(down.failed.created_at), axis.x(down.reopened.created_at)
+    failed_at = axis.when(down.failed.created_at)
+    retried = retried_by(down.reopen)
+    stood = duration_text((down.reopened.created_at - down.failed.created_at).total_seconds())
+    failed = Marker(
+        x=fx,
+        y=cy,
+        kind="run-failed",
+        css="mk-finished mk-failed",
+        title=f"run failed at {failed_at}"
+        + (f"\nerror: {short(down.error, 400)}" if down.error else ""),
+        shapes=[Shape("mk-fill", circle(fx, cy, 5))],
+    )
+    failed.label = at.above.beside(
+        fx, at.text_y, ["failed"], gap=6, css="tl-label tl-note tl-failed"
+    )
+    at.lane.markers.append(failed)
+    if rx - fx >= 1:
+        at.lane.segments.append(
+            Segment(
+                x=fx,
+                y=cy - 1,
+                width=round(rx - fx, 1),
+                height=2,
+                css="tl-down",
+                title=f"stood failed for {stood}, from {failed_at} until it was {retried.said}",
+                batch=retried.batch,
+            )
+        )
+    reopened = Marker(
+        x=rx,
+        y=cy,
+        kind="reopened",
+        css="mk-reopened",
+        title=f"{retried.said} at {axis.when(down.reopened.created_at)}\n"
+        f"steps retried: {', '.join(down.reopen.steps)}",
+        shapes=[Shape("mk-fill", play(rx + 3, cy, 6))],
+        batch=retried.batch,
+    )
+    reopened.label = at.above.beside(
+        rx, at.text_y, [retried.who, "retried"], gap=6, css="tl-label tl-note"
+    )
+    at.lane.markers.append(reopened)
 
 
 def decision_bands(marks: list[Event]) -> list[Band]:

@@ -16,8 +16,9 @@ from .geometry import BAR_H, PLOT_X0
 from .lanes import LaneStack, attempt_title, solid
 from .marks import step_mark
 from .model import OUTCOME_WORDS, Bar, Label, Lane, Marker, Segment, Shape
+from .pauses import held
 from .placement import Space, inside
-from .rows import Rows
+from .rows import Rows, retried_by
 from .shapes import circle
 
 
@@ -162,6 +163,14 @@ def gap(
     x0, x1 = axis.x(since), axis.x(until)
     if x1 - x0 < 1:
         return
+    after = f"attempt {attempt.number} started {duration_text((until - since).total_seconds())}"
+    step = rows.steps_by_id[attempt.step_id]
+    paused = held(rows, lane, step, since, until)
+    if paused:  # not the retry's own wait, or not all of it
+        after += f" ({paused})"
+    # Not a retry of the engine's when a person (or their bulk batch) reopened the run.
+    reopened = rows.reopen_between(step, since, until)
+    retried = retried_by(reopened[1]) if reopened else None
     lane.segments.append(
         Segment(
             x=x0,
@@ -169,8 +178,10 @@ def gap(
             width=round(x1 - x0, 1),
             height=2,
             css="tl-retry",
-            title=f"retry: attempt {attempt.number} started "
-            f"{duration_text((until - since).total_seconds())} after {why}",
+            title=f"{retried.said} at {axis.when(reopened[0].created_at)}\n{after} after {why}"
+            if reopened and retried
+            else f"retry: {after} after {why}",
+            batch=retried.batch if retried else None,
         )
     )
 
@@ -213,6 +224,7 @@ def after_last(
         )
     elif step.status == StepStatus.QUEUED:
         x0, x1 = axis.x(last_end), axis.x(rows.now)
+        paused = held(rows, lane, step, last_end, rows.now)
         lane.segments.append(
             Segment(
                 x=x0,
@@ -220,7 +232,8 @@ def after_last(
                 width=round(max(x1 - x0, 1), 1),
                 height=2,
                 css="tl-retry tl-pending",
-                title=f"queued for attempt {tries[-1].number + 1} since {why}",
+                title=f"queued for attempt {tries[-1].number + 1} since {why}"
+                + (f" ({paused})" if paused else ""),
             )
         )
 
@@ -229,6 +242,7 @@ def not_started(rows: Rows, lane: Lane, step: Step) -> None:
     """A step without an attempt: queued since when, or what it waits for."""
     if step.status == StepStatus.QUEUED and step.queued_at is not None and not rows.finished:
         x0, x1 = rows.axis.x(step.queued_at), rows.axis.x(rows.now)
+        paused = held(rows, lane, step, step.queued_at, rows.now)
         lane.segments.append(
             Segment(
                 x=x0,
@@ -237,7 +251,7 @@ def not_started(rows: Rows, lane: Lane, step: Step) -> None:
                 height=2,
                 css="tl-retry tl-pending",
                 title=f"{step.key}: queued since {rows.axis.when(step.queued_at)}, "
-                "no attempt started yet",
+                "no attempt started yet" + (f" ({paused})" if paused else ""),
             )
         )
         return

@@ -11,7 +11,7 @@ from runs.states import AttemptStatus
 
 from .crashes import CrashLog
 from .model import OUTCOME_WORDS, Lane
-from .rows import Rows, items_in
+from .rows import Rows, items_in, retried_by
 
 
 def summary(rows: Rows, log: CrashLog) -> str:
@@ -58,7 +58,15 @@ def summary(rows: Rows, log: CrashLog) -> str:
         )
     if len(log.crashes) > 5:
         parts.append(f"{len(log.crashes) - 5} more crashed attempts.")
-    # The resolutions and cancels the catalogue can read (rows.events).
+    for pause in rows.pauses:
+        until = (
+            f"until {axis.relative(pause.until)}" if pause.until is not None else "and still stood"
+        )
+        parts.append(
+            f"Its {pause.what} was paused by {pause.actor} at {axis.relative(pause.since)} "
+            f"{until}: {pause.reason}."
+        )
+    # The resolutions, cancels, failures and reopens the catalogue can read (rows.events).
     for event in rows.marks:
         if (resolved := rows.of(event, ev.ClaimResolved)) is not None:
             step_key = rows.step_key(event)
@@ -72,6 +80,13 @@ def summary(rows: Rows, log: CrashLog) -> str:
                 parts.append(f"Its compensations finished at {at}; it ended cancelled.")
             else:
                 parts.append(f"Cancelled by {cancel.actor or 'someone'} at {at}.")
+        elif rows.of(event, ev.RunFailed) is not None and rows.reopens:
+            parts.append(f"It failed at {axis.relative(event.created_at)}.")
+        elif (reopen := rows.of(event, ev.RunReopened)) is not None:
+            parts.append(
+                f"It was {retried_by(reopen).said} at {axis.relative(event.created_at)} "
+                f"(steps {', '.join(reopen.steps)})."
+            )
     return " ".join(parts)
 
 
