@@ -245,8 +245,12 @@ class AlreadyPaused(PauseError):
 
     code = "already_paused"
 
-    def __init__(self, what: str, actor: str, when: object, reason: str) -> None:
-        super().__init__(f"{what} is already paused (by {actor} at {when}: {reason})")
+    def __init__(self, what: str, actor: str, when: datetime, reason: str) -> None:
+        # To the second: the stored time's microseconds are noise to a person.
+        super().__init__(
+            f"{what} is already paused (by {actor} at {when:%Y-%m-%d %H:%M:%S %Z}: {reason})"
+        )
+        self.what, self.actor, self.when, self.reason = what, actor, when, reason
 
 
 class NotPaused(PauseError):

@@ -10,13 +10,15 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from runs import engine, userinput
-from runs.errors import NotPaused, PauseError, UnknownWorkflow
+from runs.errors import AlreadyPaused, NotPaused, PauseError, UnknownWorkflow
 from runs.pages.access import operator_required, viewer_required
 from runs.pages.http import SignedInRequest
 from runs.pages.partials import template_for
+from runs.pages.timefmt import humanize_delta, to_the_second
 
 from . import queries
 
@@ -79,6 +81,13 @@ def pause(request: SignedInRequest) -> HttpResponse:
             )
         except UnknownWorkflow as exc:
             errors["workflow"] = str(exc)
+        except AlreadyPaused as exc:
+            # When, as the page says times: how long ago, to the second.
+            errors[exc.field or "form"] = (
+                f"{exc.what} is already paused: by {exc.actor} "
+                f"{humanize_delta(timezone.now() - exc.when)} "
+                f"({to_the_second(exc.when)}): {exc.reason}"
+            )
         except PauseError as exc:
             errors[exc.field or "form"] = str(exc)
         else:

@@ -4,6 +4,7 @@ overview's Paused panel and its Resume, Back and Forward, and what a viewer sees
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -151,3 +152,21 @@ def test_the_pause_form_chooses_no_workflow_unless_opened_for_one(browser, trans
     page.go_forward()
     wait_for_address(page, lambda url: "workflow=merge-change" in url, "the form after Forward")
     expect(page.get_by_label("Workflow", exact=True)).to_have_value("merge-change")
+
+
+def test_pausing_what_is_paused_says_when_in_a_person_s_time(browser, transactional_db):
+    engine.pause(workflow="merge-change", actor="ann", reason="host down")
+    page = signed_in(browser, "/pauses/")
+    browser.allow_status(422)
+    page.get_by_label("Workflow", exact=True).select_option("merge-change")
+    page.get_by_label("Reason (required").fill("again")
+    page.get_by_role("button", name="Pause", exact=True).click()
+    refusal = page.get_by_role("alert").filter(has_text="already paused")
+    expect(refusal).to_have_text(
+        re.compile(
+            r"workflow 'merge-change' is already paused: by ann \d+ s ago "
+            r"\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\): host down"
+        )
+    )
+    browser.check_accessibility("a refused second pause")
+    browser.screenshot("pauses-already-paused", width=390)
