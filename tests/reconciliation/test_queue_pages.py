@@ -113,6 +113,19 @@ def test_a_queue_link_to_a_claim_beyond_its_page_opens_the_claims_own_page(
     )
 
 
+def test_the_claim_s_own_page_heads_every_column_of_its_table(operator_client):
+    import re
+
+    claim = factories.crashed_merge(change_id=9)
+    page = operator_client.get(f"/reconciliation/claims/{claim.pk}/").content.decode()
+    table = re.search(r'aria-label="The claim"><table class="queue">(.*?)</table>', page, re.S)
+    assert table is not None
+    heads = re.findall(r'<th scope="col"', table[1])
+    cells = re.search(r'<tr class="[^"]*">(.*?)</tr>', table[1], re.S)
+    assert cells is not None
+    assert len(heads) == cells[1].count("<td") == 10
+
+
 # --- the queue ----------------------------------------------------------------------------
 def test_queue_lists_unresolved_claims_oldest_first_with_why(operator_client):
     died = factories.crashed_merge(change_id=1)
