@@ -5,6 +5,7 @@
     engine.execute_step(step_id=..., worker=...)      # the Celery task's body
     engine.sweep()                                    # recovery (and timers due)
     engine.send_signal(run_id=..., name=..., payload=..., actor=...)
+    engine.signal_refusal(run, name, actor)          # -> why it would be refused, or None
     engine.resolve_claim(claim_id=..., outcome=..., actor=..., note=...)
     engine.fire_due_schedules()                       # the beat: a run per schedule tick
     engine.queue_depths([name, ...])                  # -> ({name: messages} | None, error)
@@ -60,7 +61,7 @@ from .policies.resolve import (
 )
 from .policies.schedules import FireReport, fire_due_schedules, prepare_for_save
 from .policies.submit import KEY_PATTERN, Submission, resolve_workflow, submit, submit_run
-from .policies.waits import send_signal
+from .policies.waits import send_signal, signal_refusal
 from .state.unresolved import probe_of
 
 
@@ -106,6 +107,7 @@ __all__ = [
     "retry_steps",
     "send_signal",
     "send_task",
+    "signal_refusal",
     "step_names",
     "submit",
     "submit_run",

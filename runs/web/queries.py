@@ -414,16 +414,43 @@ def has_live_attempt(data: RunPage) -> bool:
     return any(a.status == AttemptStatus.RUNNING for a in attempts)
 
 
-def awaited_signals(data: RunPage) -> list[str]:
-    """The signals the run's waiting steps wait for (the signal form offers them)."""
+@dataclass(frozen=True)
+class SignalOffer:
+    """A signal the run waits for, as the run page offers it to one person: its button,
+    or, where the engine would refuse that person (engine.signal_refusal), why not
+    (`why_not`, said in place of the button)."""
+
+    name: str
+    why_not: str = ""
+
+
+def awaited_signals(data: RunPage, user: Any) -> list[SignalOffer]:
+    """The signals the run's waiting steps wait for (the signal form offers them), each
+    with why `user` may not send it, if the engine would refuse it: an approval is not
+    offered to the person it needs someone other than."""
     wf = registry.get(data.run.workflow, data.run.version)
-    names: list[str] = []
+    names: set[str] = set()
     for row in data.steps:
         stepdef = wf.steps.get(row.step.name) if wf else None
         spec = stepdef.wait if stepdef else None
         if row.step.status == StepStatus.WAITING and spec and spec.signal:
-            names.append(spec.signal)
-    return sorted(set(names))
+            names.add(spec.signal)
+    return [SignalOffer(name, _why_not_signal(data.run, name, user)) for name in sorted(names)]
+
+
+def _why_not_signal(run: Run, name: str, user: Any) -> str:
+    """The engine's refusal (if any) said to the person it refuses."""
+    refusal = engine.signal_refusal(run, name, user)
+    if refusal is None:
+        return ""
+    if refusal.why == "submitted":
+        return f"You submitted this run: another operator approves it (“{name}”)."
+    if refusal.why == "on_behalf":
+        return (
+            f"You made or changed the schedule that submitted this run: another operator "
+            f"approves it (“{name}”)."
+        )
+    return f"“{name}” is sent by {' or '.join(refusal.signalled_by)} only."
 
 
 def failed_steps(data: RunPage, *, compensations_only: bool = False) -> list[str]:

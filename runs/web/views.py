@@ -116,7 +116,7 @@ def run_detail(request: SignedInRequest, run_id: str) -> HttpResponse:
             "moving": data.run.status not in RUN_FINISHED or queries.has_live_attempt(data),
             "active_statuses": RUN_ACTIVE,
             "retry": queries.retry_offer(data),
-            "awaited_signals": queries.awaited_signals(data),
+            "awaited_signals": queries.awaited_signals(data, request.user),
             "timeline": data.timeline,
             "toggles": toggles,
             "event_type": request.GET.get("type", ""),

@@ -17,6 +17,7 @@ from playwright.sync_api import expect
 
 from runs import engine
 from runs.models import Signal
+from runs.principals import Principal, user_principal
 from runs.testing import run_inline
 from runs.web import queries
 from tests.browser.conftest import wait_for_address
@@ -238,6 +239,38 @@ def test_a_run_waiting_for_a_decision_links_to_the_claim_and_to_the_queue(
     notice.get_by_role("link", name="Open the reconciliation queue").click()
     wait_for_address(page, lambda url: urlsplit(url).path == "/reconciliation/", "the queue")
     expect(heading(page)).to_contain_text("1 unresolved claim")
+
+
+# --- an approval and its submitter ----------------------------------------------------
+@pytest.mark.parametrize("width", [1280, 390])
+def test_an_approval_says_why_to_its_submitter_and_another_operator_sends_it(
+    browser, second_browser, transactional_db, width
+):
+    """The engine refuses an approval (four eyes) from the run's submitter: the page
+    offers it no button, says why, and offers the button to another operator."""
+    run = engine.submit_run(
+        workflow="agent-refund",
+        input={"ticket": 3, "amount": 10},
+        by=Principal(user_principal("olivia"), "web"),
+    )
+    factories.run_queued(run)  # proposes, holds the funds, then waits for the approval
+    page = signed_in(browser, f"/runs/{run.id}/", "olivia")
+    page.set_viewport_size({"width": width, "height": 900})
+    actions = page.locator("#run-actions")
+    expect(actions).to_contain_text("You submitted this run: another operator approves it")
+    expect(page.get_by_role("button", name=re.compile("signal"))).to_have_count(0)
+    expect(page.get_by_role("button", name="Cancel run…")).to_be_visible()
+    browser.check_accessibility(f"an approval's run page for its submitter at {width} px")
+    browser.screenshot("run-approval-own-run", width=width)
+
+    oscar = signed_in(second_browser, f"/runs/{run.id}/", "oscar")
+    expect(oscar.locator("#run-actions")).not_to_contain_text("You submitted this run")
+    oscar.get_by_role("button", name="Send signal “approval”…").click()
+    dialog = oscar.get_by_role("dialog", name="Send signal “approval”?")
+    dialog.get_by_label("Payload (JSON, optional)").fill('{"approved": true}')
+    dialog.get_by_role("button", name="Send the signal").click()
+    expect(oscar.locator("#messages")).to_contain_text("Signal 'approval' sent")
+    assert Signal.objects.get(run=run).actor == "oscar"
 
 
 # --- a viewer --------------------------------------------------------------------------

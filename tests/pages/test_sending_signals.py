@@ -80,3 +80,32 @@ def test_api_refuses_a_duplicate_and_a_finished_run(db, operator):
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "duplicate_signal"
     assert list(Signal.objects.filter(run=fresh).values_list("payload", flat=True)) == [1]
+
+
+def test_an_approval_is_not_offered_to_the_runs_submitter_but_why(client, operator):
+    """The engine refuses an approval (a `four_eyes` wait) from the run's submitter; the
+    page asks the engine's rule (engine.signal_refusal) and says why in place of the
+    button, and offers it to another operator."""
+    from runs import engine
+    from runs.principals import Principal
+    from tests.conftest import make_user
+    from tests.support.factories import run_queued
+
+    run = engine.submit_run(
+        workflow="agent-refund",
+        input={"ticket": 5, "amount": 10},
+        by=Principal.of_user(operator, "web"),
+    )
+    run_queued(run)  # proposes, holds the funds, then waits for the approval
+    assert Step.objects.get(run=run, name="approval").status == "waiting"
+
+    client.force_login(operator)
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "Send signal “approval”" not in page
+    assert 'id="signal-approval-form"' not in page
+    assert "You submitted this run: another operator approves it (“approval”)." in page
+
+    client.force_login(make_user("oscar", "operators"))
+    page = client.get(f"/runs/{run.id}/").content.decode()
+    assert "Send signal “approval”…" in page
+    assert "You submitted this run" not in page

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -332,10 +333,44 @@ def _refuse_duplicate(run_id: uuid.UUID, name: str) -> None:
         raise DuplicateSignal(run_id, name, first.actor, first.created_at)
 
 
+@dataclass(frozen=True)
+class SignalRefusal:
+    """Why an actor may not send a signal: `why` is "role" (its roles are not among the
+    wait's `signalled_by`), "submitted" (an approval, and the actor submitted the run)
+    or "on_behalf" (an approval, and the actor made or changed the schedule that
+    submitted it); `message` is the engine's sentence (SignalNotAllowed's)."""
+
+    why: Literal["role", "submitted", "on_behalf"]
+    message: str
+    signalled_by: tuple[str, ...] = ()
+
+
+def signal_refusal(run: Run, name: str, actor: AbstractBaseUser | str) -> SignalRefusal | None:
+    """Why send_signal() would refuse `actor` the signal `name` of `run` for who sends
+    it (SignalNotAllowed), or None: the one rule, which the run page asks before it
+    offers the signal, so it never offers what the engine refuses. Reads no lock and no
+    step: whether the run still waits is send_signal's to say. A name no wait of the
+    run's workflow listens for is None too (send_signal says UnknownSignal)."""
+    workflow = registry.get(run.workflow, run.version)
+    waits = workflow.waits_for(name) if workflow is not None else []
+    if not waits or waits[0].wait is None:
+        return None
+    return _signaller_refusal(run, name, waits[0].wait, actor)
+
+
 def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUser | str) -> None:
-    """Refuse (SignalNotAllowed) an actor the wait does not accept: its roles are not
-    among `signalled_by`, or the wait is an approval (`four_eyes`) and the actor
-    submitted the run, or made or changed the schedule that fired it.
+    """Refuse (SignalNotAllowed) an actor the wait does not accept (_signaller_refusal)."""
+    refusal = _signaller_refusal(run, name, spec, actor)
+    if refusal is not None:
+        raise SignalNotAllowed(refusal.message)
+
+
+def _signaller_refusal(
+    run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUser | str
+) -> SignalRefusal | None:
+    """Why the wait does not accept the actor, or None: its roles are not among
+    `signalled_by`, or the wait is an approval (`four_eyes`) and the actor submitted
+    the run, or made or changed the schedule that fired it.
 
     An actor given by name that is an account's username is that account, checked by
     its roles as the pages and the API check a person: a script (or the command line,
@@ -355,20 +390,25 @@ def _check_signaller(run: Run, name: str, spec: WaitSpec, actor: AbstractBaseUse
             roles = set()
         who = actor.get_username()
     if not roles & set(spec.signalled_by):
-        raise SignalNotAllowed(
+        return SignalRefusal(
+            "role",
             f"signal {name!r} of run {run.id} is sent by {' or '.join(spec.signalled_by)} "
-            f"only; {who} may not send it"
+            f"only; {who} may not send it",
+            tuple(spec.signalled_by),
         )
     if spec.four_eyes and run.submitted_by == user_principal(who):
-        raise SignalNotAllowed(
+        return SignalRefusal(
+            "submitted",
             f"signal {name!r} is an approval: it needs someone other than {who}, who "
-            f"submitted run {run.id}"
+            f"submitted run {run.id}",
         )
     if spec.four_eyes and user_principal(who) in run.on_behalf_of:
-        raise SignalNotAllowed(
+        return SignalRefusal(
+            "on_behalf",
             f"signal {name!r} is an approval: it needs someone other than {who}, who made "
-            f"or changed {shown(run.submitted_by)}, which submitted run {run.id}"
+            f"or changed {shown(run.submitted_by)}, which submitted run {run.id}",
         )
+    return None
 
 
 def _account_named(username: str) -> AbstractBaseUser | None:
@@ -411,4 +451,11 @@ def _insert_signal(
     return None if row is None else int(row[0])
 
 
-__all__ = ["reach_wait", "send_signal", "wait_step", "wake_due"]
+__all__ = [
+    "SignalRefusal",
+    "reach_wait",
+    "send_signal",
+    "signal_refusal",
+    "wait_step",
+    "wake_due",
+]
