@@ -69,8 +69,32 @@ class ChangeInline(admin.TabularInline[RetentionPolicyChange, RetentionPolicy]):
         return False
 
 
+class RetentionPolicyForm(forms.ModelForm[RetentionPolicy]):
+    """A policy names a registered workflow, or none (the default policy). Only a new
+    or changed name is checked: a policy kept for a workflow no longer deployed (its
+    runs still age) stays editable."""
+
+    class Meta:
+        model = RetentionPolicy
+        fields = ("name", "workflow", "enabled", "payload_days", "event_days", "dedup_days")
+
+    def clean_workflow(self) -> str:
+        workflow: str = (self.cleaned_data.get("workflow") or "").strip()
+        if not workflow or workflow == self.instance.workflow:
+            return workflow
+        problem = registry.why_unknown(workflow)
+        if problem:
+            # A policy for a name no run has would govern nothing, silently.
+            raise forms.ValidationError(
+                f"{problem}. Leave it empty for the default policy, which governs every "
+                "workflow without a policy of its own."
+            )
+        return workflow
+
+
 @admin.register(RetentionPolicy)
 class RetentionPolicyAdmin(admin.ModelAdmin[RetentionPolicy]):
+    form = RetentionPolicyForm
     list_display = (
         "name",
         "scope",

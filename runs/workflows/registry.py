@@ -6,6 +6,7 @@ registry is the single answer to "can this process run that run?"."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Protocol
 
 from runs.errors import EngineError
@@ -66,6 +67,30 @@ def latest(name: str) -> Workflow | None:
 
 def all_workflows() -> list[Workflow]:
     return [_registry[k] for k in sorted(_registry)]
+
+
+def names() -> list[str]:
+    """The registered workflows' names, each once, sorted."""
+    return sorted({name for (name, _) in _registry})
+
+
+def close_names(name: str, n: int = 3) -> list[str]:
+    """The registered names most like `name` (a misspelling's likely meaning), best
+    first, at most `n`; none when nothing is close."""
+    return difflib.get_close_matches(name, names(), n=n, cutoff=0.6)
+
+
+def why_unknown(name: str) -> str:
+    """Why `name` names no registered workflow, with the names most like it (a
+    misspelling's likely meaning); "" when some version of it is registered."""
+    if versions(name):
+        return ""
+    close = close_names(name)
+    if close:
+        said = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+        return f"no workflow named {name!r} is registered (did you mean {said}?)"
+    known = ", ".join(names()) or "none is registered"
+    return f"no workflow named {name!r} is registered (the workflows: {known})"
 
 
 def search_fields() -> dict[str, list[str]]:

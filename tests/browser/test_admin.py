@@ -161,6 +161,39 @@ def test_an_operator_adds_edits_and_deletes_a_retention_policy(browser, transact
     assert RetentionPolicyChange.objects.filter(policy_name="merges", action="deleted").exists()
 
 
+def test_a_misspelt_workflow_of_a_retention_policy_is_refused_with_the_close_name(
+    browser, transactional_db
+):
+    make_user("olivia", "operators")
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/admin/runs/retentionpolicy/add/")
+    page.get_by_label("Name").fill("merges")
+    page.get_by_label("Workflow").fill("merge-chnage")
+    page.get_by_label("Dedup days").fill("400")
+    page.get_by_role("button", name="Save", exact=True).click()
+
+    expect(page.locator(".errornote")).to_contain_text("Please correct the error below.")
+    field = page.locator(".form-row.field-workflow")
+    expect(field).to_contain_text(
+        "no workflow named 'merge-chnage' is registered (did you mean merge-change"
+    )
+    expect(field).to_contain_text("Leave it empty for the default policy")
+    expect(page.get_by_label("Workflow")).to_have_value("merge-chnage")  # what was typed
+    assert not RetentionPolicy.objects.filter(name="merges").exists()
+    browser.check_accessibility("a retention policy's unknown workflow refused")
+    browser.screenshot("admin-policy-unknown-workflow", width=390)
+    page.set_viewport_size({"width": 390, "height": 900})
+    browser.check_accessibility("a retention policy's unknown workflow refused at 390 px")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.get_by_label("Workflow").fill("merge-change")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(admin_message(page)).to_have_text(
+        "The retention policy “merges (merge-change)” was added successfully."
+    )
+    assert RetentionPolicy.objects.get(name="merges").workflow == "merge-change"
+
+
 def test_an_operator_adds_a_schedule_after_a_cron_refused_beside_its_field(
     browser, transactional_db
 ):
