@@ -182,6 +182,36 @@ def search(q: str) -> dict[uuid.UUID, str]:
     return found
 
 
+def search_scope(q: str, workflow: str = "") -> str:
+    """What search(q) looked at, as the runs list says it beside the search box, so that
+    a search that finds nothing is not taken for "no such run": a workflow that declares
+    no search fields is never found by a field's value (docs/operating.md#finding-a-run).
+    With `workflow` (the list's filter), that workflow's fields; without, every declared
+    field and the workflows that declare it. "" when nothing is searched, or `q` is a
+    whole run id (then only that run is looked up)."""
+    if not q:
+        return ""
+    try:
+        uuid.UUID(q)
+        return ""
+    except ValueError:
+        pass
+    shown = f"“{q}”" if len(q) <= 40 else f"“{q[:40]}…”"
+    looked = f"{shown} was looked for in run ids, claim keys and submission keys"
+    declared = registry.search_fields()
+    if len(q) > SEARCH_VALUE_MAX:
+        return f"{looked} only: no search field holds a value longer than {SEARCH_VALUE_MAX}."
+    if workflow:
+        fields = [name for name, by in declared.items() if workflow in by]
+        if not fields:
+            return f"{workflow} declares no search fields, so {looked} only."
+        return f"{looked}, and in {workflow}'s search fields: {', '.join(fields)}."
+    if not declared:
+        return f"{looked} only: no workflow declares search fields."
+    each = "; ".join(f"{name} ({', '.join(by)})" for name, by in declared.items())
+    return f"{looked}, and in the search fields {each}. Other workflows declare none."
+
+
 def runs_matching(filters: RunFilters) -> QuerySet[Run]:
     runs = Run.objects.defer("input", "result").order_by("-created_at", "-id")
     if filters.status:

@@ -30,7 +30,17 @@ from django.utils.functional import cached_property
 
 from runs import engine, sql
 from runs.errors import RunNotActive, StepNotRetryable
-from runs.models import Attempt, Claim, Event, Pause, PauseChange, Run, Signal, Step
+from runs.models import (
+    Attempt,
+    Claim,
+    Event,
+    Pause,
+    PauseChange,
+    Run,
+    RunSearchKey,
+    Signal,
+    Step,
+)
 from runs.pages import contributions
 from runs.pages.timefmt import to_the_second
 from runs.principals import ENGINE, shown
@@ -42,6 +52,7 @@ from runs.reads.filters import (
     runs_matching,
     search,
     search_filter,
+    search_scope,
 )
 from runs.reads.limits import SlotWait, slot_waits
 from runs.sql import routing
@@ -61,6 +72,7 @@ __all__ = [
     "runs_matching",
     "search",
     "search_filter",
+    "search_scope",
 ]
 
 # --- the run page ----------------------------------------------------------------------
@@ -147,6 +159,9 @@ class RunPage:
     signals: list[Signal] = field(default_factory=list)
     # The pauses of its workflow in effect (docs/operating.md#pause-and-resume).
     pauses: list[Pause] = field(default_factory=list)
+    # Its search fields' values, (field, value) by field: each links to the runs
+    # with the same value (docs/operating.md#finding-a-run).
+    search_keys: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def submitter(self) -> str:
@@ -308,7 +323,29 @@ def run_page(
         row.paused = holding(pauses, row)
         row.slot_wait = slots_waiting.get(row.step.pk)
     return RunPage(
-        run, list(top.values()), claims, counts, page, types, drawn, now, signals, pauses
+        run,
+        list(top.values()),
+        claims,
+        counts,
+        page,
+        types,
+        drawn,
+        now,
+        signals,
+        pauses,
+        search_keys=_search_keys(run),
+    )
+
+
+def _search_keys(run: Run) -> list[tuple[str, str]]:
+    """The run's search keys as the list's filter finds them (RunSearchKey: gone with
+    its payloads under retention, so never a link to a list without it). Read only when
+    its workflow declares search fields: the other runs' pages make no query for it."""
+    workflow = registry.get(run.workflow, run.version)
+    if workflow is None or not workflow.search:
+        return []
+    return list(
+        RunSearchKey.objects.filter(run=run).order_by("field").values_list("field", "value")
     )
 
 

@@ -65,6 +65,9 @@ def run_list(request: SignedInRequest) -> HttpResponse:
         "statuses": RunStatus.values,
         "workflows": queries.workflow_names(),
         "search_fields": registry.search_fields(),
+        # What the search looked at: a workflow without search fields is found by its
+        # run ids and keys only, which a search finding nothing does not say by itself.
+        "search_scope": queries.search_scope(filters.q, filters.workflow),
         "can_submit": can_submit(request.user),
     }
     template = template_for(request, "runs/list.html", {"runs": "runs-results"})

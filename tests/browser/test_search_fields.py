@@ -5,6 +5,8 @@ retrace both."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -96,3 +98,54 @@ def test_a_value_without_a_field_is_refused_beside_the_field(browser, transactio
     field.select_option("change_id")
     expect(field).not_to_have_attribute("aria-invalid", "true")
     expect(page.locator("#runs > p.muted")).to_have_text("1 run matches")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_search_says_what_it_looked_at_and_a_run_links_to_its_fields_runs(
+    browser, transactional_db, width
+):
+    make_user("olivia", "operators")
+    merge = engine.submit_run(workflow="merge-change", input={"change_id": 301})
+    probed = engine.submit_run(workflow="merge-change-probed", input={"change_id": 301})
+    engine.submit_run(workflow="pure-chain", input={})
+    browser.login("olivia", PASSWORD)
+    page = browser.goto("/runs/")
+    page.set_viewport_size({"width": width, "height": 900})
+    count = page.locator("#runs > p.muted")
+    rows = page.get_by_role("region", name="Runs").locator("tbody tr")
+    search = page.get_by_label("Search")
+
+    # A workflow without search fields: "0 runs match" says why, beside the search.
+    page.get_by_label("Workflow").select_option("pure-chain")
+    search.press_sequentially("301")
+    expect(count).to_have_text("0 runs match")
+    hint = page.locator("#q-hint")
+    expect(hint).to_have_text(
+        "pure-chain declares no search fields, so “301” was looked for in run ids, "
+        "claim keys and submission keys only."
+    )
+    expect(search).to_have_accessible_description(re.compile("declares no search fields"))
+    browser.check_accessibility(f"a search in a workflow without search fields at {width} px")
+    browser.screenshot("search-no-fields", width=width)
+
+    # Any workflow: the fields searched, and who declares them.
+    page.get_by_label("Workflow").select_option("")
+    expect(count).to_have_text("2 runs match")
+    expect(hint).to_contain_text("change_id (merge-change, merge-change-probed)")
+    expect(hint).to_contain_text("Other workflows declare none.")
+
+    # A run's field value links to the runs with the same value; Back returns.
+    rows.get_by_role("link", name=str(merge.id)[:8]).click()
+    wait_for_address(page, lambda url: url.endswith(f"/runs/{merge.id}/"), "the run's page")
+    page.get_by_role("link", name="Runs with the same change_id").click()
+    wait_for_address(
+        page, lambda url: url.endswith("/runs/?field=change_id&value=301"), "the same value"
+    )
+    expect(count).to_have_text("2 runs match")
+    expect(rows).to_contain_text([str(probed.id)[:8], str(merge.id)[:8]])
+    expect(page.get_by_label("Field value")).to_have_value("301")
+    page.go_back()
+    wait_for_address(page, lambda url: url.endswith(f"/runs/{merge.id}/"), "back to the run")
+    expect(page.get_by_role("link", name="Runs with the same change_id")).to_be_visible()
+    browser.check_accessibility(f"a run page with a search field at {width} px")
+    browser.screenshot("run-search-field-link", width=width)

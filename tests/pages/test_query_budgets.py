@@ -139,7 +139,8 @@ def test_pages_show_what_they_found(operator_client):
 # its map items counted, its event types, and the event log's count and page (or, on
 # the page with the timeline, its marks and a page, the count taken from the types),
 # and the signals it received, and its workflow's pauses and their audit rows (what the
-# timeline says held the run).
+# timeline says held the run). A run of a workflow that declares search fields adds one,
+# its search keys (migrate-records declares none).
 RUN_PAGE = 11
 
 

@@ -109,3 +109,65 @@ def test_the_new_run_form_refuses_an_int_search_field_over_200_digits_beside_it(
     )
     assert 'aria-invalid="true"' in page and 'value="' + "9" * 201 + '"' in page
     assert Run.objects.count() == 0
+
+
+def hint(html: str) -> str:
+    """What the list says beside the search box about what it looked at."""
+    found = re.search(r'<p class="help" id="q-hint"[^>]*>(.*?)</p>', folded(html))
+    assert found, "no search hint slot"
+    return found.group(1)
+
+
+def test_a_search_in_a_workflow_without_search_fields_says_what_it_looked_at(operator_client, runs):
+    """A workflow that declares no search field is never found by a value: "0 runs
+    match" alone read as "no such run"; the page says why, beside the search box."""
+    engine.submit_run(workflow="pure-chain", input={})
+    html = operator_client.get("/runs/?q=301&workflow=pure-chain").content.decode()
+    assert listed(html) == [] and "0 runs match" in folded(html)
+    assert hint(html) == (
+        "pure-chain declares no search fields, so “301” was looked for in run ids, "
+        "claim keys and submission keys only."
+    )
+    assert 'aria-describedby="q-hint"' in folded(html)
+
+    html = operator_client.get("/runs/?q=301&workflow=merge-change").content.decode()
+    assert listed(html) == [str(runs["merge"].id)]
+    assert hint(html) == (
+        "“301” was looked for in run ids, claim keys and submission keys, and in "
+        "merge-change&#x27;s search fields: change_id."
+    )
+
+
+def test_a_search_of_every_workflow_names_the_fields_and_who_declares_them(operator_client, runs):
+    said = hint(operator_client.get("/runs/?q=301").content.decode())
+    assert said.startswith(
+        "“301” was looked for in run ids, claim keys and submission keys, and in the search fields "
+    )
+    assert "change_id (merge-change, merge-change-probed)" in said
+    assert "amount (charge-payment)" in said and "order (search-order)" in said
+    assert said.endswith("Other workflows declare none.")
+    # No search, or a whole run id (only that run is looked up): nothing to say.
+    assert 'id="q-hint" aria-live="polite" hidden' in folded(operator_client.get("/runs/").content)
+    whole = operator_client.get(f"/runs/?q={runs['merge'].id}").content.decode()
+    assert hint(whole) == ""
+
+
+def test_the_htmx_answer_to_a_search_brings_the_hint_out_of_band(operator_client, runs):
+    html = operator_client.get(
+        "/runs/?q=301&workflow=pure-chain", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="runs"
+    ).content.decode()
+    assert 'id="q-hint" aria-live="polite" hx-swap-oob="true"' in folded(html)
+    assert "pure-chain declares no search fields" in html
+
+
+def test_the_run_page_links_each_search_field_value_to_the_runs_with_it(operator_client, runs):
+    html = folded(operator_client.get(f"/runs/{runs['merge'].id}/").content)
+    assert (
+        '<dt>change_id</dt><dd class="search-key"><code>301</code> · '
+        '<a href="/runs/?field=change_id&amp;value=301">Runs with the same change_id</a></dd>'
+    ) in html
+    listed_there = operator_client.get("/runs/?field=change_id&value=301").content.decode()
+    assert sorted(listed(listed_there)) == sorted([str(runs["merge"].id), str(runs["probed"].id)])
+    # A workflow without search fields: no such line (and no query for it).
+    plain = engine.submit_run(workflow="pure-chain", input={})
+    assert "Runs with the same" not in operator_client.get(f"/runs/{plain.id}/").content.decode()
