@@ -9,6 +9,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from runs import engine
+from runs.models import Run
+from runs.testing import run_inline
 from runs.web import queries
 from tests.browser.conftest import wait_for_address
 from tests.conftest import PASSWORD, make_user
@@ -160,3 +162,57 @@ def test_a_filter_the_list_cannot_use_is_refused_beside_its_field(browser, trans
     expect(until).not_to_have_attribute("aria-invalid", "true")
     expect(page.locator(".field.invalid")).to_have_count(0)
     expect(count).to_have_text("1 run matches")
+
+
+ERROR = (
+    "step merge failed: the merge service answered 409 Conflict for change 301 because "
+    "branch release/2025-03 moved under it; see https://ci.example.com/merges/301/attempts/3"
+)
+
+
+def free_text_at_390(page, region: str, text: str) -> dict:
+    """At 390 px: the width of the cell of `region` holding `text`, and whether its
+    wrapper scrolls and shows it (the covers scroll with the table, the shadows not)."""
+    page.set_viewport_size({"width": 390, "height": 900})
+    wrap = page.get_by_role("region", name=region)
+    cell = wrap.locator("td", has_text=text).first
+    expect(cell).to_be_visible()
+    return {
+        "cell": cell.evaluate("td => td.getBoundingClientRect().width"),
+        "scrolls": wrap.evaluate("w => w.scrollWidth > w.clientWidth"),
+        "attachment": wrap.evaluate("w => getComputedStyle(w).backgroundAttachment"),
+    }
+
+
+def test_free_text_columns_are_readable_at_390_px_and_their_tables_say_they_scroll(
+    browser, transactional_db
+):
+    """A table whose last column is free text squeezed it to a sliver at 390 px, beside
+    ids and times that do not wrap, with no sign the table scrolls. Now the text keeps
+    a readable width (it wraps, even inside a long token) and the wrapper scrolls to it,
+    with a shadow at the edge that has more beyond it."""
+    make_user("olivia", "operators")
+    run = run_inline("fork-fail")
+    assert run.status == "failed"
+    # The length of a real service's error (the example's own is a few words).
+    Run.objects.filter(pk=run.pk).update(error=ERROR)
+    browser.login("olivia", PASSWORD)
+
+    page = browser.goto("/runs/")
+    seen = free_text_at_390(page, "Runs", "409 Conflict")
+    assert seen["cell"] >= 120, seen
+    assert seen["scrolls"], seen
+    assert "local" in seen["attachment"] and "scroll" in seen["attachment"], seen
+    browser.check_accessibility("the runs list with an error at 390 px")
+    browser.screenshot("runs-list-error-column", width=390)
+
+    page = browser.goto("/")
+    seen = free_text_at_390(page, "Recent failures", "409 Conflict")
+    assert seen["cell"] >= 120, seen
+    assert seen["scrolls"], seen
+    browser.screenshot("overview-recent-failures", width=390)
+
+    # Scrolled to its end, the wrapper's right shadow is covered: nothing more there.
+    wrap = page.get_by_role("region", name="Recent failures")
+    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
+    browser.check_accessibility("the overview at 390 px")
