@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
@@ -40,6 +40,7 @@ from runs import sql
 from runs.engine import db_now_plus, preview_resolutions, probe_of
 from runs.errors import PostconditionFailed
 from runs.models import Attempt, Claim, Event, Pause
+from runs.reads.filters import search_keys_of
 from runs.reads.limits import holding
 from runs.record import events
 from runs.record.history import snapshot
@@ -339,6 +340,9 @@ class ClaimDetail:
     said: dict[str, str]  # the same, in words (wording.preview_summary)
     # Runs whose guarded step its key hold keeps queued while it is unresolved.
     holding: int = 0
+    # Its run's search fields' values (field, value): each links to the runs with the
+    # same business key, where the same effect may have been asked for again.
+    search_keys: list[tuple[str, str]] = field(default_factory=list)
 
 
 def claim_detail(claim_id: int) -> ClaimDetail | None:
@@ -420,6 +424,7 @@ def _claim_detail(claim_id: int) -> ClaimDetail | None:
         previews=previews,
         said={outcome: preview_summary(p) for outcome, p in previews.items()},
         holding=holding(claim.hold_key) if claim.status == ClaimStatus.UNRESOLVED else 0,
+        search_keys=search_keys_of(claim.run),
     )
 
 

@@ -251,3 +251,17 @@ def counted_from(filters: RunFilters) -> QuerySet[Any] | None:
         created_after=filters.created_after,
         created_before=filters.created_before,
     )
+
+
+def search_keys_of(run: Run) -> list[tuple[str, str]]:
+    """The run's search keys as the list's filter finds them, (field, value) by field:
+    each links to the runs with the same value (the run page, a claim in the queue).
+    RunSearchKey rows go with the run's payloads under retention, so there is never a
+    link to a list without it. Read only when the workflow declares search fields: the
+    other runs make no query for it."""
+    workflow = registry.get(run.workflow, run.version)
+    if workflow is None or not workflow.search:
+        return []
+    return list(
+        RunSearchKey.objects.filter(run=run).order_by("field").values_list("field", "value")
+    )

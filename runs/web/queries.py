@@ -37,7 +37,6 @@ from runs.models import (
     Pause,
     PauseChange,
     Run,
-    RunSearchKey,
     Signal,
     Step,
 )
@@ -52,6 +51,7 @@ from runs.reads.filters import (
     runs_matching,
     search,
     search_filter,
+    search_keys_of,
     search_scope,
 )
 from runs.reads.limits import SlotWait, slot_waits
@@ -333,19 +333,7 @@ def run_page(
         now,
         signals,
         pauses,
-        search_keys=_search_keys(run),
-    )
-
-
-def _search_keys(run: Run) -> list[tuple[str, str]]:
-    """The run's search keys as the list's filter finds them (RunSearchKey: gone with
-    its payloads under retention, so never a link to a list without it). Read only when
-    its workflow declares search fields: the other runs' pages make no query for it."""
-    workflow = registry.get(run.workflow, run.version)
-    if workflow is None or not workflow.search:
-        return []
-    return list(
-        RunSearchKey.objects.filter(run=run).order_by("field").values_list("field", "value")
+        search_keys=search_keys_of(run),
     )
 
 

@@ -763,3 +763,21 @@ def test_on_a_claims_own_page_im_on_it_release_and_back_to_the_queue(browser, tr
     wait_for_address(page, lambda url: url.endswith("/reconciliation/"), "the queue")
     expect(claim_row(page, claim)).to_have_count(1)
     expect(claim_row(page, claim).locator("td").nth(8)).to_have_text("—")
+
+
+# --- 19. a claim's business key leads to the runs that asked for the same -------------------
+def test_a_claim_links_to_the_runs_of_the_same_business_key(browser, transactional_db):
+    claim = factories.crashed_merge(change_id=301)
+    again = factories.crashed_merge(change_id=301, workflow="merge-change-probed")
+    page = signed_in(browser)
+    claim_row(page, claim).get_by_role("link", name="Details").click()
+    region = page.get_by_role("region", name=f"claim {claim.key}")
+    region.get_by_role("link", name="Runs with the same change_id").click()
+    listed = "/runs/?field=change_id&value=301"
+    wait_for_address(page, lambda url: url.endswith(listed), listed)
+    for run_id in (claim.run_id, again.run_id):
+        expect(page.get_by_role("link", name=f"{str(run_id)[:8]}…", exact=True)).to_be_visible()
+    browser.check_accessibility("the runs of one business key, from a claim")
+    page.go_back()
+    wait_for_address(page, lambda url: url.split("#")[0].endswith("/reconciliation/"), "the queue")
+    expect(claim_row(page, claim)).to_have_count(1)

@@ -187,10 +187,13 @@ def test_claim_detail_has_everything_to_decide(django_assert_max_num_queries):
     claim = crashed_merge(change_id=7, workflow="merge-change-probed")
     take = services.take_claim(claim_id=claim.id, user=operator("ann"))
 
-    with django_assert_max_num_queries(10):  # BEGIN … COMMIT of one read-only snapshot
+    # BEGIN … COMMIT of one read-only snapshot, and the run's search keys (its workflow
+    # declares change_id)
+    with django_assert_max_num_queries(11):
         detail = queries.claim_detail(claim.id)
 
     assert detail.run_input == {"change_id": 7}
+    assert detail.search_keys == [("change_id", "7")]
     assert (detail.row.claim_id, detail.row.take, detail.row.has_probe) == (claim.id, take, True)
     assert detail.probe_due is False  # lease + grace not over yet
     assert [(a.number, a.worker, a.status, a.error) for a in detail.attempts] == [

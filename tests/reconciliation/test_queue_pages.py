@@ -397,6 +397,20 @@ def test_the_groups_poll_brings_who_is_on_each_claim_of_the_page(operator_client
     assert 'id="on-it-' in page and 'hx-swap-oob="outerHTML"' not in page
 
 
+def test_a_claim_links_to_the_runs_of_the_same_business_key(operator_client):
+    claim = factories.crashed_merge(change_id=301)
+    factories.crashed_merge(change_id=301, workflow="merge-change-probed")
+
+    html = folded(operator_client.get(f"/reconciliation/claims/{claim.pk}/").content)
+
+    assert (
+        '<dt>change_id</dt><dd class="search-key"><code>301</code> · '
+        '<a href="/runs/?field=change_id&amp;value=301">Runs with the same change_id</a></dd>'
+    ) in html
+    listed = operator_client.get("/runs/?field=change_id&value=301").content.decode()
+    assert listed.count("merge-change") >= 2
+
+
 def test_a_filtered_queue_that_empties_says_how_many_others_wait(operator_client):
     factories.crashed("merge-change", count=1)
     factories.crashed("merge-change-probed", count=2)
