@@ -26,6 +26,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect, reswap, retarget
 
 from runs import userinput
+from runs.models import Claim
 from runs.pages.access import operator_required, viewer_required
 from runs.pages.http import SignedInRequest
 from runs.pages.partials import is_partial, template_for
@@ -77,6 +78,16 @@ def _count(shown: int, claim_filter: ClaimFilter) -> dict[str, Any]:
     return {"shown": shown, "filtered": bool(claim_filter)}
 
 
+def _shown_rows(request: SignedInRequest) -> list[queries.QueueRow]:
+    """The claims the page's table shows (the poll sends their ids as `shown`) that are
+    still unresolved: each brings its "on it" cell, out of band, to a row that is there.
+    Ids that are not numbers are ignored; at most a page's worth is read."""
+    ids = [i for i in map(_claim_id, request.GET.getlist("shown")[:PAGE_SIZE]) if i]
+    if not ids:
+        return []
+    return list(queries.unresolved_queue(Claim.objects.filter(pk__in=ids)))
+
+
 def _count_on_current_queue(request: SignedInRequest) -> dict[str, Any] | None:
     """The heading's count again, when an htmx request comes from the queue page (its
     address, in HX-Current-URL, carries the filters it shows); None elsewhere."""
@@ -115,6 +126,7 @@ def queue(request: SignedInRequest) -> HttpResponse:
         # the claim's own page rather than a page with nothing expanded.
         return redirect("reconciliation:claim", claim_id=expand)
     count = _count(page.paginator.count, claim_filter)
+    is_polled = bool(request.htmx) and request.htmx.target == "incident-groups"
     in_queue = queries.workflows_in_queue(claim_filter.workflow)
     context = {
         "page": page,
@@ -127,9 +139,8 @@ def queue(request: SignedInRequest) -> HttpResponse:
         "age": claim_filter.age,
         "ages": [(key, label) for key, (label, _) in AGES.items()],
         "incidents": incidents(QUEUE_GROUPS, claim_filter.claims()),
-        # The groups' poll asks for this page of the table too (who is on each claim).
-        "poll_query": claim_filter.query(**({"page": str(page.number)} if page.number > 1 else {})),
-        "polled": bool(request.htmx) and request.htmx.target == "incident-groups",
+        # The groups' poll also brings who is on each claim the table shows (`shown`).
+        "shown_rows": _shown_rows(request) if is_polled else [],
         "expand": queries.claim_detail(expand) if expand else None,
         "stale_minutes": settings.RECONCILIATION_STALE_MINUTES,
         "filter_errors": errors,

@@ -87,6 +87,20 @@
   }
   document.addEventListener("htmx:afterSettle", markFields);
 
+  // Fresh copies of cells elsewhere on the page, brought by a poll (<template
+  // data-fresh-cells>, the queue's "on it" cells): each takes the place of the element
+  // with its id, if the page still shows one. A row decided or filtered away while the
+  // poll was on its way is skipped (an out-of-band swap would report a missing target).
+  document.addEventListener("htmx:afterSettle", function () {
+    document.querySelectorAll("template[data-fresh-cells]").forEach(function (holder) {
+      Array.prototype.forEach.call(holder.content.children, function (fresh) {
+        var old = fresh.id ? document.getElementById(fresh.id) : null;
+        if (old) old.replaceWith(fresh.cloneNode(true));
+      });
+      holder.remove();
+    });
+  });
+
   // The reconciliation queue: when decisions have taken every row off the table while
   // the page had claims (data-refill), the table fetches the rows now at the same address
   // (its filters and page), so it never sits empty under a heading that counts claims.

@@ -138,3 +138,24 @@ def test_an_incident_of_400_claims_is_decided_from_the_overview_in_five_actions(
     page.go_forward()
     page.go_forward()
     wait_for_address(page, lambda url: url == preview_url, preview_url)
+
+    # "Change the decision": the form again, nothing chosen; Back: the preview.
+    page.get_by_role("link", name="Change the decision").click()
+    expect(page.get_by_role("form", name="decide every matching claim")).to_be_visible()
+    for choice in page.get_by_role("radio").all():
+        expect(choice).not_to_be_checked()
+    page.go_back()
+    wait_for_address(page, lambda url: url == preview_url, preview_url)
+
+    # The batch's results by status, and back to the queue with its filter.
+    page.goto(batch_url)
+    page.get_by_role("navigation", name="results by status").get_by_role(
+        "link", name="set aside"
+    ).click()
+    rows = page.get_by_role("region", name="Results").get_by_role("row")
+    expect(rows).to_have_count(3)  # the header and the two set aside
+    page.get_by_role("link", name="The queue, with this filter").click()
+    wait_for_address(page, lambda url: "/reconciliation/?workflow=merge-change" in url, "queue")
+    expect(page.get_by_role("heading", level=1)).to_contain_text("2 of 2 unresolved claims")
+    page.go_back()
+    expect(rows).to_have_count(3)

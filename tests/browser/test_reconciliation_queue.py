@@ -180,6 +180,12 @@ def test_a_groups_links_open_the_pause_form_and_the_decision_with_its_context(
     )
 
     group = group_of(page, "2 claims · merge-change · merge")
+    group.get_by_role("link", name="Pause this workflow…").click()
+    wait_for_address(page, lambda url: "/pauses/?workflow=merge-change#" in url, "pause")
+    expect(page.get_by_label("Workflow", exact=True)).to_have_value("merge-change")
+    expect(page.get_by_label("Step (optional)")).to_have_value("")  # all of its steps
+    page.go_back()
+    group = group_of(page, "2 claims · merge-change · merge")
     group.get_by_role("link", name="Pause this step…").click()
     wait_for_address(page, lambda url: "/pauses/?workflow=merge-change&step=merge" in url, "pause")
     expect(page.get_by_label("Workflow", exact=True)).to_have_value("merge-change")
@@ -737,6 +743,19 @@ def test_older_first_pages_back_to_the_claims_waiting_longest(
     expect(pages).to_contain_text("page 1 of 2")
     expect(pages.get_by_role("link", name="← older first")).to_have_count(0)
 
+    # Deciding the page's claims empties its table: the next ones take their place, and
+    # the page links go with the second page, which is no more.
+    for claim in claims[:2]:
+        claim_row(page, claim).get_by_role("link", name="Details").click()
+        form = decide_form(page, claim)
+        form.get_by_label("failed: the effect did NOT happen").check()
+        form.get_by_label("Note: how do you know?").fill("nothing on the host")
+        form.get_by_role("button", name="Resolve claim").click()
+        expect(claim_row(page, claim)).to_have_count(0)
+    expect(queue_rows(page)).to_have_count(1)
+    expect(claim_row(page, claims[2])).to_have_count(1)
+    expect(page.get_by_role("navigation", name="pages")).to_have_count(0)
+
 
 # --- 18. a claim's own page: take, release, back to the queue ------------------------------
 def test_on_a_claims_own_page_im_on_it_release_and_back_to_the_queue(browser, transactional_db):
@@ -744,6 +763,10 @@ def test_on_a_claims_own_page_im_on_it_release_and_back_to_the_queue(browser, tr
     page = signed_in(browser, path=f"/reconciliation/claims/{claim.pk}/")
     expect(heading(page)).to_contain_text("unresolved")
     region = page.get_by_role("region", name=f"claim {claim.key}")
+    # Its row is read with the queue's column names.
+    table = page.get_by_role("region", name="The claim")
+    expect(table.locator("thead").first.get_by_role("columnheader")).to_have_count(10)
+    expect(table.get_by_role("columnheader", name="why unresolved")).to_be_visible()
 
     page.get_by_role("button", name="I'm on it").click()
     release = region.get_by_role("button", name="Release")
