@@ -643,7 +643,13 @@ def test_retry_step_reopens_a_failed_run(api):
     assert response.status_code == 200
     assert response.json()["status"] == "running"
     event = Event.objects.get(run=run, type=events.RUN_REOPENED)
-    assert event.payload == {"actor": "olivia", "steps": ["doomed_branch"], "status": "running"}
+    # max_attempts: each step's, before the retry (what its earlier attempts were "of")
+    assert event.payload == {
+        "actor": "olivia",
+        "steps": ["doomed_branch"],
+        "status": "running",
+        "max_attempts": {"doomed_branch": 1},
+    }
 
 
 def test_retry_step_refusals_answer_409_and_write_nothing(api):

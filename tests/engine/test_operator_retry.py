@@ -88,7 +88,12 @@ def test_retry_abandoned_idempotent_step_uses_the_same_key_and_charges_once(db):
     step = step_of(run, "charge")
     assert (step.attempts, step.max_attempts) == (6, 10)
     reopened = Event.objects.get(run=run, type=events.RUN_REOPENED)
-    assert reopened.payload == {"actor": "ann", "steps": ["charge"], "status": "running"}
+    assert reopened.payload == {
+        "actor": "ann",
+        "steps": ["charge"],
+        "status": "running",
+        "max_attempts": {"charge": 5},
+    }
 
 
 def test_retry_guarded_step_whose_effect_did_not_happen_takes_a_new_key(db):
