@@ -97,6 +97,11 @@ def test_an_incident_of_400_claims_is_decided_from_the_overview_in_five_actions(
     batch = Batch.objects.get(operation="resolve")
     batch_url = f"{browser.base_url}/runs/batches/{batch.id}/"
     wait_for_address(page, lambda url: url == batch_url, batch_url)
+    # Who made it and when, as a time of day: drawn once, it does not claim "1 s ago"
+    # while the progress polls on beneath it.
+    expect(
+        page.get_by_text(re.compile(r"^olivia,\s+at \d\d:\d\d:\d\d on \d{4}-\d\d-\d\d$"))
+    ).to_be_visible()
     progress = page.get_by_role("progressbar", name="402 of 402 claims done")
     expect(progress).to_be_visible(timeout=120_000)
     expect(page.locator("#count-applied")).to_have_text("400")
