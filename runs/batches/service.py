@@ -79,7 +79,9 @@ def _cancel(batch: Batch, item: BatchItem) -> str:
 
 def _retry(batch: Batch, item: BatchItem) -> str:
     reason = f"{batch.reason} (batch {batch.id})"
-    run = engine.retry_run(run_id=str(item.run_id), actor=batch.created_by, reason=reason)
+    run = engine.retry_run(
+        run_id=str(item.run_id), actor=batch.created_by, reason=reason, batch=batch.id
+    )
     return f"retried: the run is {run.status.replace('_', ' ')} again"
 
 

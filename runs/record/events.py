@@ -198,6 +198,9 @@ class RunReopened(Event):
     # Each retried step's max attempts before the reopen raised it, by key: what the
     # attempts before it were "of" (older events lack it).
     max_attempts: dict[str, int] | None = field(default=None, metadata=SOMETIMES)
+    # The bulk batch that retried it (runs/batches/), when one did (older events name it
+    # only in their reason, "<reason> (batch N)").
+    batch: int | None = field(default=None, metadata=SOMETIMES)
 
 
 @_event

@@ -92,6 +92,7 @@ def test_bulk_retry_retries_each_failed_run_once_with_its_key(db, monkeypatch):
         [reopened] = Event.objects.filter(run=run, type=events.RUN_REOPENED)
         assert reopened.payload["steps"] == ["call_service"]
         assert reopened.payload["reason"] == f"service is back (batch {batch.id})"
+        assert reopened.payload["batch"] == batch.id  # named by its id, not only in words
         assert reopened.payload["actor"] == "ann"
         # An abandoned idempotent claim: the retry keeps its key.
         assert list(Claim.objects.filter(run=run).values_list("key", flat=True)) == [keys[run.id]]

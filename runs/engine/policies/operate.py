@@ -232,6 +232,7 @@ def retry_steps(
     step_keys: list[str],
     actor: AbstractBaseUser | str,
     reason: str = "",
+    batch: int | None = None,
 ) -> Run:
     """Give failed steps of a failed run a new attempt, and reopen the run: to
     `needs_reconciliation` if claims still wait for a decision, `waiting` if a branch
@@ -289,6 +290,7 @@ def retry_steps(
             status=status,
             reason=reason or "",
             max_attempts={s.key: s.max_attempts for s in steps},
+            batch=batch,
         )
         events.append_event(run.id, reopened)
         queued: list[int] = []
@@ -368,17 +370,24 @@ def preview_retry_run(*, run_id: uuid.UUID | str) -> RetryPlan:
     return preview_retry(run_id=run.id, step_keys=failed_step_keys(run))
 
 
-def retry_run(*, run_id: uuid.UUID | str, actor: AbstractBaseUser | str, reason: str = "") -> Run:
-    """retry_steps for every failed step of the run (a bulk retry, one run): which steps
-    failed is read after the run is locked, so it is what retry_steps checks again.
-    Returns the run reopened; refuses as retry_steps does, nothing written."""
+def retry_run(
+    *,
+    run_id: uuid.UUID | str,
+    actor: AbstractBaseUser | str,
+    reason: str = "",
+    batch: int | None = None,
+) -> Run:
+    """retry_steps for every failed step of the run (a bulk retry, one run; `batch`, the
+    batch's id, is recorded on its run_reopened event): which steps failed is read after
+    the run is locked, so it is what retry_steps checks again. Returns the run reopened;
+    refuses as retry_steps does, nothing written."""
     with transaction.atomic():
         run = lock_run(run_id)
         if run is None:
             raise RunNotFound(run_id)
         run = _checked_run(run.id)
         keys = failed_step_keys(run)
-        return retry_steps(run_id=run.id, step_keys=keys, actor=actor, reason=reason)
+        return retry_steps(run_id=run.id, step_keys=keys, actor=actor, reason=reason, batch=batch)
 
 
 def _never_started(step: Step) -> bool:

@@ -259,7 +259,8 @@ class Rows:
 
 
 # How a bulk batch's retry names itself in the reason it gives the engine (runs/batches/
-# service.py: "<reason> (batch N)"), with the batch's creator as the actor.
+# service.py: "<reason> (batch N)"), with the batch's creator as the actor; the event
+# names the batch itself too (`batch`), except one written before it did.
 BATCH_REASON = re.compile(r"(?P<reason>.*) \(batch (?P<batch>\d+)\)", re.DOTALL)
 
 
@@ -278,9 +279,9 @@ class Retried:
 
 
 def retried_by(reopen: ev.RunReopened) -> Retried:
-    reason, batch = reopen.reason, None
+    reason, batch = reopen.reason, reopen.batch
     if (match := BATCH_REASON.fullmatch(reason)) is not None:
-        reason, batch = match["reason"], int(match["batch"])
+        reason, batch = match["reason"], batch or int(match["batch"])
     who = f"retried by {reopen.actor}" + (f" in batch {batch}" if batch else "")
     return Retried(who, reason, batch)
 
