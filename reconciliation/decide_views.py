@@ -43,7 +43,6 @@ def decide(request: SignedInRequest) -> HttpResponse:
         "errors": errors,
         "outcomes": OUTCOMES,
         "matching": claim_filter.claims().count(),
-        "max_claims": decisions.MAX_CLAIMS,
     }
     if errors:
         return render(request, "reconciliation/decide.html", context, status=400)
@@ -64,6 +63,7 @@ def decide(request: SignedInRequest) -> HttpResponse:
             claim_filter=claim_filter, outcome=form["outcome"], user=request.user
         )
         context["preview"] = preview
+        context["matching"] = preview.matched  # one number on the page, the preview's
         context["set_aside"] = [
             {"claim_id": a.claim_id, "key": wording.short_key(a.claim_key), "message": a.message}
             for a in preview.set_aside

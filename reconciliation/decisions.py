@@ -82,6 +82,8 @@ class DecisionPreview:
 
 
 def _now() -> datetime:
+    # statement_timestamp(), not now(): inside a transaction now() is its start, which
+    # can be before claims the same transaction made unresolved.
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
         (now,) = cursor.fetchone()

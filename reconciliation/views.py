@@ -118,6 +118,16 @@ def badge(request: SignedInRequest) -> HttpResponse:
 def queue(request: SignedInRequest) -> HttpResponse:
     errors: dict[str, str] = {}
     claim_filter = ClaimFilter.parse(request.GET, errors)
+    status = 400 if errors else 200
+    groups = {"filter": claim_filter, "incidents": incidents(QUEUE_GROUPS, claim_filter.claims())}
+    if request.htmx and request.htmx.target == "incident-groups":
+        # The groups' poll, every 10 s from each open queue: the groups, who is on each
+        # claim the table shows (`shown`) and the heading's count; not the table's page
+        # nor the filter's lists, which it does not redraw.
+        context = {**groups, "shown_rows": _shown_rows(request)}
+        template = "reconciliation/queue.html#incident-groups"
+        count = _count(_unresolved(claim_filter).count(), claim_filter)
+        return _oob(request, render(request, template, context, status=status), count=count)
     page = Paginator(_unresolved(claim_filter), PAGE_SIZE).get_page(request.GET.get("page"))
     expand = _claim_id(request.GET.get("claim"))
     shown = list(page.object_list)
@@ -126,32 +136,25 @@ def queue(request: SignedInRequest) -> HttpResponse:
         # the claim's own page rather than a page with nothing expanded.
         return redirect("reconciliation:claim", claim_id=expand)
     count = _count(page.paginator.count, claim_filter)
-    is_polled = bool(request.htmx) and request.htmx.target == "incident-groups"
     in_queue = queries.workflows_in_queue(claim_filter.workflow)
     context = {
+        **groups,
         "page": page,
         "rows": shown,
         "count": count,
         "workflows": in_queue,
         "pauses": queries.pauses_in_queue(in_queue),
-        "filter": claim_filter,
         "workflow": claim_filter.workflow,
         "age": claim_filter.age,
         "ages": [(key, label) for key, (label, _) in AGES.items()],
-        "incidents": incidents(QUEUE_GROUPS, claim_filter.claims()),
-        # The groups' poll also brings who is on each claim the table shows (`shown`).
-        "shown_rows": _shown_rows(request) if is_polled else [],
         "expand": queries.claim_detail(expand) if expand else None,
         "stale_minutes": settings.RECONCILIATION_STALE_MINUTES,
         "filter_errors": errors,
     }
-    status = 400 if errors else 200
-    # A filter (the groups and the table), the groups polled, or a table whose rows were
-    # all decided fetching the next ones; with the heading's count for what it lists.
+    # A filter (the groups and the table), or a table whose rows were all decided
+    # fetching the next ones; with the heading's count for what it lists.
     template = template_for(
-        request,
-        "reconciliation/queue.html",
-        {"queue": "queue-table", "queue-rows": "queue-rows", "incident-groups": "incident-groups"},
+        request, "reconciliation/queue.html", {"queue": "queue-table", "queue-rows": "queue-rows"}
     )
     if is_partial(template):
         context["oob"] = request.htmx.target == "queue"  # each filter's problem, or none
