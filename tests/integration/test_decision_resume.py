@@ -10,6 +10,7 @@ import signal
 import pytest
 from django.db.models import Count
 
+from config.celery import app
 from reconciliation import decisions, services
 from reconciliation.incidents import ClaimFilter
 from runs.models import Batch, BatchItem, Claim, Event
@@ -24,8 +25,6 @@ CLAIMS = 600
 
 
 def test_a_decision_killed_halfway_and_resumed_decides_each_claim_exactly_once(cluster):
-    from config.celery import app
-
     *claims, late, taken = factories.crashed("merge-change", CLAIMS + 2)
     Claim.objects.filter(pk=late.pk).update(
         evidence={"late_result": {"merge_id": 1}, "late_attempt": 1}

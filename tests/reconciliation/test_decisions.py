@@ -9,6 +9,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.http import QueryDict
 
 from reconciliation import decisions, services
 from reconciliation.incidents import WORKER_DIED, ClaimFilter, incident_groups
@@ -89,8 +90,6 @@ def test_a_group_counts_claims_taken_and_claims_with_evidence(db):
 
 def test_the_filter_reports_a_bad_part_and_leaves_it_out(db):
     found: dict[str, str] = {}
-    from django.http import QueryDict
-
     parsed = ClaimFilter.parse(QueryDict("workflow=merge-change&age=3y&cause=a%00b"), found)
 
     assert parsed == ClaimFilter(workflow="merge-change")
