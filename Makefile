@@ -34,11 +34,13 @@ node_modules/.installed: package.json package-lock.json
 ## install: the virtualenv (.venv, from the lock) and the browser tests' npm packages.
 install: $(VENV)/.installed node_modules/.installed
 
-## lock: re-pin requirements/dev.txt and requirements/bench.txt from pyproject.toml's
-##     ranges (uv pip compile, for every platform, Python 3.11 up); commit what changed.
+## lock: re-pin requirements/base.txt (production: what docker/Dockerfile installs),
+##     requirements/dev.txt and requirements/bench.txt from pyproject.toml's ranges (uv pip
+##     compile, for every platform, Python 3.11 up); commit what changed.
 LOCK := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --quiet
 lock: $(VENV)/.installed
 	$(PY) -m pip install --quiet uv
+	$(LOCK) -o requirements/base.txt
 	$(LOCK) --extra dev -o requirements/dev.txt
 	$(LOCK) --extra dev --extra bench -o requirements/bench.txt
 
