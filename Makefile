@@ -34,14 +34,15 @@ node_modules/.installed: package.json package-lock.json
 ## install: the virtualenv (.venv, from the lock) and the browser tests' npm packages.
 install: $(VENV)/.installed node_modules/.installed
 
-## lock: re-pin requirements/base.txt (production: what docker/Dockerfile installs),
-##     requirements/dev.txt and requirements/bench.txt from pyproject.toml's ranges (uv pip
-##     compile, for every platform, Python 3.11 up); commit what changed.
+## lock: re-pin requirements/dev.txt, requirements/base.txt (production: what
+##     docker/Dockerfile installs; held to dev.txt's versions, so the image runs what the
+##     tests ran) and requirements/bench.txt from pyproject.toml's ranges (uv pip compile,
+##     for every platform, Python 3.11 up); commit what changed.
 LOCK := $(VENV)/bin/uv pip compile pyproject.toml --universal --python-version 3.11 --quiet
 lock: $(VENV)/.installed
 	$(PY) -m pip install --quiet uv
-	$(LOCK) -o requirements/base.txt
 	$(LOCK) --extra dev -o requirements/dev.txt
+	$(LOCK) --constraint requirements/dev.txt -o requirements/base.txt
 	$(LOCK) --extra dev --extra bench -o requirements/bench.txt
 
 ## up: embedded PostgreSQL + Redis (unless DATABASE_URL / CELERY_BROKER_URL are set),
@@ -70,9 +71,10 @@ test: install
 	$(PY) scripts/stack.py test $(XDIST) $(PYTEST_ARGS)
 
 ## test-fast: the in-process tier, in a few minutes: no worker, no server process of the
-##     tests' own, no browser, no soak (markers servers, live, browser, soak left out).
+##     tests' own, no browser, no soak, no image install (markers servers, live, browser,
+##     soak, image left out).
 ##     What it leaves out is what `make test` adds; CI runs `make test`.
-FAST_MARKS := not servers and not live and not browser and not soak
+FAST_MARKS := not servers and not live and not browser and not soak and not image
 test-fast: install
 	$(PY) scripts/stack.py test $(XDIST) -m "$(FAST_MARKS)" $(PYTEST_ARGS)
 

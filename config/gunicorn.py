@@ -1,5 +1,5 @@
 """gunicorn's settings for the web process (docker/, and the tests that serve the app as
-production does): `gunicorn -c config/gunicorn.py config.wsgi:application`.
+production does): `gunicorn -c python:config.gunicorn config.wsgi:application`.
 
 Workers: GUNICORN_WORKERS processes of GUNICORN_THREADS threads, gthread with the
 request head read by each process's main loop (config/gunicorn_worker.py). A thread

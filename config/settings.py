@@ -20,7 +20,10 @@ from config.database import default_database
 # (admin.ModelAdmin[Schedule]); it adds __class_getitem__ and nothing else.
 django_stubs_ext.monkeypatch()
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+# The folder that holds manage.py, templates/ and static/: the checkout, or where the
+# production image puts them beside the installed package (DURABLE_RUNS_HOME=/app,
+# docker/install.sh), since the package itself lives in site-packages there.
+BASE_DIR = Path(os.environ.get("DURABLE_RUNS_HOME") or Path(__file__).resolve().parent.parent)
 # Local state of `make up` (embedded servers, services.env, static files); a test or a
 # second checkout may move it. A relative path is relative to the repository root.
 VAR_DIR = BASE_DIR / (os.environ.get("DURABLE_RUNS_VAR") or "var")

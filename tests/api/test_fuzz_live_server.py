@@ -115,7 +115,7 @@ def live_api(transactional_db, tmp_path) -> Iterator[str]:
         "PYTHONUNBUFFERED": "1",
     }
     args = [
-        sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py", "config.wsgi:application",
+        sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn", "config.wsgi:application",
         "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "4",
     ]  # fmt: skip
     web = ChildProcess("gunicorn", args, env, tmp_path / "gunicorn.log")

@@ -1,5 +1,5 @@
 """The web tier against slow clients (docs/operating.md): gunicorn started as production starts it
-(`gunicorn -c config/gunicorn.py config.wsgi:application`, docker/), alone and behind
+(`gunicorn -c python:config.gunicorn config.wsgi:application`, docker/), alone and behind
 Debian's nginx with the shipped docker/nginx/durable-runs.conf.
 
 Twenty slow connections (ten that send half a request and then nothing, ten that send a
@@ -78,7 +78,7 @@ def gunicorn(tmp_path) -> Iterator[tuple[int, ChildProcess]]:
 
     def start(**extra: str) -> tuple[int, ChildProcess]:
         port = free_port()
-        args = [sys.executable, "-m", "gunicorn", "-c", "config/gunicorn.py"]
+        args = [sys.executable, "-m", "gunicorn", "-c", "python:config.gunicorn"]
         args.append("config.wsgi:application")
         env = app_env(GUNICORN_BIND=f"127.0.0.1:{port}", **extra)
         web = ChildProcess("gunicorn", args, env, tmp_path / f"gunicorn{port}.log")

