@@ -319,16 +319,54 @@ SESSION_IDLE_MINUTES = env_positive("SESSION_IDLE_MINUTES", 30.0)
 SESSION_COOKIE_AGE = max(1, int(SESSION_ABSOLUTE_HOURS * 3600))
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from <body hx-headers>, not the cookie
 
+# --- Single sign-on (runs/web/sso.py; docs/operating.md#single-sign-on) -----------
+# OpenID Connect, off unless OIDC_ISSUER is set; then OIDC_CLIENT_ID and
+# OIDC_CLIENT_SECRET are required and OIDC_ROLE_GROUPS (`role=group,...`) says which
+# of the provider's groups give which role (config/checks.py says what is wrong at
+# startup). The endpoints are read from the issuer's discovery document at the first
+# sign-in, not here. LOCAL_LOGIN=0 turns the username and password form off (pages and
+# /admin/); API tokens work either way.
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").strip()
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "").strip()
+OIDC_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "")
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "").strip() or "openid email profile groups"
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "").strip() or "groups"
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "").strip() or "preferred_username"
+OIDC_ROLE_GROUPS = os.environ.get("OIDC_ROLE_GROUPS", "")
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "").strip() or "single sign-on"
+OIDC_TIMEOUT_SECONDS = env_positive("OIDC_TIMEOUT_SECONDS", 10.0)
+# How far the provider's clock and ours may disagree on an ID token's times.
+OIDC_LEEWAY_SECONDS = env_int("OIDC_LEEWAY_SECONDS", 60)
+LOCAL_LOGIN = env_bool("LOCAL_LOGIN", True)
+# mozilla-django-oidc's own names for what its views read (the endpoints and the client
+# are read at each use by runs/web/sso.py, not from these).
+OIDC_RP_SCOPES = OIDC_SCOPES
+OIDC_USE_PKCE = True
+# client_secret_basic: the token endpoint authentication every provider must accept.
+OIDC_TOKEN_USE_BASIC_AUTH = True
+OIDC_STORE_ID_TOKEN = True  # the hint of the provider's logout (runs/web/accounts.py)
+OIDC_TIMEOUT = OIDC_TIMEOUT_SECONDS
+
+
+def authentication_backends(local_login: bool) -> list[str]:
+    """Without local login, no password is checked anywhere (an account signed in with a
+    password before is signed out: its session's backend is gone)."""
+    return [
+        "axes.backends.AxesStandaloneBackend",
+        *(["django.contrib.auth.backends.ModelBackend"] if local_login else []),
+        # Acts only on the callback of a single sign-on; gives permissions as ModelBackend.
+        "runs.web.sso.Backend",
+    ]
+
+
+AUTHENTICATION_BACKENDS = authentication_backends(LOCAL_LOGIN)
+
 # Failed logins are throttled per client address (config/clientip.py), never per
 # username alone, so nobody can lock an operator out from elsewhere (django-axes,
 # runs/web/accounts.py): after AXES_FAILURE_LIMIT failures for one username from one
 # address, or AXES_ADDRESS_FAILURE_LIMIT failures for any usernames from one address,
 # that address waits AXES_COOLOFF_HOURS, and the login page says so
 # (templates/accounts/locked_out.html). A success resets its own username's count only.
-AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
-]
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_ADDRESS_FAILURE_LIMIT = env_int("AXES_ADDRESS_FAILURE_LIMIT", 20, minimum=1)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 0.25)

@@ -4,6 +4,7 @@ themselves (workers), pauses (pauses). Import them from here."""
 
 from .batches import Batch, BatchItem
 from .core import Attempt, Claim, Event, Run, RunSearchKey, Signal, Step, SubmissionKey
+from .identities import SignInIdentity
 from .pauses import BreakerChange, BreakerSetting, Pause, PauseChange
 from .retention import (
     MapRegistry,
@@ -39,6 +40,7 @@ __all__ = [
     "RunHistorySummary",
     "RunSearchKey",
     "Schedule",
+    "SignInIdentity",
     "Signal",
     "Slot",
     "Step",

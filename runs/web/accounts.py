@@ -1,4 +1,5 @@
-"""Login and logout on the product's own pages (not the admin's).
+"""Login and logout on the product's own pages (not the admin's): a username and
+password (unless LOCAL_LOGIN=0), single sign-on (runs/web/sso.py) when configured.
 
 Failed logins are throttled by django-axes (settings.AXES_*) per client address
 (config/clientip.py), never per username alone: a username is paused only for the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import urlencode
 
 from axes.attempts import get_cool_off_threshold
 from axes.handlers.database import AxesDatabaseHandler
@@ -21,20 +23,59 @@ from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.db.models import Sum
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.crypto import salted_hmac
+
+from runs.web import sso
 
 log = logging.getLogger("durable_runs.auth")
 
 
 class LoginView(auth_views.LoginView):
+    """The username and password form (unless LOCAL_LOGIN=0) and the single sign-on
+    button (when OIDC_ISSUER is set): runs/web/sso.py."""
+
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context: dict[str, Any] = super().get_context_data(**kwargs)
+        context["local_login"] = settings.LOCAL_LOGIN
+        if sso.enabled():
+            query = urlencode({"next": context.get("next") or ""})
+            context["sso_url"] = f"{reverse('oidc_authentication_init')}?{query}"
+            context["provider_name"] = settings.OIDC_PROVIDER_NAME
+        return context
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not settings.LOCAL_LOGIN:
+            # The form is not shown; a password sent anyway is not checked.
+            log.warning("password login refused: LOCAL_LOGIN is off")
+            return render(
+                request,
+                self.template_name,
+                {**self.get_context_data(), "local_login_refused": True},
+                status=403,
+            )
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        return response
+
 
 class LogoutView(auth_views.LogoutView):
-    pass
+    """Ends the session here and, for a session that came from the provider, at the
+    provider too when it offers RP-initiated logout (it sends the person back to the
+    login page)."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        id_token = request.session.get("oidc_id_token")
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        if id_token is not None:
+            url = sso.end_session_url(request, id_token)
+            if url is not None:
+                return HttpResponseRedirect(url)
+        return response
 
 
 def username_hash(username: str | None) -> str:
@@ -64,11 +105,19 @@ class LoginAttemptHandler(AxesDatabaseHandler):
             return max(pair, int(settings.AXES_FAILURE_LIMIT))
         return pair
 
+    def is_whitelisted(self, request: Any, credentials: dict[str, Any] | None = None) -> bool:
+        # The callback of a single sign-on: the provider checked the password (and
+        # throttles its own); a refusal here is not a guess, and an address locked out
+        # for password failures may still sign in there (runs/web/sso.py).
+        if getattr(request, "sso_callback", False):
+            return True
+        return bool(super().is_whitelisted(request, credentials))
+
     def user_login_failed(
         self, sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any
     ) -> None:
         super().user_login_failed(sender, credentials, request=request, **kwargs)
-        if request is None:
+        if request is None or getattr(request, "sso_callback", False):
             return
         address = request.axes_ip_address
         digest = username_hash(get_client_username(request, credentials))
