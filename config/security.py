@@ -2,7 +2,8 @@
 
 Content-Security-Policy: scripts only from our own static files (no inline script, no
 eval: htmx's trigger filters are not used, see static/app.js), no third-party origin at
-all (htmx is vendored), no framing.
+all (htmx is vendored), no framing; forms post to this origin only, and, with single
+sign-on, their redirects may go on to the provider (its logout).
 
 Cache-Control: an answer to a signed-in user (a page, or the API with a session or a
 token) is `no-store, private`: no browser history, shared computer or proxy keeps a
@@ -22,6 +23,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
+
+from runs.web import sso
 
 CSP = "; ".join(
     [
@@ -47,8 +50,17 @@ class ContentSecurityPolicyMiddleware:
         response = self.get_response(request)
         # The API's interactive docs bring their own policy needs; everything else
         # gets the strict one.
-        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("Content-Security-Policy", policy())
         return response
+
+
+def policy() -> str:
+    """CSP, letting the Log out form's redirect reach the single sign-on provider's
+    logout (Chromium holds a form's redirects to form-action too)."""
+    origins = sso.form_action_origins()
+    if not origins:
+        return CSP
+    return CSP.replace("form-action 'self'", " ".join(("form-action 'self'", *origins)))
 
 
 class PrivateResponsesMiddleware:

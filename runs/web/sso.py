@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import jwt
 import requests
@@ -110,6 +110,27 @@ def provider_config() -> ProviderConfig:
     with _lock:
         _discovered[issuer] = (now, config)
     return config
+
+
+def origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def form_action_origins() -> tuple[str, ...]:
+    """Where the Log out form's redirect may lead (config/security.py): the issuer's
+    origin, and its end_session_endpoint's once discovered (never fetched for this)."""
+    issuer = settings.OIDC_ISSUER
+    if not issuer:
+        return ()
+    origins = [origin(issuer)]
+    with _lock:
+        cached = _discovered.get(issuer)
+    if cached is not None and cached[1].end_session_endpoint:
+        ending = origin(cached[1].end_session_endpoint)
+        if ending not in origins:
+            origins.append(ending)
+    return tuple(origins)
 
 
 def role_mapping() -> dict[str, tuple[str, ...]]:

@@ -31,7 +31,9 @@ function escape(text) {
 }
 
 function page(title, body) {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escape(title)}</title>
+  // No favicon request (a 404 the browser tests would see as a console error).
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>${escape(title)}</title>
 </head><body><main><h1>${escape(title)}</h1>${body}</main></body></html>`;
 }
 
