@@ -39,6 +39,10 @@ def sign_in_at_provider(page: Any, login: str) -> None:
     page.get_by_role("button", name="Sign in").click()
 
 
+def admin_link(page: Any) -> Any:
+    return page.get_by_role("navigation", name="main").get_by_role("link", name="Admin")
+
+
 def test_an_operator_signs_in_loses_the_role_at_the_provider_and_signs_out(browser, idp):
     idp.set_account("olivia", ["ops-team", "support", "platform-admins"])
     page = browser.goto("/pauses/")
