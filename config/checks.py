@@ -27,6 +27,15 @@ def proxy_settings(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
                 id="durable_runs.W001",
             )
         )
+    if settings.OIDC_ISSUER.startswith("http://"):
+        problems.append(
+            Warning(
+                f"OIDC_ISSUER {settings.OIDC_ISSUER!r} is not https: the provider's "
+                "configuration, keys and tokens would travel unprotected.",
+                hint="Use the provider's https:// issuer.",
+                id="durable_runs.W002",
+            )
+        )
     return problems
 
 
@@ -59,7 +68,7 @@ def single_sign_on_settings(app_configs: Any = None, **kwargs: Any) -> list[Erro
         return problems
     if not issuer.startswith(("https://", "http://")):
         error(
-            f"OIDC_ISSUER must be an https:// URL, not {issuer!r}.",
+            f"OIDC_ISSUER must be an https:// (or, to try, http://) URL, not {issuer!r}.",
             "The issuer as the provider's discovery document names it.",
             12,
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 
-from config.checks import single_sign_on_settings
+from config.checks import proxy_settings, single_sign_on_settings
 from config.settings import authentication_backends
 from runs.identities import Person, Refused, granted, parse_role_groups, sign_in
 from runs.models import SignInIdentity
@@ -188,7 +188,13 @@ def test_the_settings_checks_pass_when_off_and_when_complete(settings):
         ),
         (
             {"OIDC_ISSUER": "idp.example.com"},
-            [("durable_runs.E012", "OIDC_ISSUER must be an https:// URL, not 'idp.example.com'.")],
+            [
+                (
+                    "durable_runs.E012",
+                    "OIDC_ISSUER must be an https:// (or, to try, http://) URL, not "
+                    "'idp.example.com'.",
+                )
+            ],
         ),
         (
             {"OIDC_SCOPES": "email groups"},
@@ -298,3 +304,16 @@ def test_a_provider_that_cannot_be_reached_is_said_so(client, settings, db):
     page = answer.content.decode()
     assert f"could not be read from {closed}/.well-known/openid-configuration" in page
     assert "_auth_user_id" not in client.session
+
+
+def test_the_deploy_check_warns_of_an_issuer_without_https(settings):
+    sso_settings(settings, OIDC_ISSUER="http://idp.example.com")
+    assert [(w.id, w.msg) for w in proxy_settings()] == [
+        (
+            "durable_runs.W002",
+            "OIDC_ISSUER 'http://idp.example.com' is not https: the provider's configuration, "
+            "keys and tokens would travel unprotected.",
+        )
+    ]
+    sso_settings(settings)
+    assert proxy_settings() == []

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -40,16 +40,28 @@ OTHER_CLIENT_ID = "another-app"
 OTHER_REDIRECT = "http://another-app.invalid/callback"
 
 
+def missing(message: str) -> NoReturn:
+    """Skipped on a newcomer's machine; a failure with CI set."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def require(program: str, message: str) -> str:
+    found = shutil.which(program)
+    if found is None:
+        missing(message)
+    return found
+
+
 def require_node() -> str:
-    node = shutil.which("node")
-    if node is None or not PACKAGE.exists():
-        message = (
-            "node or node_modules/oidc-provider not found: install node and run `make install` "
-            "(npm ci) to run the single sign-on tests"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    message = (
+        "node or node_modules/oidc-provider not found: install node and run `make install` "
+        "(npm ci) to run the single sign-on tests"
+    )
+    node = require("node", message)
+    if not PACKAGE.exists():
+        missing(message)
     return node
 
 
@@ -97,6 +109,7 @@ class Provider:
         config_path.write_text(json.dumps(config))
         command = [require_node(), str(SCRIPT), str(config_path)]
         if offset is not None:
+            require("faketime", "faketime not found: `apt-get install faketime` to run it")
             # The provider's clock runs `offset` from ours (libfaketime), so the tokens it
             # signs are dated then: with "-10m" and a 60 s id_token_ttl, an ID token that
             # expired nine minutes ago (its cookies, an hour long, still live).
