@@ -12,11 +12,14 @@ from typing import Any
 
 from celery import Celery, bootsteps
 from celery.signals import (
+    beat_init,
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
 )
+
+from config import tracing
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -190,8 +193,21 @@ def count_pool_child(**_: object) -> None:
 @worker_process_shutdown.connect  # type: ignore[untyped-decorator]
 def forget_pool_child(pid: int | None = None, **_: object) -> None:
     """Runs in a prefork child as it exits (recycled by --max-tasks-per-child, or at
-    shutdown): its live gauges go with it."""
+    shutdown): its live gauges go with it, and its batched spans are exported."""
     _mark_process_dead(pid or os.getpid())
+    tracing.shutdown()
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def trace_worker_process(**_: object) -> None:
+    """Each process that runs tasks traces (docs/operating.md#tracing) if the
+    environment asks: a prefork pool's child after its fork, a solo worker itself."""
+    tracing.setup("worker")
+
+
+@beat_init.connect  # type: ignore[untyped-decorator]
+def trace_beat(**_: object) -> None:
+    tracing.setup("beat")
 
 
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
@@ -202,6 +218,7 @@ def forget_every_child(**_: object) -> None:
     say) would otherwise leave its live gauges in a directory that outlives the worker.
     Every child noted in the registry is gone by now, or reaped by nobody (a zombie
     answers kill(pid, 0)), so none is asked whether it is alive."""
+    tracing.shutdown()  # a solo worker's spans (its tasks ran in this process)
     registry = _children_registry(os.getpid())
     if not registry or not os.path.isdir(registry):
         return

@@ -1,6 +1,7 @@
 """Log formats: one JSON object per line in production (LOG_FORMAT=json, the default
 when DEBUG is off), plain text in development. Both carry the context of
-runs/ops/logcontext.py (request id and user, or run id, step, attempt and worker)."""
+runs/ops/logcontext.py (request id and user, or run id, step, attempt and worker), and,
+with tracing on, the current span's trace_id and span_id (docs/operating.md#tracing)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,19 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from runs.ops import tracing
 from runs.ops.logcontext import current
 
-CONTEXT_KEYS = ("request_id", "user", "run_id", "step", "attempt", "worker")
+CONTEXT_KEYS = (
+    "request_id",
+    "user",
+    "run_id",
+    "step",
+    "attempt",
+    "worker",
+    "trace_id",
+    "span_id",
+)
 # LogRecord's own attributes: anything else on a record came from `extra=`.
 _RECORD_KEYS = set(vars(logging.makeLogRecord({}))) | {
     "message",
@@ -29,6 +40,9 @@ class ContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         fields = current()
+        ids = tracing.current_ids()  # None at once while tracing is off
+        if ids is not None:
+            fields = {**fields, "trace_id": ids[0], "span_id": ids[1]}
         record.context = fields
         record.context_text = (
             " [" + " ".join(f"{k}={fields[k]}" for k in CONTEXT_KEYS if k in fields) + "]"

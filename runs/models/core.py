@@ -73,6 +73,10 @@ class Run(models.Model):
     # (runs/engine/policies/deadlines.py): the earlier of the workflow's `deadline=`
     # (from submission, on the database's clock) and the submission's own. None: never.
     deadline_at = models.DateTimeField(null=True, blank=True)
+    # The W3C traceparent its attempts' spans are children of (runs/ops/tracing.py):
+    # the web request that submitted it, or a root span of its own; "" while tracing is
+    # off (docs/operating.md#tracing). In the database too: bench/ inserts runs in SQL.
+    traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
     # Retention (runs/engine/policies/retention.py), each set once, in the transaction that did it:
     # the first stage that touched the run (from then on it is not retried: what a
     # retried step would read may be gone); bodies of inputs and results replaced by
@@ -418,6 +422,10 @@ class Attempt(models.Model):
     # that same conditional UPDATE (database clock). Recovery retries a crashed guarded
     # attempt that never got this far: it cannot have performed the effect.
     effect_entered_at = models.DateTimeField(null=True, blank=True)
+    # Its span's id (16 hex digits), drawn before the start's INSERT writes it: whoever
+    # ends the attempt, its worker or the recovery after a crash, emits the span with it,
+    # and a resolution links to it (runs/ops/tracing.py). NULL while tracing is off.
+    span_id = models.CharField(max_length=16, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         ordering = ["step_id", "number"]  # the column, not a join to runs_step

@@ -24,6 +24,7 @@ from runs.engine.core.publish import publish_now
 from runs.engine.state.run import ACTIVE, COMPENSATING, start_run
 from runs.errors import ClaimNotTakeable
 from runs.models import Attempt, Claim, Run, Step
+from runs.ops import tracing
 from runs.record import events
 from runs.sql import prepared
 from runs.states import AttemptStatus, EffectKind, RunStatus, StepStatus
@@ -79,6 +80,8 @@ class Started:
     parent_revision: int | None = None
     # The limits and hold it started under (slots.py): handed over when it ends.
     scopes: tuple[Scope, ...] = ()
+    # With tracing on: when its start was sent (ns since the epoch), its span's start.
+    began_ns: int = 0
 
     @property
     def lease_seconds(self) -> float:
@@ -188,6 +191,8 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
     caller's buffer)."""
     default_lease = float(settings.RUNS_LEASE_SECONDS)
     sent = time.monotonic()
+    span_id = tracing.new_span_id()  # None while tracing is off: the column stays NULL
+    began_ns = time.time_ns() if span_id is not None else 0
     with prepared.cursor() as cursor:
         cursor.execute(
             SQL["start"],
@@ -201,6 +206,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
                 "running_attempt": AttemptStatus.RUNNING,
                 "worker": worker,
                 "lease": default_lease,
+                "span_id": span_id,
             },
         )
         row = cursor.fetchone()
@@ -234,6 +240,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         number=step.attempts,
         worker=worker,
         status=AttemptStatus.RUNNING,
+        span_id=span_id,
     )
     step.current_attempt = attempt
     # The run's status as of this statement's snapshot: a run already running never
@@ -261,6 +268,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         results=results,
         parent_revision=parent_revision,
         scopes=scopes,
+        began_ns=began_ns,
     )
 
 

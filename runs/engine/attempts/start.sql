@@ -19,7 +19,8 @@
 -- key is checked at commit). A retry is due by statement_timestamp(), the clock that
 -- set its next_attempt_at. A pause is read in the statement's snapshot: a pause that
 -- commits after the statement began does not stop it (that start came first), and
--- every start that begins after the pause committed is refused.
+-- every start that begins after the pause committed is refused. span_id: the attempt's
+-- span (runs/ops/tracing.py), NULL while tracing is off.
     WITH s AS (
         UPDATE runs_step
         SET status = %(running)s, attempts = attempts + 1, started_at = statement_timestamp(),
@@ -48,10 +49,10 @@
         RETURNING *
     ), a AS (
         INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
-                                  lease_expires_at, error)
+                                  lease_expires_at, error, span_id)
         SELECT current_attempt_id, id, run_id, attempts, %(running_attempt)s, %(worker)s,
                statement_timestamp(),
-               statement_timestamp() + make_interval(secs => %(lease)s), ''
+               statement_timestamp() + make_interval(secs => %(lease)s), '', %(span_id)s
         FROM s
         RETURNING id
     )

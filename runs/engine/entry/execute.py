@@ -42,7 +42,7 @@ from runs.engine.policies.waits import reach_wait
 from runs.engine.state.results import RunResults, collected, dependency_results
 from runs.errors import AttemptFenced, ClaimBusy, ClaimNotTakeable, PostconditionFailed
 from runs.models import Step
-from runs.ops import metrics
+from runs.ops import metrics, tracing
 from runs.ops.logcontext import log_context, payload
 from runs.states import EffectKind, StepStatus
 from runs.workflows import Context, FencingToken, NotApplied, registry
@@ -159,11 +159,55 @@ def _run_observed(started: Started, *, may_continue: bool) -> tuple[str, Success
         metrics.STEPS.labels(*labels, "started").inc()
         _observe_queue_wait(started, labels)
         began = time.monotonic()
-        outcome, successor = run_attempt(started, may_continue=may_continue)
+        span = _attempt_span(started) if started.attempt.span_id is not None else None
+        try:
+            outcome, successor = run_attempt(started, may_continue=may_continue)
+        except BaseException:
+            # Still running (the database unreachable, a simulated crash): whoever
+            # crashes it later emits its span, with the id its start wrote.
+            if span is not None:
+                span.abandon()
+            raise
         metrics.STEP_SECONDS.labels(*labels).observe(time.monotonic() - began)
         metrics.STEPS.labels(*labels, outcome).inc()
         log.info("step %s attempt %s %s", started.step.key, started.attempt.number, outcome)
+        if span is not None:
+            span.end(SPAN_OUTCOMES.get(outcome, outcome))
         return outcome, successor
+
+
+# The words run_attempt returns, as an attempt's span says them: an unresolved claim's
+# attempt did what nobody knows yet.
+SPAN_OUTCOMES = {"unresolved": "unknown"}
+
+
+def _attempt_span(started: Started) -> tracing.AttemptSpan | None:
+    """The attempt's span (runs/ops/tracing.py), current while it runs; only with
+    tracing on (the attempt's row then has a span id)."""
+    run, step = started.run, started.step
+    assert started.attempt.span_id is not None
+    if started.claim is not None:
+        key = started.claim.key
+    elif step.kind == EffectKind.TRANSACTIONAL and not started.is_batch:
+        key = step_claim_key(run, step, started.stepdef)
+    else:
+        key = ""
+    return tracing.start_attempt(
+        traceparent=run.traceparent,
+        run_id=run.id,
+        span_id=started.attempt.span_id,
+        start_ns=started.began_ns or time.time_ns(),
+        workflow=run.workflow,
+        step_name=step.name,
+        attributes={
+            "run_id": str(run.id),
+            "step": step.key,
+            "attempt": started.attempt.number,
+            "effect_kind": str(step.kind),
+            "claim_key": key,
+            "worker": started.attempt.worker,
+        },
+    )
 
 
 def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:

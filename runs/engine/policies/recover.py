@@ -39,7 +39,7 @@ from runs.engine.state.steps import step_to_queued
 from runs.engine.state.unresolved import mark_unresolved
 from runs.errors import WorkflowVersionUnknown
 from runs.models import Attempt, Claim, Pause, Run, Step
-from runs.ops import metrics
+from runs.ops import metrics, tracing
 from runs.ops.logcontext import payload
 from runs.record import events
 from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
@@ -237,10 +237,14 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
     # A crash (a timeout whose call did not stop included) is an outcome the step's
     # breaker counts, after this commit.
     breaker.after_outcome(workflow, _stepdef(run, step))
-    if step.status != StepStatus.RUNNING or step.current_attempt_id != attempt.id:
+    owns = step.status == StepStatus.RUNNING and step.current_attempt_id == attempt.id
+    unknown = owns and step.kind == EffectKind.GUARDED and step.parent_id is None
+    if attempt.span_id is not None:
+        _emit_crash_span(attempt, step, run, "unknown" if unknown and effect_started else "crashed")
+    if not owns:
         return
     owned = Step.objects.filter(pk=step.id, status=StepStatus.RUNNING, current_attempt=attempt)
-    if step.kind == EffectKind.GUARDED and step.parent_id is None and effect_started:
+    if unknown and effect_started:
         # The effect may or may not have happened: never guess.
         owned.update(
             status=StepStatus.UNRESOLVED,
@@ -288,6 +292,36 @@ def _crash(attempt: Attempt, *, effect_started: bool = True) -> None:
         current_attempt=None,
     )
     assert took, "the step was read under its lock, running this attempt"
+
+
+def _emit_crash_span(attempt: Attempt, step: Step, run: Run | None, outcome: str) -> None:
+    """The span the crashed attempt's worker never ended, with the id its start wrote,
+    once this crash commits (runs/ops/tracing.py)."""
+    assert attempt.span_id is not None
+    span_id, started_at = attempt.span_id, attempt.started_at
+    key = Claim.objects.filter(attempt_id=attempt.id).values_list("key", flat=True).first()
+    traceparent = run.traceparent if run is not None else ""
+    workflow = run.workflow if run is not None else "?"
+    attributes = {
+        "run_id": str(step.run_id),
+        "step": step.key,
+        "attempt": attempt.number,
+        "effect_kind": str(step.kind),
+        "claim_key": key or "",
+        "worker": attempt.worker,
+    }
+    transaction.on_commit(
+        lambda: tracing.emit_attempt(
+            traceparent=traceparent,
+            run_id=step.run_id,
+            span_id=span_id,
+            started_at=started_at,
+            workflow=workflow,
+            step_name=step.name,
+            attributes=attributes,
+            outcome=outcome,
+        )
+    )
 
 
 def settle_late_finish(

@@ -51,7 +51,8 @@ from runs.errors import (
     ClaimNotUnresolved,
     InvalidResolution,
 )
-from runs.models import Claim, Run, Step
+from runs.models import Attempt, Claim, Run, Step
+from runs.ops import tracing
 from runs.principals import actor_name
 from runs.record import events
 from runs.record.history import snapshot
@@ -134,6 +135,7 @@ def resolve_claim(
     transaction ends), before anything is written: whatever it raises refuses the
     resolution, nothing written. A bulk decision sets aside that way the claims whose
     evidence contradicts it, or that another operator holds (reconciliation/services.py)."""
+    began = tracing.now_ns()
     claim_id = claim.pk if isinstance(claim, Claim) else int(claim)
     note = validate_resolution(outcome, note, result)
     who = actor_name(actor)
@@ -186,6 +188,8 @@ def resolve_claim(
             held = Scope(f"hold {resolved.hold_key}", hold=resolved.hold_key)
             transaction.on_commit(lambda: hand_over([held]))
         claim_resolved.send(Claim, claim_id=claim_id, outcome=outcome, actor=who)
+        if tracing.on():
+            _trace_resolution(run, resolved, who, began)
         events.append_event(
             resolved.run_id,
             events.ClaimResolved(
@@ -208,6 +212,33 @@ def resolve_claim(
         step.refresh_from_db(fields=["status"])
         run.refresh_from_db(fields=["status"])
         return Resolution(resolved, step.status, run.status)
+
+
+def _trace_resolution(run: Run, claim: Claim, who: str, began: int) -> None:
+    """The resolution's span, once it commits: in the run's trace, linked to the span of
+    the attempt that left the claim unknown (runs/ops/tracing.py)."""
+    attempt_span = (
+        Attempt.objects.filter(pk=claim.attempt_id).values_list("span_id", flat=True).first()
+        if claim.attempt_id is not None
+        else None
+    )
+    traceparent, run_id = run.traceparent, run.id
+    attributes = {
+        "workflow": run.workflow,
+        "run_id": str(run.id),
+        "claim_key": claim.key,
+        "outcome": str(claim.status),
+        "actor": who,
+    }
+    transaction.on_commit(
+        lambda: tracing.emit_resolution(
+            traceparent=traceparent,
+            run_id=run_id,
+            attempt_span_id=attempt_span,
+            start_ns=began,
+            attributes=attributes,
+        )
+    )
 
 
 def _refuse_resolved(claim_id: int) -> NoReturn:

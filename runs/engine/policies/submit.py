@@ -43,6 +43,7 @@ from runs.errors import (
     UnknownWorkflow,
 )
 from runs.models import Run, Step, SubmissionKey
+from runs.ops import tracing
 from runs.principals import NOBODY, Principal
 from runs.record import events
 from runs.states import StepStatus
@@ -193,6 +194,8 @@ def submit(
             submitted_via=by.via,
             on_behalf_of=list(by.on_behalf_of),
             deadline_at=_deadline_at(wf, deadline),
+            # The trace its attempts' spans join: "" while tracing is off.
+            traceparent=tracing.submission_traceparent(wf.name),
         )
         if run.deadline_at is not None:
             run.refresh_from_db(fields=["deadline_at"])  # an expression until read back
