@@ -612,22 +612,23 @@ def join(ctx: Context) -> str:
 
 
 # --- three steps, one trace (docs/operating.md#tracing) ---------------------------------
-# traced-order: a pure step, an idempotent one a test kills (`after_effect:charge`) and
-# the engine retries, and a guarded one whose effect times out, which leaves its claim
-# unknown for an operator to resolve.
+# traced-order: an idempotent step a test kills (`after_effect:charge`, the first step, so
+# the killed worker has exported everything it ended before) and the engine retries, a
+# pure one, and a guarded one whose effect times out, which leaves its claim unknown for
+# an operator to resolve.
 traced = workflow("traced-order", version=1, input={"order": int})
-
-
-@traced.step(kind=PURE, name="price")
-def traced_price(ctx: Context) -> dict[str, int]:
-    return {"order": ctx.input["order"], "amount": 700}
 
 
 @traced.step(
     kind=IDEMPOTENT, name="charge", retry=Retry(max_attempts=3, base_delay=0.1, jitter=False)
 )
 def traced_charge(ctx: Context) -> dict[str, Any]:
-    return {"charged": ctx.results["price"]["amount"], "key": ctx.idempotency_key}
+    return {"order": ctx.input["order"], "charged": 700, "key": ctx.idempotency_key}
+
+
+@traced.step(kind=PURE, name="pack")
+def traced_pack(ctx: Context) -> dict[str, Any]:
+    return {"parcel": ctx.results["charge"]["order"]}
 
 
 @traced.step(kind=GUARDED, name="ship", retry=Retry(max_attempts=1))
