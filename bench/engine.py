@@ -14,6 +14,9 @@ Figures, never assertions.
   map again with the workers' DATABASE_URL naming the pooler (`?pooler=pgbouncer`: no
   prepared statements), beside the direct figures (skipped when pgbouncer is missing);
 - peer: DBOS Transact, the same 10-step chain x 200 workflows, 4 threads, same server;
+- tracing (docs/operating.md#tracing): the pure chain with the workers exporting OTLP/HTTP
+  to a receiver in this process, interleaved with the same chain untraced: steps/s and
+  the workers' CPU per step, on and off, and the spans exported per step;
 - database work per step / per map item, from pg_stat_database deltas (and
   pg_stat_statements when the server loads it), plus each step's transactions as the
   engine issues them, counted in-process.
@@ -200,6 +203,47 @@ def through_pgbouncer(runs: int, items: int) -> dict[str, Phase] | None:
     return {"pure": chain, "map": mapped}
 
 
+def tracing_cost(runs: int, rounds: int) -> dict[str, float]:
+    """The pure chain untraced and traced, interleaved `rounds` times (off, on, off,
+    on…: the machine's drift falls on both): steps/s and the workers' CPU seconds per
+    step, best round of each; the spans the receiver got per traced step."""
+    from tests.support.otlp import otlp_receiver
+
+    def chain() -> list[Run]:
+        return [engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(runs)]
+
+    figures: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+    postgres: dict[str, list[float]] = {"off": [], "on": []}
+    spans = 0
+    with otlp_receiver() as receiver:
+        for _ in range(rounds):
+            for mode in ("off", "on"):
+                cpu: dict[str, float] = {}
+                variables = (
+                    {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SDK_DISABLED": "false"}
+                    if mode == "on"
+                    else {"OTEL_SDK_DISABLED": "true"}
+                )
+                with workers_environment(**variables):
+                    phase = measure(f"pure, tracing {mode}", chain, runs * 10, cpu=cpu)
+                figures[mode].append((phase.rate, cpu.get("workers", 0.0) / phase.units))
+                postgres[mode].append(cpu.get("postgres", 0.0) / phase.units)
+        # The last batches leave the workers as they stop (worker_process_shutdown).
+        spans = len(receiver.received())
+    best = {mode: max(rows) for mode, rows in figures.items()}
+    cpu_off = min(c for _, c in figures["off"])
+    cpu_on = min(c for _, c in figures["on"])
+    return {
+        "off_steps_per_s": best["off"][0],
+        "on_steps_per_s": best["on"][0],
+        "off_cpu_ms_per_step": cpu_off * 1000,
+        "on_cpu_ms_per_step": cpu_on * 1000,
+        "off_pg_cpu_ms_per_step": min(postgres["off"]) * 1000,
+        "on_pg_cpu_ms_per_step": min(postgres["on"]) * 1000,
+        "spans_per_step": spans / (runs * 10 * rounds),
+    }
+
+
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -352,6 +396,32 @@ def in_process_costs() -> dict[str, str]:
     return out
 
 
+def tracing_rows(traced: dict[str, float], runs: int) -> list[tuple[str, str]]:
+    on, off = traced["on_steps_per_s"], traced["off_steps_per_s"]
+    return [
+        (
+            f"10-step chain, pure, x{runs}, tracing off / on (OTLP/HTTP, every span kept)",
+            f"{off:,.0f} / {on:,.0f} steps/s ({on / off:.2f} of off)",
+        ),
+        (
+            "CPU per step, tracing off / on: workers; PostgreSQL",
+            f"{traced['off_cpu_ms_per_step']:.2f} / {traced['on_cpu_ms_per_step']:.2f} ms; "
+            f"{traced['off_pg_cpu_ms_per_step']:.2f} / {traced['on_pg_cpu_ms_per_step']:.2f} ms",
+        ),
+        ("spans exported per traced step", f"{traced['spans_per_step']:.1f}"),
+    ]
+
+
+def print_tracing(traced: dict[str, float], runs: int) -> None:
+    rows = tracing_rows(traced, runs)
+    width = max(len(k) for k, _ in rows)
+    print(f"| {'measure':<{width}} | value |")
+    print(f"|{'-' * (width + 2)}|-------|")
+    for k, v in rows:
+        print(f"| {k:<{width}} | {v} |")
+    print(json.dumps({"bench": "tracing", **{k: round(v, 3) for k, v in traced.items()}}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="runs per chain phase")
@@ -367,6 +437,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--latency-runs", type=int, help="runs timed one at a time (default 10; --quick 4)"
+    )
+    parser.add_argument(
+        "--tracing-rounds", type=int, default=2, help="interleaved off/on rounds of tracing"
+    )
+    parser.add_argument(
+        "--tracing-only", action="store_true", help="only the tracing rows (on and off)"
     )
     args = parser.parse_args()
     if args.quick:
@@ -388,6 +464,9 @@ def main() -> None:
         f"{platform.machine()} {platform.processor() or ''} x{__import__('os').cpu_count()}, "
         f"Python {platform.python_version()}"
     )
+    if args.tracing_only:
+        print_tracing(tracing_cost(args.runs, args.tracing_rounds), args.runs)
+        return
     costs = in_process_costs()
 
     ceil = ceiling(common.dsn(), connections=2, seconds=args.ceiling_seconds)
@@ -441,6 +520,7 @@ def main() -> None:
         args.fan_runs * 22,
     )
     pooled = through_pgbouncer(args.runs, args.items)
+    traced = tracing_cost(args.runs, args.tracing_rounds)
     lat_median, lat_p99 = latency(args.latency_runs)
     peer = (
         {"steps_per_s": float("nan"), "xact_per_step": float("nan")}
@@ -486,6 +566,7 @@ def main() -> None:
                 f"{map_rate:,.0f} items/s ({map_rate / mapped.rate:.2f} of direct)",
             ),
         ]
+    rows += tracing_rows(traced, args.runs)
     rows += [
         ("map items / ceiling", f"{mapped.rate / ceil:.2f}"),
         ("10-step / ceiling", f"{pure.rate / ceil:.2f}"),
@@ -564,6 +645,7 @@ def main() -> None:
                 "wal_flushes_per_item": round(mapped.per_unit("wal_sync"), 3),
                 "dbos_commits_per_step": round(peer["xact_per_step"], 2),
                 "in_process": costs,
+                **{f"tracing_{k}": round(v, 3) for k, v in traced.items()},
             }
         )
     )

@@ -60,9 +60,7 @@ def _by(spans, **attrs):
     return found[0]
 
 
-def test_a_runs_attempts_are_children_of_its_traceparent_and_a_crash_still_has_its_span(
-    db, spans
-):
+def test_a_runs_attempts_are_children_of_its_traceparent_and_a_crash_still_has_its_span(db, spans):
     run = run_inline("traced-order", input={"order": 7}, faults=["after_effect:charge"])
 
     assert run.status == RunStatus.NEEDS_RECONCILIATION
@@ -80,8 +78,7 @@ def test_a_runs_attempts_are_children_of_its_traceparent_and_a_crash_still_has_i
         assert span.parent.span_id == parent.span_id
         assert span.kind == SpanKind.INTERNAL
     rows = {
-        (a.step.key, a.number): a
-        for a in Attempt.objects.filter(run=run).select_related("step")
+        (a.step.key, a.number): a for a in Attempt.objects.filter(run=run).select_related("step")
     }
     assert set(rows) == {("charge", 1), ("charge", 2), ("pack", 1), ("ship", 1)}
     for (step, number), row in rows.items():
@@ -171,7 +168,7 @@ def test_a_guarded_attempt_killed_in_its_effect_is_emitted_unknown_by_the_recove
 
 
 def test_off_nothing_is_traced_nor_written(db):
-    provider, ids, exporter = _provider()  # made, never installed: tracing is off
+    provider, _, exporter = _provider()  # made, never installed: tracing is off
     assert not tracing.on()
     assert tracing.new_span_id() is None
     assert tracing.submission_traceparent("traced-order") == ""
@@ -201,9 +198,7 @@ def test_a_trace_sampled_out_at_its_root_stays_out_for_every_attempt(db):
     assert exporter.get_finished_spans() == ()
 
 
-def test_an_api_submission_keeps_the_request_span_a_client_traceparent_parents(
-    db, spans, operator
-):
+def test_an_api_submission_keeps_the_request_span_a_client_traceparent_parents(db, spans, operator):
     client_trace = "4bf92f3577b34da6a3ce929d0e0e4736"
     header = f"00-{client_trace}-00f067aa0ba902b7-01"
     instrumentor = DjangoInstrumentor()

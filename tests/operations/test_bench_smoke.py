@@ -226,10 +226,16 @@ def test_engine(bench_env):
         "engine.py",
         *("--runs", "4", "--items", "40", "--fan-runs", "1"),
         *("--ceiling-seconds", "0.5", "--celery-tasks", "20", "--latency-runs", "1"),
+        *("--tracing-rounds", "1"),
         *peer,
     )
     table = "\n".join(figure_lines(out))
-    for row in ("ceiling: claim insert+complete", "10-step chain, guarded, x4", "DB per item"):
+    for row in (
+        "ceiling: claim insert+complete",
+        "10-step chain, guarded, x4",
+        "DB per item",
+        "10-step chain, pure, x4, tracing off / on",
+    ):
         assert f"| {row}" in table, table
     result = last_json(out)
     assert result["bench"] == "engine"
@@ -245,7 +251,12 @@ def test_engine(bench_env):
         "latency_ms_median",
         "commits_per_step",
         "commits_per_item",
+        "tracing_off_steps_per_s",
+        "tracing_on_steps_per_s",
     ]
+    # Every traced step's attempt span reached the receiver, the last ones as the
+    # workers stopped.
+    assert result["tracing_spans_per_step"] >= 1.0, result
     if not peer:  # the peer failing prints NaN: it must not go unnoticed here
         figures += ["dbos_steps_per_s", "dbos_commits_per_step"]
     # The rows through PgBouncer, wherever Debian's pgbouncer is (CI installs it).
