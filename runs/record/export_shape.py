@@ -88,6 +88,11 @@ class ExportRun(_Shape):
         default=None,
         description="The earlier of its workflow's and its submission's deadline (null: none).",
     )
+    # Added to version 1 before its first release (migration runs 0042).
+    traceparent: TextStr = Field(
+        default="",
+        description="The W3C traceparent its attempts' spans are children of (empty: none).",
+    )
     retention_started_at: When | None = Field(description="When retention first touched it.")
     payloads_compacted_at: When | None = Field(
         description="Inputs and results replaced by sizes and digests."
@@ -136,6 +141,10 @@ class ExportAttempt(_Shape):
     lease_expires_at: When
     effect_entered_at: When | None = Field(
         description="A guarded attempt: when it entered its effect."
+    )
+    # Added to version 1 before its first release (migration runs 0042).
+    span_id: TextStr | None = Field(
+        default=None, description="Its span's id, in its run's trace (null: not traced)."
     )
     finished_at: When | None
     error: TextStr

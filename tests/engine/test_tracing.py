@@ -222,6 +222,22 @@ def test_an_api_submission_keeps_the_request_span_a_client_traceparent_parents(d
     assert not [s for s in spans.get_finished_spans() if s.name == "submit run"]
 
 
+def test_a_schedules_tick_gives_each_run_a_root_of_its_own_not_the_tasks_trace(db, spans):
+    """A tick runs inside a Celery task's span (CONSUMER) that every run it fires
+    shares: each run starts a trace of its own instead."""
+    tracer = spans.provider.get_tracer("celery")
+    with tracer.start_as_current_span("run/runs.fire_schedules", kind=SpanKind.CONSUMER) as task:
+        first = engine.submit_run(workflow="traced-order", input={"order": 13})
+        second = engine.submit_run(workflow="traced-order", input={"order": 14})
+    roots = [tracing.parse_traceparent(r.traceparent) for r in (first, second)]
+    task_trace = task.get_span_context().trace_id
+    assert roots[0].trace_id != roots[1].trace_id
+    assert task_trace not in {roots[0].trace_id, roots[1].trace_id}
+    submits = {s.context.span_id: s for s in spans.get_finished_spans() if s.name == "submit run"}
+    assert {r.span_id for r in roots} == set(submits)
+    assert all(s.parent is None for s in submits.values())
+
+
 def test_log_lines_carry_the_current_spans_ids(db, spans):
     record = logging.makeLogRecord({"msg": "hello", "name": "t", "levelname": "INFO"})
     with spans.provider.get_tracer("test").start_as_current_span("work") as span:
