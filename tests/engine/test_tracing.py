@@ -222,6 +222,24 @@ def test_an_api_submission_keeps_the_request_span_a_client_traceparent_parents(d
     assert not [s for s in spans.get_finished_spans() if s.name == "submit run"]
 
 
+def test_a_page_submission_keeps_the_pages_request_span(db, spans, operator_client):
+    instrumentor = DjangoInstrumentor()
+    instrumentor.instrument(tracer_provider=spans.provider)
+    try:
+        response = operator_client.post(
+            "/runs/new/", {"workflow": "traced-order", "input.order": "15"}
+        )
+    finally:
+        instrumentor.uninstrument()
+    assert response.status_code == 302, response.content[:500]
+    run = Run.objects.get()
+    (request,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.SERVER]
+    assert request.parent is None  # no client traceparent: the page's span is the root
+    ctx, stored = request.context, tracing.parse_traceparent(run.traceparent)
+    assert (stored.trace_id, stored.span_id) == (ctx.trace_id, ctx.span_id)
+    assert stored.trace_flags.sampled
+
+
 def test_a_schedules_tick_gives_each_run_a_root_of_its_own_not_the_tasks_trace(db, spans):
     """A tick runs inside a Celery task's span (CONSUMER) that every run it fires
     shares: each run starts a trace of its own instead."""
