@@ -299,7 +299,13 @@ def _emit_crash_span(attempt: Attempt, step: Step, run: Run | None, outcome: str
     once this crash commits (runs/ops/tracing.py)."""
     assert attempt.span_id is not None
     span_id, started_at = attempt.span_id, attempt.started_at
-    key = Claim.objects.filter(attempt_id=attempt.id).values_list("key", flat=True).first()
+    # By its step (claim_step_status_idx; attempt_id has no index): the step's own claim,
+    # not a map item's.
+    key = (
+        Claim.objects.filter(step_id=step.id, attempt_id=attempt.id, item_key__isnull=True)
+        .values_list("key", flat=True)
+        .first()
+    )
     traceparent = run.traceparent if run is not None else ""
     workflow = run.workflow if run is not None else "?"
     attributes = {
