@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0041_event_claim_decision_idx"),
+        ("runs", "0042_run_traceparent_attempt_span"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
