@@ -249,6 +249,8 @@ def explain_step_statements() -> None:
                 "running_attempt": ("running", text),
                 "worker": ("explain", text),
                 "lease": (60.0, "float8"),
+                # NULL: tracing off, as measured (runs/ops/tracing.py).
+                "span_id": (None, "text"),
             },
         ),
         "finish (fence, claim, step, run counter, dependents)": (
