@@ -61,6 +61,9 @@ class Phase:
     units: int  # steps or items
     elapsed: float
     db: dict[str, float]
+    # CPU seconds per process group (workers, postgres, redis) over the measured span
+    # only (first start to last finish): the workers' start-up is not a step's cost.
+    cpu: dict[str, float] | None = None
 
     @property
     def rate(self) -> float:
@@ -70,13 +73,20 @@ class Phase:
         return self.db.get(key, float("nan")) / self.units
 
 
-def _span(run_ids: list[uuid.UUID], batches_only: bool = False) -> float:
-    """Seconds on the database's clock from the first step's start to the last finish."""
+def _bounds(run_ids: list[uuid.UUID], batches_only: bool = False) -> tuple[float, float]:
+    """Epoch seconds, on the database's clock, of the first step's start and the last
+    finish."""
     steps = Step.objects.filter(run_id__in=run_ids)
     if batches_only:
         steps = steps.filter(parent__isnull=False)
     agg = steps.aggregate(first=Min("started_at"), last=Max("finished_at"))
-    return float((agg["last"] - agg["first"]).total_seconds())
+    return agg["first"].timestamp(), agg["last"].timestamp()
+
+
+def _span(run_ids: list[uuid.UUID], batches_only: bool = False) -> float:
+    """Seconds on the database's clock from the first step's start to the last finish."""
+    first, last = _bounds(run_ids, batches_only)
+    return last - first
 
 
 def _finished(counters: common.DbCounters, run_ids: list[uuid.UUID]) -> bool:
@@ -103,14 +113,24 @@ def drive(
     before = counters.snapshot()
     own = counters.own
     workers.start()
-    meter = common.CpuMeter(sources)
+    # The bench's own polling backend is not the engine's cost.
+    polling = counters.conn.info.backend_pid
+    measured = {
+        name: (lambda pids=pids: [p for p in pids() if p != polling])
+        if name == "postgres"
+        else pids
+        for name, pids in sources.items()
+    }
+    meter = common.CpuMeter(measured)
     try:
 
         def done() -> bool:
             meter.sample()
             return _finished(counters, run_ids)
 
-        common.wait_until(done, timeout)
+        # Sampled every 0.1 s: the CPU over the measured span is read between two
+        # samples, so the period is its error at either end.
+        common.wait_until(done, timeout, every=0.1)
         meter.sample()
     finally:
         workers.stop()
@@ -145,7 +165,8 @@ def measure(
     db, meter = drive(name, run_ids, workers, sources, timeout)
     if cpu is not None:
         cpu.update(meter.seconds())
-    return Phase(name, units, _span(run_ids, batches_only), db)
+    first, last = _bounds(run_ids, batches_only)
+    return Phase(name, units, last - first, db, meter.between(first, last))
 
 
 @contextlib.contextmanager
@@ -218,14 +239,15 @@ def tracing_cost(runs: int, rounds: int) -> dict[str, float]:
     with otlp_receiver() as receiver:
         for _ in range(rounds):
             for mode in ("off", "on"):
-                cpu: dict[str, float] = {}
                 variables = (
                     {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SDK_DISABLED": "false"}
                     if mode == "on"
                     else {"OTEL_SDK_DISABLED": "true"}
                 )
                 with workers_environment(**variables):
-                    phase = measure(f"pure, tracing {mode}", chain, runs * 10, cpu=cpu)
+                    phase = measure(f"pure, tracing {mode}", chain, runs * 10)
+                # Over the measured span, as the cost table: not the workers' start-up.
+                cpu: dict[str, float] = phase.cpu or {}
                 figures[mode].append((phase.rate, cpu.get("workers", 0.0) / phase.units))
                 postgres[mode].append(cpu.get("postgres", 0.0) / phase.units)
         # The last batches leave the workers as they stop (worker_process_shutdown).
@@ -245,6 +267,78 @@ def tracing_cost(runs: int, rounds: int) -> dict[str, float]:
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# What the peer's row says when it was not measured (--skip-peer, or it failed).
+NO_PEER = {
+    key: float("nan")
+    for key in (
+        "steps_per_s",
+        "xact_per_step",
+        "rows_written_per_step",
+        "wal_records_per_step",
+        "wal_bytes_per_step",
+        "worker_cpu_ms_per_step",
+        "postgres_cpu_ms_per_step",
+    )
+}
+
+
+def unit_cost(phase: Phase) -> dict[str, float]:
+    """What one step (or map item) of `phase` cost: CPU ms of the workers and of the
+    PostgreSQL backends over the measured span (from /proc), rows written, WAL records
+    and bytes, commits; and units per CPU-second."""
+    cpu = phase.cpu or {}
+    workers = cpu.get("workers", float("nan")) * 1000 / phase.units
+    postgres = cpu.get("postgres", float("nan")) * 1000 / phase.units
+    return {
+        "worker_cpu_ms": workers,
+        "postgres_cpu_ms": postgres,
+        "cpu_ms": workers + postgres,
+        "per_cpu_s": 1000 / (workers + postgres) if workers + postgres else float("nan"),
+        "broker_cpu_ms": cpu.get("redis", float("nan")) * 1000 / phase.units,
+        "rows": (phase.db["tup_inserted"] + phase.db["tup_updated"]) / phase.units,
+        "wal_records": phase.per_unit("wal_records"),
+        "wal_bytes": phase.per_unit("wal_bytes"),
+        "commits": phase.per_unit("xact_commit"),
+    }
+
+
+def peer_cost(peer: dict[str, float]) -> dict[str, float]:
+    workers, postgres = peer["worker_cpu_ms_per_step"], peer["postgres_cpu_ms_per_step"]
+    return {
+        "worker_cpu_ms": workers,
+        "postgres_cpu_ms": postgres,
+        "cpu_ms": workers + postgres,
+        "per_cpu_s": 1000 / (workers + postgres) if workers + postgres else float("nan"),
+        "broker_cpu_ms": 0.0,  # DBOS has no broker: its queue is its tables
+        "rows": peer["rows_written_per_step"],
+        "wal_records": peer["wal_records_per_step"],
+        "wal_bytes": peer["wal_bytes_per_step"],
+        "commits": peer["xact_per_step"],
+    }
+
+
+COST_ROWS = (
+    ("CPU ms, worker processes", "worker_cpu_ms", "{:.2f}"),
+    ("CPU ms, PostgreSQL backends", "postgres_cpu_ms", "{:.2f}"),
+    ("CPU ms, both", "cpu_ms", "{:.2f}"),
+    ("per CPU-second (both)", "per_cpu_s", "{:,.0f}"),
+    ("CPU ms, the broker (Redis; DBOS has none)", "broker_cpu_ms", "{:.2f}"),
+    ("rows written", "rows", "{:.1f}"),
+    ("WAL records", "wal_records", "{:.1f}"),
+    ("WAL bytes", "wal_bytes", "{:,.0f}"),
+    ("commits", "commits", "{:.2f}"),
+)
+
+
+def print_costs(costs: dict[str, dict[str, float]], heads: dict[str, str]) -> None:
+    """The cost table docs/performance.md leads with: one column per measured shape."""
+    width = max(len(label) for label, _, _ in COST_ROWS)
+    print()
+    print(f"| per unit {' ' * (width - 9)} | " + " | ".join(heads[k] for k in costs) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * (len(heads[k]) + 2) for k in costs) + "|")
+    for label, key, shape in COST_ROWS:
+        cells = [shape.format(costs[k][key]).rjust(len(heads[k])) for k in costs]
+        print(f"| {label:<{width}} | " + " | ".join(cells) + " |")
 
 
 def plain_celery(n: int) -> float:
@@ -299,7 +393,7 @@ def dbos_peer(runs: int) -> dict[str, float]:
     )
     if out.returncode != 0:
         print(out.stderr[-2000:], file=sys.stderr)
-        return {"steps_per_s": float("nan"), "xact_per_step": float("nan")}
+        return dict(NO_PEER)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -467,7 +561,7 @@ def main() -> None:
     if args.tracing_only:
         print_tracing(tracing_cost(args.runs, args.tracing_rounds), args.runs)
         return
-    costs = in_process_costs()
+    in_process = in_process_costs()
 
     ceil = ceiling(common.dsn(), connections=2, seconds=args.ceiling_seconds)
     celery_rate = plain_celery(args.celery_tasks)
@@ -522,13 +616,18 @@ def main() -> None:
     pooled = through_pgbouncer(args.runs, args.items)
     traced = tracing_cost(args.runs, args.tracing_rounds)
     lat_median, lat_p99 = latency(args.latency_runs)
-    peer = (
-        {"steps_per_s": float("nan"), "xact_per_step": float("nan")}
-        if args.skip_peer
-        else dbos_peer(args.runs)
-    )
+    peer = dict(NO_PEER) if args.skip_peer else dbos_peer(args.runs)
 
     pure, mapped = phases["pure"], phases["map"]
+    costs = {"pure": unit_cost(pure), "map": unit_cost(mapped), "dbos": peer_cost(peer)}
+    print_costs(
+        costs,
+        {
+            "pure": f"10-step chain, pure, x{args.runs} (per step)",
+            "map": f"migrate-records, {args.items} items (per item)",
+            "dbos": f"DBOS 10-step chain, x{args.runs} (per step)",
+        },
+    )
     rows: list[tuple[str, str]] = [
         ("ceiling: claim insert+complete, raw psycopg, 2 conns", f"{ceil:,.0f} tx/s"),
         ("plain Celery no-op tasks (prefork -c 2, acks_late)", f"{celery_rate:,.0f} tasks/s"),
@@ -611,7 +710,7 @@ def main() -> None:
             else "NOT loaded on this server: statement counts below are in-process."
         )
     )
-    for name, summary in costs.items():
+    for name, summary in in_process.items():
         print(f"  {name}: {summary}")
     print(
         json.dumps(
@@ -644,7 +743,12 @@ def main() -> None:
                 "wal_flushes_per_step": round(pure.per_unit("wal_sync"), 3),
                 "wal_flushes_per_item": round(mapped.per_unit("wal_sync"), 3),
                 "dbos_commits_per_step": round(peer["xact_per_step"], 2),
-                "in_process": costs,
+                "in_process": in_process,
+                **{
+                    f"cost_{shape}_{key}": round(value, 3)
+                    for shape, figures in costs.items()
+                    for key, value in figures.items()
+                },
                 **{f"tracing_{k}": round(v, 3) for k, v in traced.items()},
             }
         )

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import resource
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psutil
 import psycopg
 from dbos import DBOS, DBOSConfig
 
@@ -34,14 +36,42 @@ def chain(n: int) -> int:
     return value
 
 
-def counters(url: str) -> tuple[float, float]:
+def counters(url: str) -> tuple[float, float, float, float]:
+    """Commits and rows written in this database; WAL records and bytes (cluster-wide)."""
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT xact_commit, tup_inserted + tup_updated FROM pg_stat_database "
             "WHERE datname = current_database()"
         ).fetchone()
-    assert row is not None
-    return float(row[0]), float(row[1])
+        wal = conn.execute("SELECT wal_records, wal_bytes FROM pg_stat_wal").fetchone()
+    assert row is not None and wal is not None
+    return float(row[0]), float(row[1]), float(wal[0]), float(wal[1])
+
+
+def backends(url: str) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving this database (its pool's
+    connections), from /proc, as bench/common.CpuMeter reads the engine's."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            ).fetchall()
+        ]
+    out = {}
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        out[pid] = float(t.user + t.system)
+    return out
+
+
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -61,16 +91,23 @@ def main() -> None:
     with ThreadPoolExecutor(args.threads) as pool:  # warm-up: connections, imports
         list(pool.map(chain, range(args.threads)))
     time.sleep(1.1)
-    xact0, tup0 = counters(args.url)
+    xact0, tup0, walr0, walb0 = counters(args.url)
+    pg0 = backends(args.url)
+    cpu0 = own_cpu()
     t0 = time.monotonic()
     with ThreadPoolExecutor(args.threads) as pool:
         results: list[Any] = list(pool.map(chain, range(args.runs)))
     elapsed = time.monotonic() - t0
+    cpu1 = own_cpu()
+    pg1 = backends(args.url)  # before destroy(): the pool's backends still live
     assert results == [n + STEPS for n in range(args.runs)]
     DBOS.destroy()
     time.sleep(1.1)  # the pool's backends exit; their statistics land
-    xact1, tup1 = counters(args.url)
+    xact1, tup1, walr1, walb1 = counters(args.url)
     steps = args.runs * STEPS
+    # A backend born during the run counts whole; one that ended during it is missed
+    # (DBOS keeps its pool's connections open, so none does).
+    pg_cpu = sum(cpu - pg0.get(pid, 0.0) for pid, cpu in pg1.items())
     print(
         json.dumps(
             {
@@ -79,6 +116,11 @@ def main() -> None:
                 # -1: the counters() read itself
                 "xact_per_step": (xact1 - xact0 - 1) / steps,
                 "rows_written_per_step": (tup1 - tup0) / steps,
+                # cluster-wide (pg_stat_wal): a quiet server, or other work shows too
+                "wal_records_per_step": (walr1 - walr0) / steps,
+                "wal_bytes_per_step": (walb1 - walb0) / steps,
+                "worker_cpu_ms_per_step": (cpu1 - cpu0) * 1000 / steps,
+                "postgres_cpu_ms_per_step": pg_cpu * 1000 / steps,
             }
         )
     )

@@ -231,6 +231,9 @@ def test_engine(bench_env):
     )
     table = "\n".join(figure_lines(out))
     for row in (
+        "CPU ms, worker processes",
+        "CPU ms, PostgreSQL backends",
+        "WAL bytes",
         "ceiling: claim insert+complete",
         "10-step chain, guarded, x4",
         "DB per item",
@@ -257,6 +260,14 @@ def test_engine(bench_env):
     # Every traced step's attempt span reached the receiver, the last ones as the
     # workers stopped.
     assert result["tracing_spans_per_step"] >= 1.0, result
+    # What a step and a map item cost (the table docs/performance.md leads with), each
+    # read from /proc and pg_stat_* over the measured span.
+    # A smoke run's span is a fraction of a second: its CPU may round to one clock tick
+    # or none (10 ms), so only the counts are held positive; the CPU must be a number.
+    counts, cpu = ["rows", "wal_records", "wal_bytes"], ["worker_cpu_ms", "postgres_cpu_ms"]
+    shapes = ["pure", "map"] if peer else ["pure", "map", "dbos"]
+    figures += [f"cost_{shape}_{key}" for shape in shapes for key in counts]
+    assert all(result[f"cost_{s}_{k}"] >= 0 for s in shapes for k in cpu), result
     if not peer:  # the peer failing prints NaN: it must not go unnoticed here
         figures += ["dbos_steps_per_s", "dbos_commits_per_step"]
     # The rows through PgBouncer, wherever Debian's pgbouncer is (CI installs it).
