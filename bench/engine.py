@@ -516,6 +516,60 @@ def print_tracing(traced: dict[str, float], runs: int) -> None:
     print(json.dumps({"bench": "tracing", **{k: round(v, 3) for k, v in traced.items()}}))
 
 
+def costs_only(args: argparse.Namespace) -> None:
+    """The cost table alone, with the ceiling and the rates it is judged against: the
+    map, the pure chain, DBOS's chain (unless --skip-peer), one JSON line."""
+    ceil = ceiling(common.dsn(), connections=2, seconds=args.ceiling_seconds)
+    mapped = measure(
+        "map",
+        lambda: [
+            engine.submit_run(
+                workflow="migrate-records", input={"count": args.items, "batch_size": 100}
+            )
+        ],
+        args.items,
+        batches_only=True,
+    )
+    pure = measure(
+        "pure",
+        lambda: [
+            engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(args.runs)
+        ],
+        args.runs * 10,
+    )
+    peer = dict(NO_PEER) if args.skip_peer else dbos_peer(args.runs)
+    costs = {"pure": unit_cost(pure), "map": unit_cost(mapped), "dbos": peer_cost(peer)}
+    print_costs(
+        costs,
+        {
+            "pure": f"10-step chain, pure, x{args.runs} (per step)",
+            "map": f"migrate-records, {args.items} items (per item)",
+            "dbos": f"DBOS 10-step chain, x{args.runs} (per step)",
+        },
+    )
+    print(
+        f"\nceiling {ceil:,.0f} tx/s; map {mapped.rate:,.0f} items/s "
+        f"({mapped.rate / ceil:.2f} of it); chain {pure.rate:,.0f} steps/s, "
+        f"DBOS {peer['steps_per_s']:,.0f} ({pure.rate / peer['steps_per_s']:.2f}x)"
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "costs",
+                "ceiling_tx_per_s": round(ceil, 1),
+                "map_items_per_s": round(mapped.rate, 1),
+                "chain_pure_steps_per_s": round(pure.rate, 1),
+                "dbos_steps_per_s": round(peer["steps_per_s"], 1),
+                **{
+                    f"cost_{shape}_{key}": round(value, 3)
+                    for shape, figures in costs.items()
+                    for key, value in figures.items()
+                },
+            }
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="runs per chain phase")
@@ -537,6 +591,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--tracing-only", action="store_true", help="only the tracing rows (on and off)"
+    )
+    parser.add_argument(
+        "--costs-only",
+        action="store_true",
+        help="only the cost table: the map, the pure chain and DBOS (for A/B runs: bench/ab.py)",
     )
     args = parser.parse_args()
     if args.quick:
@@ -560,6 +619,9 @@ def main() -> None:
     )
     if args.tracing_only:
         print_tracing(tracing_cost(args.runs, args.tracing_rounds), args.runs)
+        return
+    if args.costs_only:
+        costs_only(args)
         return
     in_process = in_process_costs()
 
