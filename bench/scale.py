@@ -281,10 +281,7 @@ def explain_step_statements() -> None:
                 "n": (2, "int"),
                 "run": (str(run.id), "uuid"),
                 "version": (1, "int"),
-                "types": ("{explain,explain}", "text[]"),
-                "steps": ("{NULL,NULL}", "bigint[]"),
-                "attempts": ("{NULL,NULL}", "int[]"),
-                "payloads": ('{"{}","{}"}', "jsonb[]"),
+                "events": ('[["explain", null, null, {}], ["explain", null, null, {}]]', "jsonb"),
             },
         ),
     }

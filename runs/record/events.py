@@ -15,6 +15,7 @@ steps and batches of one run).
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -767,10 +768,8 @@ def _write(
                     "n": len(entries),
                     "run": run_id,
                     "version": EventRow.SCHEMA_VERSION,
-                    "types": [e[0] for e in entries],
-                    "steps": [e[1] for e in entries],
-                    "attempts": [e[2] for e in entries],
-                    "payloads": [Jsonb(e[3]) for e in entries],
+                    # One encoding of the whole list, sent as text (events.sql).
+                    "events": json.dumps(entries),
                 },
             )
             if cursor.rowcount != len(entries):
