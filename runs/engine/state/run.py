@@ -10,9 +10,11 @@ from typing import Any
 from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 
+from runs import sql
 from runs.engine.core.locks import lock_run
 from runs.models import Attempt, Run, Step
 from runs.record import events
+from runs.sql import prepared
 from runs.states import RUN_ACTIVE, RunStatus
 from runs.workflows.definition import Workflow
 
@@ -21,6 +23,8 @@ from .steps import step_to_failed
 from .stopped import settle_open_effects, stopped_for_good
 
 log = logging.getLogger(__name__)
+
+SQL = sql.load(__file__)
 
 
 # "The run is active" is RUN_ACTIVE (runs/states.py), the one definition: as a
@@ -56,12 +60,15 @@ def start_run(run_id: uuid.UUID) -> bool:
     """The edge run pending → running, with its event: the first step starts (or a wait is
     reached). False, writing nothing, if the run was not pending (it already runs, or it
     stopped before its first step)."""
-    if Run.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-        status=RunStatus.RUNNING, updated_at=Now()
-    ):
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            SQL["start"],
+            {"run": run_id, "running": RunStatus.RUNNING, "pending": RunStatus.PENDING},
+        )
+        started = cursor.rowcount == 1
+    if started:
         events.append_event(run_id, events.RunStarted())
-        return True
-    return False
+    return started
 
 
 def fail_step(
@@ -134,16 +141,32 @@ def _run_failed(run_id: uuid.UUID, error: str) -> None:
 
 
 def succeed_run(run_id: uuid.UUID, workflow: Workflow) -> None:
-    leaves = [s for s in workflow.steps if not workflow.dependents(s)]
-    result = dict(
-        Step.objects.filter(run_id=run_id, name__in=leaves, parent__isnull=True).values_list(
-            "name", "result"
+    """The edge run → succeeded, its result its leaf steps' results (one statement)."""
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            SQL["succeed"],
+            {
+                "run": run_id,
+                "succeeded": RunStatus.SUCCEEDED,
+                "from": [RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION],
+                "leaves": _leaves(workflow),
+            },
         )
-    )
-    n = Run.objects.filter(
-        pk=run_id, status__in=[RunStatus.RUNNING, RunStatus.NEEDS_RECONCILIATION]
-    ).update(status=RunStatus.SUCCEEDED, result=result, finished_at=Now(), updated_at=Now())
+        n = cursor.rowcount
     if n == 1:
         events.append_event(run_id, events.RunSucceeded())
     else:
         log.info("run %s finished its steps but is no longer running; left as it is", run_id)
+
+
+_LEAVES: dict[int, tuple[Workflow, list[str]]] = {}
+
+
+def _leaves(workflow: Workflow) -> list[str]:
+    """The steps no other step depends on: their results are the run's. Once per
+    process per workflow (a definition does not change while the process runs)."""
+    entry = _LEAVES.get(id(workflow))
+    if entry is None or entry[0] is not workflow:
+        leaves = [s for s in workflow.steps if not workflow.dependents(s)]
+        entry = _LEAVES[id(workflow)] = (workflow, leaves)
+    return entry[1]
