@@ -226,8 +226,15 @@ class Step(models.Model):
     # Dependencies not yet succeeded; the step is queued when this reaches 0.
     pending_deps = models.PositiveIntegerField(default=0)
     # Map steps: the parent holds the count of unfinished batches, each batch its items.
+    # Indexed only where set (step_batches_idx below): a step of the plan (NULL here)
+    # is written three times per attempt, and each write of a full index costs an entry.
     parent = models.ForeignKey(
-        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="batches"
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="batches",
+        db_index=False,
     )
     batch_index = models.PositiveIntegerField(null=True, blank=True)
     # A compensation step: the name of the step whose effect it undoes.
@@ -291,12 +298,19 @@ class Step(models.Model):
         indexes = [
             # A run's steps of the plan by name (dependents, dependencies' results, waits):
             # every such lookup is of top-level steps, and the partial index is the one a
-            # generic plan of the engine's prepared statements picks (the full one lost to
-            # a BitmapAnd with the parent_id index: every top-level step of the table).
+            # generic plan of the engine's prepared statements picks (a full one once lost
+            # to a BitmapAnd with a then full parent_id index).
             models.Index(
                 fields=["run", "name"],
                 name="step_top_run_name_idx",
                 condition=Q(parent__isnull=True),
+            ),
+            # A map step's batches (and the foreign key's checks): only batches have a
+            # parent, so the steps of the plan, written on every attempt, add no entry.
+            models.Index(
+                fields=["parent"],
+                name="step_batches_idx",
+                condition=Q(parent__isnull=False),
             ),
             # the sweeper's "queued but never started" / "retry due" scans
             models.Index(
