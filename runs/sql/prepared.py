@@ -13,6 +13,14 @@ It is the same connection, in the same transaction: atomic blocks, on_commit hoo
 Django's error wrapping and execute wrappers (query counting) behave as with
 `connection.cursor()`.
 
+Each statement text has a psycopg cursor of its own, kept with the connection. psycopg
+builds a new Transformer (its cache of how to send each Python type and read each column
+type) whenever a cursor runs a statement other than its last, and the engine alternates
+between a few statements: with one cursor for all, every parameter's dumper was looked up
+anew on every execution (py-spy: about 8% of a chained step's worker time). Without
+execute wrappers installed, the statement goes to psycopg directly, inside Django's
+error wrapping and its broken-transaction check, not through CursorWrapper's layers.
+
 Prepared statements live on the PostgreSQL session; a pooler in transaction mode (PgBouncer
 before 1.22, or without max_prepared_statements) hands each transaction to whichever
 server connection is free, where psycopg's per-connection names (_pg3_0, ...) collide with
@@ -35,9 +43,10 @@ log = logging.getLogger(__name__)
 
 
 def cursor() -> Any:
-    """A Django cursor wrapper around a server-binding psycopg cursor; use it as
-    `with prepared.cursor() as c: c.execute(sql, params)`. One per connection, kept
-    open and reused (a `with` block does not close it)."""
+    """A cursor for `with prepared.cursor() as c: c.execute(sql, params)`: a
+    server-binding psycopg cursor per statement text, kept with the connection and
+    reused (a `with` block closes nothing); Django's own cursor where nothing may be
+    prepared."""
     # The thread's connection wrapper, looked up once (each attribute read through
     # django.db.connection is a thread-local lookup of its own).
     db = connections[DEFAULT_DB_ALIAS]
@@ -54,8 +63,8 @@ def cursor() -> Any:
     if db.queries_logged:  # a debug wrapper records queries: a fresh one each time
         return _new(db, conn)
     kept = db.__dict__.get("_runs_prepared_cursor")
-    if kept is None or kept.conn is not conn or kept.wrapper.cursor.closed:
-        kept = db.__dict__["_runs_prepared_cursor"] = _Kept(conn, _new(db, conn))
+    if kept is None or kept.conn is not conn:
+        kept = db.__dict__["_runs_prepared_cursor"] = _PerStatement(db, conn)
     return kept
 
 
@@ -81,27 +90,65 @@ def _through_pooler(db: Any, conn: Any) -> bool:
 
 
 def _new(db: Any, conn: Any) -> Any:
+    """A Django cursor wrapper around a new server-binding cursor."""
+    return db._prepare_cursor(_raw(db, conn))
+
+
+def _raw(db: Any, conn: Any) -> Any:
     with db.wrap_database_errors:
         if conn.prepare_threshold is None:
             # Django turns psycopg's preparation off for the connection (for poolers);
             # only server-binding cursors, these, ever prepare, so turning it back on
             # changes nothing for Django's own (client-binding) cursors.
             conn.prepare_threshold = 5
-        raw = _server_binding_class()(conn)
-        return db._prepare_cursor(raw)
+        return _server_binding_class()(conn)
 
 
-class _Kept:
-    """A kept cursor: `with` hands out its wrapper and leaves it open."""
+class _PerStatement:
+    """The connection's kept cursors, one per statement text, behind one cursor's face:
+    `with` hands out this object and leaves everything open; execute() picks the
+    statement's own cursor, and fetchone(), fetchall(), rowcount and description read
+    the one that ran last."""
 
-    def __init__(self, conn: Any, wrapper: Any) -> None:
-        self.conn, self.wrapper = conn, wrapper
+    def __init__(self, db: Any, conn: Any) -> None:
+        self.db, self.conn = db, conn
+        self._cursors: dict[str, Any] = {}
+        self._last: Any = None
 
-    def __enter__(self) -> Any:
-        return self.wrapper
+    def __enter__(self) -> _PerStatement:
+        return self
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+    def execute(self, query: str, params: Any = None) -> None:
+        raw = self._cursors.get(query)
+        if raw is None or raw.closed:
+            raw = self._cursors[query] = _raw(self.db, self.conn)
+        self._last = raw
+        db = self.db
+        if db.execute_wrappers:  # query counting, the bench's recorder: Django's path
+            db._prepare_cursor(raw).execute(query, params)
+            return
+        db.validate_no_broken_transaction()
+        with db.wrap_database_errors:
+            raw.execute(query, params, prepare=True)
+
+    def fetchone(self) -> Any:
+        with self.db.wrap_database_errors:
+            return self._last.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with self.db.wrap_database_errors:
+            return self._last.fetchall()  # type: ignore[no-any-return]
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._last.rowcount)
+
+    @property
+    def description(self) -> Any:
+        return self._last.description
 
 
 _CLASS: type | None = None
