@@ -11,6 +11,7 @@ are read from it at scrape time by DatabaseCollector, with indexed queries.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -53,6 +54,16 @@ QUEUE_WAIT = Histogram(
     ["workflow", "kind"],
     buckets=DURATION_BUCKETS,
 )
+
+
+@functools.lru_cache(maxsize=4096)
+def child(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, kept: a step's path asks for the same few children on
+    every attempt, and labels() checks, joins and locks each time. Bounded: the
+    labels are workflows, kinds and outcomes, not runs."""
+    return metric.labels(*values)
+
+
 PROBES = Counter(
     f"{PREFIX}_probe_outcomes_total",
     "Probe answers about unresolved claims (applied, not_applied, unknown, superseded), "

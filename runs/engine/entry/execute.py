@@ -156,7 +156,7 @@ def _run_observed(started: Started, *, may_continue: bool) -> tuple[str, Success
         run_id=str(started.run.id), step=started.step.key, attempt=started.attempt.number
     ):
         labels = (started.run.workflow, str(started.step.kind))
-        metrics.STEPS.labels(*labels, "started").inc()
+        metrics.child(metrics.STEPS, *labels, "started").inc()
         _observe_queue_wait(started, labels)
         began = time.monotonic()
         span = _attempt_span(started) if started.attempt.span_id is not None else None
@@ -168,8 +168,8 @@ def _run_observed(started: Started, *, may_continue: bool) -> tuple[str, Success
             if span is not None:
                 span.abandon()
             raise
-        metrics.STEP_SECONDS.labels(*labels).observe(time.monotonic() - began)
-        metrics.STEPS.labels(*labels, outcome).inc()
+        metrics.child(metrics.STEP_SECONDS, *labels).observe(time.monotonic() - began)
+        metrics.child(metrics.STEPS, *labels, outcome).inc()
         log.info("step %s attempt %s %s", started.step.key, started.attempt.number, outcome)
         if span is not None:
             span.end(SPAN_OUTCOMES.get(outcome, outcome))
@@ -214,7 +214,8 @@ def _observe_queue_wait(started: Started, labels: tuple[str, str]) -> None:
     # The step's started_at is set by the statement that starts the attempt.
     queued, began = started.step.queued_at, started.step.started_at
     if queued is not None and began is not None and not hasattr(began, "resolve_expression"):
-        metrics.QUEUE_WAIT.labels(*labels).observe(max(0.0, (began - queued).total_seconds()))
+        wait = max(0.0, (began - queued).total_seconds())
+        metrics.child(metrics.QUEUE_WAIT, *labels).observe(wait)
 
 
 def run_attempt(started: Started, *, may_continue: bool = False) -> tuple[str, Successor | None]:
