@@ -18,7 +18,7 @@ from runs import engine
 from runs.engine.tools import publish, run_attempt, start_attempt
 from runs.models import Attempt, Claim, Event, LimitSetting, RateSetting, Run, Slot, Step
 from runs.states import AttemptStatus, ClaimStatus, RunStatus, StepStatus
-from runs.workflows import PURE, Limit
+from runs.workflows import PURE, Limit, Rate
 from runs.workflows.definition import Workflow
 from runs.workflows.errors import WorkflowDefinitionError
 from tests.support.declared import registered
@@ -291,3 +291,43 @@ def test_an_operators_override_changes_a_rates_pace_at_the_next_start(monkeypatc
     second, third = (Step.objects.get(pk=s.id) for s in steps[1:])
     turns = (third.rate_due_at - second.rate_due_at).total_seconds()
     assert turns == pytest.approx(0.1, abs=1e-6)
+
+
+def test_a_chained_step_over_its_rate_is_put_off_and_its_predecessor_still_succeeds(monkeypatch):
+    """A worker starts a step's one successor inside the finish's transaction. A
+    successor under a rate whose turn has not come must be put off like any start,
+    not take the finish down with it: the predecessor succeeded, once."""
+    sent: dict[int, float | None] = {}
+    monkeypatch.setattr(
+        publish, "send", lambda task, arg, countdown=None: sent.__setitem__(arg, countdown)
+    )
+    wf = Workflow("paced-chain", version=1, input={})
+
+    @wf.step(kind=PURE)
+    def first(ctx):
+        return {}
+
+    @wf.step(kind=PURE, after=["first"], rate=Rate(starts=1, every=60.0))
+    def second(ctx):
+        return {}
+
+    with registered(wf):
+        runs = [engine.submit_run(workflow="paced-chain", input={}) for _ in range(2)]
+        outcomes = [
+            engine.execute_step(
+                step_id=Step.objects.get(run=run, name="first").id, worker="w", successors=1
+            )
+            for run in runs
+        ]
+
+    assert outcomes == ["succeeded", "succeeded"]
+    steps = {(s.run_id, s.name): s for s in Step.objects.filter(run__in=runs)}
+    assert [steps[(r.id, "first")].status for r in runs] == [StepStatus.SUCCEEDED] * 2
+    assert Attempt.objects.filter(step=steps[(runs[0].id, "first")]).count() == 1
+    assert Attempt.objects.filter(step=steps[(runs[1].id, "first")]).count() == 1
+    # The first run's successor took the turn; the second's waits for the next one.
+    assert steps[(runs[0].id, "second")].status == StepStatus.SUCCEEDED
+    put_off = steps[(runs[1].id, "second")]
+    assert put_off.status == StepStatus.QUEUED and put_off.rate_due_at is not None
+    assert Attempt.objects.filter(step=put_off).count() == 0
+    assert 59 < (sent[put_off.id] or 0) <= 60

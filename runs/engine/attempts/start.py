@@ -341,11 +341,15 @@ def _plain_dependent_kinds(workflow: Workflow, step: Step) -> tuple[str, ...] | 
     entry = _PLAIN_DEPENDENTS.get(key)
     if entry is None or entry[0] is not workflow:
         defs = [workflow.steps[n] for n in workflow.dependents(step.name)]
-        # A limited dependent (slots.py) may be refused a slot: started after the commit.
+        # A limited or rated dependent (slots.py) may be refused a slot or put off to
+        # its turn (NoSlot, which would roll the finish back): started after the commit.
         plain = (
             bool(defs)
             and workflow.limit is None
-            and all(not (d.is_wait or d.is_map or d.when or d.limits or d.hold) for d in defs)
+            and workflow.rate is None
+            and all(
+                not (d.is_wait or d.is_map or d.when or d.limits or d.hold or d.rate) for d in defs
+            )
         )
         # A run that began compensating meanwhile makes a compensation ready instead.
         kinds = [d.kind for d in defs] + [c.kind for c in workflow.compensations.values()]
