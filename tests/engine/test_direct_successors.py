@@ -13,7 +13,7 @@ from django.db import OperationalError, connection
 from django.utils import timezone
 
 from runs import engine
-from runs.engine.tools import step_claim_key
+from runs.engine.tools import run_attempt, start_attempt, step_claim_key
 from runs.models import Attempt, Claim, Event, Run, Step
 from runs.record import events, history
 from runs.states import ClaimStatus, EffectKind, RunStatus, StepStatus
@@ -83,6 +83,53 @@ def test_a_chain_commits_once_per_step(commits):
     # first's start; first's finish with second's start; second's finish with the run's.
     assert len(commits) == 3
     assert written_together(run, ("step_succeeded", "first"), ("step_started", "second"))
+    assert history.verify_run(run) == []
+
+
+def test_a_pure_successor_starts_in_its_predecessors_finish_statement():
+    """A successor that takes no claim is moved from pending to running by the finish's
+    own statement (finish.sql, succeed_and_start): the start statement runs only for the
+    step the message brought, the successor's row is written once where it was written
+    twice (queued, then started), and its record is the same (history.verify_run)."""
+    run = engine.submit_run(workflow="pure-chain", input={})
+    sent: list[str] = []
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        engine.execute_step(step_id=step(run, "first").id, worker="t", successors=5)
+
+    starts = [s for s in sent if "INSERT INTO runs_attempt" in s and "fenced" not in s]
+    chained = [s for s in sent if "INSERT INTO runs_attempt" in s and "fenced" in s]
+    assert (len(starts), len(chained)) == (1, 1)
+    second = step(run, "second")
+    assert (second.status, second.attempts) == (StepStatus.SUCCEEDED, 1)
+    assert second.queued_at == second.started_at  # one statement queued and started it
+    assert [e.type for e in Event.objects.filter(run=run, step=second).order_by("seq")] == [
+        "step_queued",
+        "step_started",
+        "step_succeeded",
+    ]
+    assert history.verify_run(run) == []
+
+
+def test_a_successor_past_its_runs_deadline_is_queued_not_started_by_the_finish():
+    """The finish's statement starts the successor only where the start statement would:
+    past the run's deadline it is queued, and the careful path decides after the commit,
+    as for any start past the deadline."""
+    run = engine.submit_run(workflow="pure-chain", input={})
+    first = step(run, "first")
+    started = start_attempt(step_id=first.id, worker="t")
+    assert started is not None
+    Run.objects.filter(pk=run.id).update(deadline_at=timezone.now())
+
+    run_attempt(started, may_continue=True)
+
+    second = step(run, "second")
+    assert second.attempts == 0 and Attempt.objects.filter(step=second).count() == 0
+    assert second.status == StepStatus.QUEUED
     assert history.verify_run(run) == []
 
 

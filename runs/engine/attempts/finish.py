@@ -38,7 +38,14 @@ from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .claims import insert_claim
 from .lease import fence
-from .start import Started, start_successor
+from .start import (
+    Started,
+    StartParams,
+    chained_successor,
+    layout,
+    start_successor,
+    started_from_row,
+)
 
 SQL = sql.load(__file__, includes=ready.SQL)
 
@@ -117,7 +124,8 @@ def _finish(
         claim, result = produce()
         if _may_fail_the_run(started):
             _hold_attempt_and_run(started)
-        found = _fence_and_succeed(started, result, claim)
+        chain = chained_successor(started) if may_continue else None
+        found, chained = _fence_and_succeed(started, result, claim, chain=chain)
         if claim is not None:
             events.append_event(
                 run.id,
@@ -140,10 +148,15 @@ def _finish(
         )
         ready = step_succeeded(run_id=run.id, step=step, workflow=started.workflow, found=found)
         continuing = may_continue and len(ready) == 1
+        # What the statement started is what became ready, and runs here next.
+        assert chained is None or (continuing and ready == [chained.step_id])
         if continuing:
-            # This worker runs it next (entry/execute.py), no message: started here, committed
-            # with this finish, or else after the commit.
-            following = start_successor(started, ready[0])
+            # This worker runs it next (entry/execute.py), no message: started by the
+            # finish's own statement or here, committed with this finish, or else after
+            # the commit.
+            following = (
+                chained.started() if chained is not None else start_successor(started, ready[0])
+            )
         else:
             # For a map step the fault points apply per item (items.py), not per batch.
             publish_on_commit(ready, fault_step=None if step.parent_id else name)
@@ -185,9 +198,26 @@ def _hold_attempt_and_run(started: Started) -> None:
     lock_run(started.run.id)
 
 
+@dataclass(frozen=True, slots=True)
+class _Chained:
+    """The dependent succeed_and_start moved to running: its row, for the Started the
+    caller builds once step_succeeded() has written what comes before its events."""
+
+    step_id: int
+    layout: Any
+    row: Any
+    params: StartParams
+
+    def started(self) -> Started:
+        results = self.row[self.layout.extras]
+        return started_from_row(
+            self.layout, self.row, self.params, results=results, parent_revision=None
+        )
+
+
 def _fence_and_succeed(
-    started: Started, result: Any, claim: Claim | None
-) -> list[tuple[Any, ...]] | None:
+    started: Started, result: Any, claim: Claim | None, *, chain: str | None = None
+) -> tuple[list[tuple[Any, ...]] | None, _Chained | None]:
     """The fence, the claim's outcome and the step's own transition, in one statement:
     the attempt leaves `running` only while it still holds its lease (database clock),
     the claim succeeds only if it is still this attempt's and in flight, the step only
@@ -197,7 +227,11 @@ def _fence_and_succeed(
     For a step of the plan (not a batch, not a compensation) the same statement goes on
     with what step_succeeded() would do next: the run's remaining-steps counter and the
     dependents' counters (ready.sql), only if the step's own transition happened;
-    its rows are returned for step_succeeded(found=...). None otherwise."""
+    its rows are returned for step_succeeded(found=...). None otherwise. `chain`: the
+    one dependent this worker runs next (start.chained_successor), which the statement
+    then also starts when this success makes it ready (succeed_and_start): returned
+    second, its row reported to step_succeeded() as queued (its step_queued event comes
+    before its step_started)."""
     params: dict[str, Any] = {
         "attempt": started.attempt.id,
         "attempt_succeeded": AttemptStatus.SUCCEEDED,
@@ -215,6 +249,8 @@ def _fence_and_succeed(
     if with_dependents:
         direct, careful = dependents_of(started.workflow, step.name)
         params.update(dependents_params(started.run.id, direct, careful))
+    if with_dependents and chain is not None:
+        return _succeed_and_start(started, params, chain, claim)
     with prepared.cursor() as cursor:
         cursor.execute(SQL["succeed_and_dependents" if with_dependents else "succeed"], params)
         rows = cursor.fetchall()
@@ -222,6 +258,40 @@ def _fence_and_succeed(
         done, claimed = rows[0][0], rows[0][1]
     else:  # a row only if the step's transition happened: (claimed,)
         done, claimed = len(rows), rows[0][0] if rows else 0
+    _check_fence(started, claim, done, claimed)
+    if not with_dependents:
+        return None, None
+    # As ready.sql's dependents statement returns them; none when the run compensates (r is empty).
+    return [row[2:] for row in rows if row[2] is not None], None
+
+
+def _succeed_and_start(
+    started: Started, params: dict[str, Any], chain: str, claim: Claim | None
+) -> tuple[list[tuple[Any, ...]], _Chained | None]:
+    start = StartParams.now(started.attempt.worker)
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            SQL["succeed_and_start"],
+            {**params, **start.sql(), "next": chain, "name": started.step.name},
+        )
+        row = cursor.fetchone()
+        assert row is not None  # one row always: FROM (SELECT 1) LEFT JOIN ...
+        found = layout(cursor, len(row))
+    extras = row[found.extras + 1 :]  # after the results: done, claimed, started, ...
+    done, claimed, began = extras[0], extras[1], extras[2]
+    _check_fence(started, claim, done, claimed)
+    steps_remaining, run_status, step_id, key, name, pending, status = extras[3:]
+    if steps_remaining is None:  # the counter's UPDATE matched no row: the run compensates
+        return [], None
+    if step_id is None:  # the run ends with this step, or stopped
+        return [(steps_remaining, run_status, None, None, None, None, None)], None
+    if not began:
+        return [(steps_remaining, run_status, step_id, key, name, pending, status)], None
+    queued = (steps_remaining, run_status, step_id, key, name, pending, StepStatus.QUEUED)
+    return [queued], _Chained(step_id=step_id, layout=found, row=row, params=start)
+
+
+def _check_fence(started: Started, claim: Claim | None, done: int, claimed: int) -> None:
     if not done:
         raise AttemptFenced(
             f"attempt {started.attempt.id} no longer owns step {started.step.key} "
@@ -229,10 +299,6 @@ def _fence_and_succeed(
         )
     if claim is not None and claimed != 1:
         raise AttemptFenced(f"claim {claim.key} is no longer this attempt's")
-    if not with_dependents:
-        return None
-    # As ready.sql's dependents statement returns them; none when the run compensates (r is empty).
-    return [row[2:] for row in rows if row[2] is not None]
 
 
 def _insert_transactional_claim(started: Started) -> Claim:

@@ -137,16 +137,17 @@ class _Layout:
         return run
 
 
-_LAYOUT: _Layout | None = None
+_LAYOUTS: dict[int, _Layout] = {}
 
 
-def _layout(cursor: Any, width: int) -> _Layout:
-    """Read off the statement's columns once per process (a table never changes under a
-    running worker); `s.*` names exactly runs_step's columns, so the run's start where
-    the step model's end. The cursor's description is read only then: psycopg builds
-    it anew on every read."""
-    global _LAYOUT
-    if _LAYOUT is None or _LAYOUT.width != width:
+def layout(cursor: Any, width: int) -> _Layout:
+    """Read off a statement's columns once per process and statement (a table never
+    changes under a running worker; start.sql's and finish.sql's succeed_and_start rows
+    differ in width): `d.*` / `s.*` names exactly runs_step's columns, so the run's start
+    where the step model's end. The cursor's description is read only then: psycopg
+    builds it anew on every read."""
+    found = _LAYOUTS.get(width)
+    if found is None:
         names = [str(column.name) for column in cursor.description]
         n_step = len(Step._meta.concrete_fields)
         n_run = len(Run._meta.concrete_fields)
@@ -156,18 +157,18 @@ def _layout(cursor: Any, width: int) -> _Layout:
             columns = [str(f.column) for f in model._meta.concrete_fields]
             if set(at) != set(columns):
                 raise RuntimeError(
-                    f"start.sql returned columns {sorted(at)} for {model.__name__}, whose "
+                    f"a start returned columns {sorted(at)} for {model.__name__}, whose "
                     f"fields are {sorted(columns)}: is a migration missing?"
                 )
             return tuple(at[c] for c in columns)
 
-        _LAYOUT = _Layout(
+        found = _LAYOUTS[width] = _Layout(
             width=width,
             step_at=positions(Step, 0, n_step),
             run_at=positions(Run, n_step, n_run),
             extras=n_step + n_run,
         )
-    return _LAYOUT
+    return found
 
 
 def _instance(model: type[Model], values: list[Any]) -> Any:
@@ -211,13 +212,42 @@ def start_queued(step_id: int, worker: str) -> Started | None:
         return _start_in_transaction(step_id, worker)
 
 
+@dataclass(frozen=True, slots=True)
+class StartParams:
+    """What a start statement (start.sql's, or finish.sql's succeed_and_start) is sent
+    besides its step, and what the attempt it starts keeps of that moment."""
+
+    worker: str
+    lease: float  # the default lease: a step's own is set after (renew_lease)
+    span_id: str | None  # None while tracing is off: the column stays NULL
+    began_ns: int
+    sent: float
+
+    @classmethod
+    def now(cls, worker: str) -> StartParams:
+        sent = time.monotonic()
+        span_id = tracing.new_span_id()
+        return cls(
+            worker=worker,
+            lease=float(settings.RUNS_LEASE_SECONDS),
+            span_id=span_id,
+            began_ns=time.time_ns() if span_id is not None else 0,
+            sent=sent,
+        )
+
+    def sql(self) -> dict[str, Any]:
+        return {
+            "running_attempt": AttemptStatus.RUNNING,
+            "worker": self.worker,
+            "lease": self.lease,
+            "span_id": self.span_id,
+        }
+
+
 def _start_in_transaction(step_id: int, worker: str) -> Started | None:
     """The start's statement (start.sql), in the caller's transaction (its events in the
     caller's buffer)."""
-    default_lease = float(settings.RUNS_LEASE_SECONDS)
-    sent = time.monotonic()
-    span_id = tracing.new_span_id()  # None while tracing is off: the column stays NULL
-    began_ns = time.time_ns() if span_id is not None else 0
+    params = StartParams.now(worker)
     with prepared.cursor() as cursor:
         cursor.execute(
             SQL["start"],
@@ -228,18 +258,31 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
                 "retrying": StepStatus.RETRYING,
                 "active": ACTIVE,
                 "compensating": COMPENSATING,
-                "running_attempt": AttemptStatus.RUNNING,
-                "worker": worker,
-                "lease": default_lease,
-                "span_id": span_id,
+                **params.sql(),
             },
         )
         row = cursor.fetchone()
         if row is None:
             return None
-        layout = _layout(cursor, len(row))
-    step, run = layout.step(row), layout.run(row)
-    results, _, parent_revision = row[layout.extras :]
+        found = layout(cursor, len(row))
+    results, _, parent_revision = row[found.extras :]
+    return started_from_row(found, row, params, results=results, parent_revision=parent_revision)
+
+
+def started_from_row(
+    found: _Layout,
+    row: Any,
+    params: StartParams,
+    *,
+    results: Any,
+    parent_revision: int | None,
+) -> Started:
+    """The Started of a start statement's row (the step just moved to running, its
+    run), with what the statement leaves to this process: the workflow's definition,
+    slots, a lease of the step's own, the run's start, the step_started event, the
+    claim its kind takes at the start. Raises NotStartableHere (the workflow or step is
+    unknown here, or is a wait) and slots.NoSlot: both roll the start back."""
+    step, run = found.step(row), found.run(row)
     if isinstance(results, str):  # jsonb arrives as text on Django's connections
         results = json.loads(results)
     step._state.fields_cache["run"] = run  # what `step.run = run` does, less its checks
@@ -256,16 +299,16 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         take_slots(step, step.current_attempt_id, scopes)
     lease = lease_for(stepdef)
     until = kill_after(timeout_for(stepdef))
-    if lease != default_lease or until < lease:  # not on the default path: no statement
+    if lease != params.lease or until < lease:  # not on the default path: no statement
         renew_lease(step.current_attempt_id, lease, until=until)
     attempt = Attempt(
         id=step.current_attempt_id,
         step_id=step.id,
         run_id=run.id,
         number=step.attempts,
-        worker=worker,
+        worker=params.worker,
         status=AttemptStatus.RUNNING,
-        span_id=span_id,
+        span_id=params.span_id,
     )
     step._state.fields_cache["current_attempt"] = attempt
     # The run's status as of this statement's snapshot: a run already running never
@@ -275,7 +318,7 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
     run.status = RunStatus.RUNNING
     events.append_event(
         run.id,
-        events.StepStarted(step=step.key, worker=worker),
+        events.StepStarted(step=step.key, worker=params.worker),
         step_id=step.id,
         attempt_number=attempt.number,
     )
@@ -288,13 +331,39 @@ def _start_in_transaction(step_id: int, worker: str) -> Started | None:
         attempt=attempt,
         workflow=wf,
         stepdef=stepdef,
-        lease=LeaseClock(lease, set_at=sent),
+        lease=LeaseClock(lease, set_at=params.sent),
         claim=claim,
         results=results,
         parent_revision=parent_revision,
         scopes=scopes,
-        began_ns=began_ns,
+        began_ns=params.began_ns,
     )
+
+
+def chained_successor(previous: Started) -> str | None:
+    """The name of the one step `previous`'s success may start in its own statement
+    (finish.sql, succeed_and_start): a plain dependent (start_successor's rule) that
+    takes no claim at its start, its workflow's only dependent of `previous`. None: the
+    finish queues what becomes ready and start_successor starts it, as before."""
+    workflow, step = previous.workflow, previous.step
+    if faults.enabled() or step.parent_id is not None or step.compensates:
+        return None
+    key = (id(workflow), step.name)
+    entry = _CHAINED.get(key)
+    if entry is None or entry[0] is not workflow:
+        names = workflow.dependents(step.name)
+        chained = (
+            names[0]
+            if _plain_dependent_kinds(workflow, step) is not None
+            and len(names) == 1
+            and workflow.steps[names[0]].kind not in CLAIM_AT_START
+            else None
+        )
+        entry = _CHAINED[key] = (workflow, chained)
+    return entry[1]
+
+
+_CHAINED: dict[tuple[int, str], tuple[Workflow, str | None]] = {}
 
 
 def start_successor(previous: Started, step_id: int) -> Started | None:
