@@ -38,11 +38,28 @@ def test_blocks_are_read_by_name_with_their_includes():
     statements = _parse(
         "-- a header, not a statement\n"
         "-- name: part\n    a AS (SELECT 1)\n\n"
-        "-- name: whole\n    WITH\n    -- include: part\n    SELECT * FROM a\n"
+        "-- name: whole\n    -- what it is for\n    WITH\n    -- include: part\n"
+        "    SELECT * FROM a -- a trailing comment stays\n"
     )
     assert list(statements) == ["part", "whole"]
-    assert statements["whole"] == "WITH\na AS (SELECT 1)\n    SELECT * FROM a"
+    # Sent without whole-line comments, blank lines and indentation (psycopg caches how
+    # it splits a statement only under 4 KB).
+    assert statements["whole"] == "WITH\na AS (SELECT 1)\nSELECT * FROM a -- a trailing comment stays"
     assert _parse("-- name: mine\n  -- include: theirs\n", {"theirs": "X"})["mine"] == "X"
+
+
+def test_the_hot_paths_statements_are_short_enough_for_psycopgs_cache():
+    """psycopg splits a statement around its parameters on every execution unless its
+    text is under MAX_CACHED_STATEMENT_LENGTH: a step's and a map item's statements."""
+    from psycopg import _queries
+
+    from runs.engine.attempts import claims, finish, items, start
+    from runs.engine.state import ready
+    from runs.record import events
+
+    for module in (start, finish, items, claims, ready, events):
+        for name, text in module.SQL.items():
+            assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, (module, name)
 
 
 @pytest.mark.parametrize(
