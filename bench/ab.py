@@ -4,8 +4,8 @@
 
 Each commit is checked out once into a worktree of its own (under /tmp), with its own
 embedded servers (DURABLE_RUNS_VAR: a migration on one side never reaches the other's
-database), and the two are run in turn, A B A B ..., so the machine's drift falls on
-both. Prints, per figure, each side's median and its spread (min-max over the rounds),
+database), and the two are run in turn, A B B A A B ..., so the machine's drift (and
+the second of a pair following the first's shutdown) falls on both. Prints, per figure, each side's median and its spread (min-max over the rounds),
 and the change's median as a fraction of the base's. The spread is the machine's: a
 difference inside both sides' spreads is not one. Figures, never assertions."""
 
@@ -95,7 +95,11 @@ def main() -> None:
     trees = {"A": checkout(args.base, "A"), "B": checkout(args.change, "B")}
     seen: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     for round_ in range(args.rounds):
-        for label, tree in trees.items():
+        # A B, then B A, ...: whichever runs second follows the other's servers shutting
+        # down (their checkpoint), and that must not always fall on the same side.
+        order = ("A", "B") if round_ % 2 == 0 else ("B", "A")
+        for label in order:
+            tree = trees[label]
             seen[label].append(once(tree, label, args))
             print(
                 f"round {round_ + 1} {label}: chain "
