@@ -5,9 +5,11 @@
 Each commit is checked out once into a worktree of its own (under /tmp), with its own
 embedded servers (DURABLE_RUNS_VAR: a migration on one side never reaches the other's
 database), and the two are run in turn, A B B A A B ..., so the machine's drift (and
-the second of a pair following the first's shutdown) falls on both. Prints, per figure, each side's median and its spread (min-max over the rounds),
-and the change's median as a fraction of the base's. The spread is the machine's: a
-difference inside both sides' spreads is not one. Figures, never assertions."""
+the second of a pair following the first's shutdown) falls on both. Prints, per
+figure, each side's median and its spread (min-max over the rounds), and the change's
+median as a fraction of the base's. The spread is the machine's: a difference inside
+both sides' spreads is not one; the ceiling, which no commit changes, shows what the
+machine did meanwhile. Figures, never assertions."""
 
 from __future__ import annotations
 
