@@ -188,6 +188,19 @@ def _instance(model: type[Model], values: list[Any]) -> Any:
     return obj
 
 
+def _loaded(model: type[Model], **attributes: Any) -> Any:
+    """An instance of a row this transaction wrote, from its values, without
+    Model.__init__; every field named (a missing one would be read from the database
+    the first time it is asked for)."""
+    if set(attributes) != set(_attnames(model)):
+        raise TypeError(f"{model.__name__}: fields {sorted(_attnames(model))} are needed")
+    obj = model.__new__(model)
+    obj.__dict__.update(attributes)
+    state = obj._state = ModelState()
+    state.adding, state.db = False, "default"
+    return obj
+
+
 @cache
 def _attnames(model: type[Model]) -> tuple[str, ...]:
     return tuple(f.attname for f in model._meta.concrete_fields)
@@ -301,13 +314,19 @@ def started_from_row(
     until = kill_after(timeout_for(stepdef))
     if lease != params.lease or until < lease:  # not on the default path: no statement
         renew_lease(step.current_attempt_id, lease, until=until)
-    attempt = Attempt(
+    attempt: Attempt = _loaded(
+        Attempt,
         id=step.current_attempt_id,
         step_id=step.id,
         run_id=run.id,
         number=step.attempts,
-        worker=params.worker,
         status=AttemptStatus.RUNNING,
+        worker=params.worker,
+        started_at=step.started_at,  # the same statement_timestamp() set both
+        lease_expires_at=None,  # the database's to say (its clock): never read from here
+        finished_at=None,
+        error="",
+        effect_entered_at=None,
         span_id=params.span_id,
     )
     step._state.fields_cache["current_attempt"] = attempt
