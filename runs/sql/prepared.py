@@ -38,6 +38,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
+from psycopg.types.datetime import TimestamptzLoader
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,13 @@ def _raw(db: Any, conn: Any) -> Any:
             # only server-binding cursors, these, ever prepare, so turning it back on
             # changes nothing for Django's own (client-binding) cursors.
             conn.prepare_threshold = 5
-        return _server_binding_class()(conn)
+        raw = _server_binding_class()(conn)
+        # psycopg's own loader (its C one) for timestamps, not Django's Python subclass,
+        # which only swaps the tzinfo for Django's (the session's zone is UTC either
+        # way: the same instants). A start's row carries several (py-spy: 7% of a
+        # chained step's worker time).
+        raw.adapters.register_loader("timestamptz", TimestamptzLoader)
+        return raw
 
 
 class _PerStatement:
