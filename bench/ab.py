@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,10 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     args = parser.parse_args()
     trees = {"A": checkout(args.base, "A"), "B": checkout(args.change, "B")}
+    for label in trees:
+        # Fresh servers: a database an earlier A/B migrated further (an index a later
+        # commit adds) must not stand in for this base's.
+        shutil.rmtree(f"/tmp/var-ab-{label}", ignore_errors=True)
     seen: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     for round_ in range(args.rounds):
         # A B, then B A, ...: whichever runs second follows the other's servers shutting
