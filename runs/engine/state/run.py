@@ -65,7 +65,7 @@ def start_run(run_id: uuid.UUID) -> bool:
             SQL["start"],
             {"run": run_id, "running": RunStatus.RUNNING, "pending": RunStatus.PENDING},
         )
-        started = cursor.rowcount == 1
+        started: bool = cursor.rowcount == 1
     if started:
         events.append_event(run_id, events.RunStarted())
     return started
