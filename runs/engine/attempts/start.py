@@ -18,7 +18,7 @@ from django.db.models import Model
 from django.db.models.base import ModelState
 
 from runs import sql
-from runs.engine.core import faults
+from runs.engine.core import definitions, faults
 from runs.engine.core.clock import kill_after, lease_for, timeout_for
 from runs.engine.core.locks import lock_run
 from runs.engine.core.publish import publish_now
@@ -367,22 +367,18 @@ def chained_successor(previous: Started) -> str | None:
     workflow, step = previous.workflow, previous.step
     if faults.enabled() or step.parent_id is not None or step.compensates:
         return None
-    key = (id(workflow), step.name)
-    entry = _CHAINED.get(key)
-    if entry is None or entry[0] is not workflow:
+
+    def derive() -> str | None:
         names = workflow.dependents(step.name)
-        chained = (
-            names[0]
-            if _plain_dependent_kinds(workflow, step) is not None
+        if (
+            _plain_dependent_kinds(workflow, step) is not None
             and len(names) == 1
             and workflow.steps[names[0]].kind not in CLAIM_AT_START
-            else None
-        )
-        entry = _CHAINED[key] = (workflow, chained)
-    return entry[1]
+        ):
+            return names[0]
+        return None
 
-
-_CHAINED: dict[tuple[int, str], tuple[Workflow, str | None]] = {}
+    return definitions.once("chained successor", workflow, step.name, derive)
 
 
 def start_successor(previous: Started, step_id: int) -> Started | None:
@@ -416,18 +412,14 @@ def start_successor(previous: Started, step_id: int) -> Started | None:
         return None
 
 
-_PLAIN_DEPENDENTS: dict[tuple[int, str], tuple[Workflow, tuple[str, ...] | None]] = {}
-
-
 def _plain_dependent_kinds(workflow: Workflow, step: Step) -> tuple[str, ...] | None:
     """The effect kinds of the steps `step`'s success can make ready, if all of its
     dependents are plain (no wait, map or condition); else None.
-    Computed once per process per step name (definitions do not change meanwhile)."""
+    Computed once per process per step name (core/definitions.py)."""
     if step.parent_id is not None or step.compensates:
         return None  # a batch completes its map; a compensation, the compensating run
-    key = (id(workflow), step.name)
-    entry = _PLAIN_DEPENDENTS.get(key)
-    if entry is None or entry[0] is not workflow:
+
+    def derive() -> tuple[str, ...] | None:
         defs = [workflow.steps[n] for n in workflow.dependents(step.name)]
         # A limited or rated dependent (slots.py) may be refused a slot or put off to
         # its turn (NoSlot, which would roll the finish back): started after the commit.
@@ -441,8 +433,9 @@ def _plain_dependent_kinds(workflow: Workflow, step: Step) -> tuple[str, ...] | 
         )
         # A run that began compensating meanwhile makes a compensation ready instead.
         kinds = [d.kind for d in defs] + [c.kind for c in workflow.compensations.values()]
-        entry = _PLAIN_DEPENDENTS[key] = (workflow, tuple(map(str, kinds)) if plain else None)
-    return entry[1]
+        return tuple(map(str, kinds)) if plain else None
+
+    return definitions.once("plain dependents", workflow, step.name, derive)
 
 
 def refuse(step: Step, worker: str, reason: str) -> None:

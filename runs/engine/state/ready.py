@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models.functions import Now
 
 from runs import sql
+from runs.engine.core import definitions
 from runs.models import Step
 from runs.record import events
 from runs.sql import prepared
@@ -128,26 +129,17 @@ def dependents_params(run_id: uuid.UUID, direct: list[str], careful: list[str]) 
     }
 
 
-_DEPENDENTS: dict[int, tuple[Workflow, dict[str, tuple[list[str], list[str]]]]] = {}
-
-
 def dependents_of(workflow: Workflow, step_name: str) -> tuple[list[str], list[str]]:
     """The step's dependents: those queued directly by the UPDATE that makes them ready,
     and those make_ready() decides (map steps, expanded; steps with a condition, maybe
-    skipped). Computed once per worker process (a workflow's definition does not change
-    while the process runs)."""
-    entry = _DEPENDENTS.get(id(workflow))
-    if entry is None or entry[0] is not workflow:
-        entry = _DEPENDENTS[id(workflow)] = (workflow, {})
-    found = entry[1].get(step_name)
-    if found is None:
+    skipped). Computed once per worker process (core/definitions.py)."""
+
+    def derive() -> tuple[list[str], list[str]]:
         names = workflow.dependents(step_name)
         careful = {n for n in names if workflow.steps[n].is_map or workflow.steps[n].when}
-        found = entry[1][step_name] = (
-            [n for n in names if n not in careful],
-            [n for n in names if n in careful],
-        )
-    return found
+        return [n for n in names if n not in careful], [n for n in names if n in careful]
+
+    return definitions.once("dependents", workflow, step_name, derive)
 
 
 def make_ready(run_id: uuid.UUID, step: Step, workflow: Workflow) -> list[int]:

@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 
 from runs import sql
+from runs.engine.core import definitions
 from runs.engine.core.locks import lock_run
 from runs.models import Attempt, Run, Step
 from runs.record import events
@@ -159,14 +160,9 @@ def succeed_run(run_id: uuid.UUID, workflow: Workflow) -> None:
         log.info("run %s finished its steps but is no longer running; left as it is", run_id)
 
 
-_LEAVES: dict[int, tuple[Workflow, list[str]]] = {}
-
-
 def _leaves(workflow: Workflow) -> list[str]:
     """The steps no other step depends on: their results are the run's. Once per
-    process per workflow (a definition does not change while the process runs)."""
-    entry = _LEAVES.get(id(workflow))
-    if entry is None or entry[0] is not workflow:
-        leaves = [s for s in workflow.steps if not workflow.dependents(s)]
-        entry = _LEAVES[id(workflow)] = (workflow, leaves)
-    return entry[1]
+    process per workflow (core/definitions.py)."""
+    return definitions.once(
+        "leaves", workflow, None, lambda: [s for s in workflow.steps if not workflow.dependents(s)]
+    )
