@@ -57,8 +57,8 @@ def test_the_hot_paths_statements_are_short_enough_for_psycopgs_cache():
     attempts = ENGINE / "attempts"
     ready = sql.load(str(ENGINE / "state" / "ready.py"))
     loaded = {
-        "start.sql": sql.load(str(attempts / "start.py")),
-        "finish.sql": sql.load(str(attempts / "finish.py"), includes=ready),
+        "start.sql": (start := sql.load(str(attempts / "start.py"))),
+        "finish.sql": sql.load(str(attempts / "finish.py"), includes={**ready, **start}),
         "items.sql": sql.load(str(attempts / "items.py")),
         "claims.sql": sql.load(str(attempts / "claims.py")),
         "events.sql": sql.load(str(ROOT / "runs" / "record" / "events.py")),

@@ -38,6 +38,7 @@ from runs.states import AttemptStatus, ClaimStatus, EffectKind, StepStatus
 
 from .claims import insert_claim
 from .lease import fence
+from .start import SQL as START_SQL
 from .start import (
     Started,
     StartParams,
@@ -47,7 +48,7 @@ from .start import (
     started_from_row,
 )
 
-SQL = sql.load(__file__, includes=ready.SQL)
+SQL = sql.load(__file__, includes={**ready.SQL, **START_SQL})
 
 
 def _leave_running(started: Started, **fields: Any) -> None:

@@ -100,12 +100,8 @@
           AND (SELECT status FROM r) = ANY(%(active)s)
         RETURNING *
     ), a AS (
+    -- include: attempt_row
         -- Only a row this statement started: running, and started at its timestamp.
-        INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
-                                  lease_expires_at, error, span_id)
-        SELECT current_attempt_id, id, run_id, attempts, %(running_attempt)s, %(worker)s,
-               statement_timestamp(),
-               statement_timestamp() + make_interval(secs => %(lease)s), '', %(span_id)s
         FROM d WHERE d.status = %(running)s AND d.started_at = statement_timestamp()
         RETURNING id
     )

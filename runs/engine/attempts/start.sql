@@ -48,11 +48,7 @@
                 AND p.step IN ('', runs_step.name))
         RETURNING *
     ), a AS (
-        INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
-                                  lease_expires_at, error, span_id)
-        SELECT current_attempt_id, id, run_id, attempts, %(running_attempt)s, %(worker)s,
-               statement_timestamp(),
-               statement_timestamp() + make_interval(secs => %(lease)s), '', %(span_id)s
+    -- include: attempt_row
         FROM s
         RETURNING id
     )
@@ -65,6 +61,17 @@
            (SELECT count(*) FROM a),
            (SELECT p.plan_revision FROM runs_step p WHERE p.id = s.parent_id)
     FROM s JOIN runs_run r ON r.id = s.run_id
+
+-- name: attempt_row
+-- The attempt a start inserts, from the row of the step it moved to running (its
+-- current_attempt_id and attempts set by that UPDATE), followed by `FROM <that row>`:
+-- this statement's and finish.sql's succeed_and_start (StartParams gives both the
+-- same parameters).
+        INSERT INTO runs_attempt (id, step_id, run_id, number, status, worker, started_at,
+                                  lease_expires_at, error, span_id)
+        SELECT current_attempt_id, id, run_id, attempts, %(running_attempt)s, %(worker)s,
+               statement_timestamp(),
+               statement_timestamp() + make_interval(secs => %(lease)s), '', %(span_id)s
 
 -- name: early_by
 -- How early a retry's message came: the delay that remains on the database's clock.
