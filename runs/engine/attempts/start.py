@@ -181,11 +181,7 @@ def _instance(model: type[Model], values: list[Any]) -> Any:
     for i, convert in _converters(model):
         if values[i] is not None:
             attributes[names[i]] = convert(values[i], None, connection)
-    obj = model.__new__(model)
-    obj.__dict__.update(attributes)
-    state = obj._state = ModelState()
-    state.adding, state.db = False, "default"
-    return obj
+    return _bare(model, attributes)
 
 
 def _loaded(model: type[Model], **attributes: Any) -> Any:
@@ -194,6 +190,12 @@ def _loaded(model: type[Model], **attributes: Any) -> Any:
     the first time it is asked for)."""
     if set(attributes) != set(_attnames(model)):
         raise TypeError(f"{model.__name__}: fields {sorted(_attnames(model))} are needed")
+    return _bare(model, attributes)
+
+
+def _bare(model: type[Model], attributes: dict[str, Any]) -> Any:
+    """The instance, its attributes set directly, in the state of one loaded from the
+    database."""
     obj = model.__new__(model)
     obj.__dict__.update(attributes)
     state = obj._state = ModelState()
