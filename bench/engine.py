@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +144,18 @@ def drive(
     return db, meter
 
 
+def chains(workflow: str, runs: int) -> Callable[[], list[Run]]:
+    """What submits `runs` runs of a chain workflow (input n = 0, 1, ...), for measure()."""
+    return lambda: [engine.submit_run(workflow=workflow, input={"n": i}) for i in range(runs)]
+
+
+def migration(items: int) -> Callable[[], list[Run]]:
+    """What submits one migrate-records run of `items` records in batches of 100."""
+    return lambda: [
+        engine.submit_run(workflow="migrate-records", input={"count": items, "batch_size": 100})
+    ]
+
+
 def measure(
     name: str,
     submit: Any,
@@ -204,23 +217,8 @@ def through_pgbouncer(runs: int, items: int) -> dict[str, Phase] | None:
         pooler.PgBouncer(common.ROOT / "var" / "bench-pgbouncer", server, pool_size=3) as bouncer,
         workers_environment(DATABASE_URL=bouncer.url(), DATABASE_POOLER="pgbouncer"),
     ):
-        chain = measure(
-            "pure via pgbouncer",
-            lambda: [
-                engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(runs)
-            ],
-            runs * 10,
-        )
-        mapped = measure(
-            "map via pgbouncer",
-            lambda: [
-                engine.submit_run(
-                    workflow="migrate-records", input={"count": items, "batch_size": 100}
-                )
-            ],
-            items,
-            batches_only=True,
-        )
+        chain = measure("pure via pgbouncer", chains("bench-chain-pure", runs), runs * 10)
+        mapped = measure("map via pgbouncer", migration(items), items, batches_only=True)
     return {"pure": chain, "map": mapped}
 
 
@@ -230,9 +228,7 @@ def tracing_cost(runs: int, rounds: int) -> dict[str, float]:
     step, best round of each; the spans the receiver got per traced step."""
     from tests.support.otlp import otlp_receiver
 
-    def chain() -> list[Run]:
-        return [engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(runs)]
-
+    chain = chains("bench-chain-pure", runs)
     figures: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
     postgres: dict[str, list[float]] = {"off": [], "on": []}
     spans = 0
@@ -339,6 +335,32 @@ def print_costs(costs: dict[str, dict[str, float]], heads: dict[str, str]) -> No
     for label, key, shape in COST_ROWS:
         cells = [shape.format(costs[k][key]).rjust(len(heads[k])) for k in costs]
         print(f"| {label:<{width}} | " + " | ".join(cells) + " |")
+
+
+def lead_costs(
+    pure: Phase, mapped: Phase, peer: dict[str, float], args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """The cost table's figures for the pure chain, the map and DBOS's chain, printed
+    (print_costs) and returned for the JSON line (cost_figures)."""
+    costs = {"pure": unit_cost(pure), "map": unit_cost(mapped), "dbos": peer_cost(peer)}
+    print_costs(
+        costs,
+        {
+            "pure": f"10-step chain, pure, x{args.runs} (per step)",
+            "map": f"migrate-records, {args.items} items (per item)",
+            "dbos": f"DBOS 10-step chain, x{args.runs} (per step)",
+        },
+    )
+    return costs
+
+
+def cost_figures(costs: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The cost table as the JSON line's `cost_<shape>_<figure>` keys."""
+    return {
+        f"cost_{shape}_{key}": round(value, 3)
+        for shape, figures in costs.items()
+        for key, value in figures.items()
+    }
 
 
 def plain_celery(n: int) -> float:
@@ -523,33 +545,10 @@ def costs_only(args: argparse.Namespace) -> None:
     """The cost table alone, with the ceiling and the rates it is judged against: the
     map, the pure chain, DBOS's chain (unless --skip-peer), one JSON line."""
     ceil = ceiling(common.dsn(), connections=2, seconds=args.ceiling_seconds)
-    mapped = measure(
-        "map",
-        lambda: [
-            engine.submit_run(
-                workflow="migrate-records", input={"count": args.items, "batch_size": 100}
-            )
-        ],
-        args.items,
-        batches_only=True,
-    )
-    pure = measure(
-        "pure",
-        lambda: [
-            engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(args.runs)
-        ],
-        args.runs * 10,
-    )
+    mapped = measure("map", migration(args.items), args.items, batches_only=True)
+    pure = measure("pure", chains("bench-chain-pure", args.runs), args.runs * 10)
     peer = dict(NO_PEER) if args.skip_peer else dbos_peer(args.runs)
-    costs = {"pure": unit_cost(pure), "map": unit_cost(mapped), "dbos": peer_cost(peer)}
-    print_costs(
-        costs,
-        {
-            "pure": f"10-step chain, pure, x{args.runs} (per step)",
-            "map": f"migrate-records, {args.items} items (per item)",
-            "dbos": f"DBOS 10-step chain, x{args.runs} (per step)",
-        },
-    )
+    costs = lead_costs(pure, mapped, peer, args)
     print(
         f"\nceiling {ceil:,.0f} tx/s; map {mapped.rate:,.0f} items/s "
         f"({mapped.rate / ceil:.2f} of it); chain {pure.rate:,.0f} steps/s, "
@@ -563,11 +562,7 @@ def costs_only(args: argparse.Namespace) -> None:
                 "map_items_per_s": round(mapped.rate, 1),
                 "chain_pure_steps_per_s": round(pure.rate, 1),
                 "dbos_steps_per_s": round(peer["steps_per_s"], 1),
-                **{
-                    f"cost_{shape}_{key}": round(value, 3)
-                    for shape, figures in costs.items()
-                    for key, value in figures.items()
-                },
+                **cost_figures(costs),
             }
         )
     )
@@ -633,66 +628,28 @@ def main() -> None:
 
     cpu: dict[str, float] = {}
     phases: dict[str, Phase] = {}
-    phases["map"] = measure(
-        "map",
-        lambda: [
-            engine.submit_run(
-                workflow="migrate-records", input={"count": args.items, "batch_size": 100}
-            )
-        ],
-        args.items,
-        batches_only=True,
-    )
+    phases["map"] = measure("map", migration(args.items), args.items, batches_only=True)
     for kind in ("pure", "idempotent", "guarded"):
         phases[kind] = measure(
             kind,
-            lambda kind=kind: [
-                engine.submit_run(workflow=f"bench-chain-{kind}", input={"n": i})
-                for i in range(args.runs)
-            ],
+            chains(f"bench-chain-{kind}", args.runs),
             args.runs * 10,
             cpu=cpu if kind == "pure" else None,
         )
     # The same chain, each step under a limit that never binds: what a slot costs.
-    phases["limited"] = measure(
-        "limited",
-        lambda: [
-            engine.submit_run(workflow="bench-chain-limited", input={"n": i})
-            for i in range(args.runs)
-        ],
-        args.runs * 10,
-    )
+    phases["limited"] = measure("limited", chains("bench-chain-limited", args.runs), args.runs * 10)
     # The same chain with as many worker processes as DBOS gets threads.
     phases["pure4"] = measure(
-        "pure4",
-        lambda: [
-            engine.submit_run(workflow="bench-chain-pure", input={"n": i}) for i in range(args.runs)
-        ],
-        args.runs * 10,
-        groups=(4,),
+        "pure4", chains("bench-chain-pure", args.runs), args.runs * 10, groups=(4,)
     )
-    phases["fan"] = measure(
-        "fan",
-        lambda: [
-            engine.submit_run(workflow="bench-fan", input={"n": i}) for i in range(args.fan_runs)
-        ],
-        args.fan_runs * 22,
-    )
+    phases["fan"] = measure("fan", chains("bench-fan", args.fan_runs), args.fan_runs * 22)
     pooled = through_pgbouncer(args.runs, args.items)
     traced = tracing_cost(args.runs, args.tracing_rounds)
     lat_median, lat_p99 = latency(args.latency_runs)
     peer = dict(NO_PEER) if args.skip_peer else dbos_peer(args.runs)
 
     pure, mapped = phases["pure"], phases["map"]
-    costs = {"pure": unit_cost(pure), "map": unit_cost(mapped), "dbos": peer_cost(peer)}
-    print_costs(
-        costs,
-        {
-            "pure": f"10-step chain, pure, x{args.runs} (per step)",
-            "map": f"migrate-records, {args.items} items (per item)",
-            "dbos": f"DBOS 10-step chain, x{args.runs} (per step)",
-        },
-    )
+    costs = lead_costs(pure, mapped, peer, args)
     rows: list[tuple[str, str]] = [
         ("ceiling: claim insert+complete, raw psycopg, 2 conns", f"{ceil:,.0f} tx/s"),
         ("plain Celery no-op tasks (prefork -c 2, acks_late)", f"{celery_rate:,.0f} tasks/s"),
@@ -809,11 +766,7 @@ def main() -> None:
                 "wal_flushes_per_item": round(mapped.per_unit("wal_sync"), 3),
                 "dbos_commits_per_step": round(peer["xact_per_step"], 2),
                 "in_process": in_process,
-                **{
-                    f"cost_{shape}_{key}": round(value, 3)
-                    for shape, figures in costs.items()
-                    for key, value in figures.items()
-                },
+                **cost_figures(costs),
                 **{f"tracing_{k}": round(v, 3) for k, v in traced.items()},
             }
         )
