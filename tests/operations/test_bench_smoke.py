@@ -279,6 +279,26 @@ def test_engine(bench_env):
 
 
 @pytest.mark.workers
+def test_engine_costs_only(bench_env):
+    """What bench/ab.py runs for each side: the cost table alone, and its JSON line."""
+    if not bench_env["CELERY_BROKER_URL"].startswith(("redis", "unix")):
+        pytest.skip("bench/engine.py counts plain Celery in a Redis broker")
+    out = bench(
+        bench_env,
+        "engine.py",
+        *("--costs-only", "--skip-peer", "--runs", "4", "--items", "40"),
+        *("--ceiling-seconds", "0.5"),
+    )
+    assert "| CPU ms, worker processes" in "\n".join(figure_lines(out))
+    result = last_json(out)
+    assert result["bench"] == "costs"
+    counts = [f"cost_{shape}_{key}" for shape in ("pure", "map") for key in ("rows", "wal_records")]
+    _finite_positive(
+        result, ["ceiling_tx_per_s", "map_items_per_s", "chain_pure_steps_per_s", *counts]
+    )
+
+
+@pytest.mark.workers
 def test_scale(bench_env):
     out = bench(bench_env, "scale.py", "--runs", "3", "--fill", "500", "--refill")
     lines = figure_lines(out)
