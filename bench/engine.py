@@ -383,7 +383,7 @@ def latency(runs: int) -> tuple[float, float]:
     """Median and p99 (ms) from a step's start to its successor's start, on the
     database's clock, with idle workers (one run at a time: no queue in front): a whole
     step of the chain, its function, finish and hand-over. (From its finish to the
-    successor's start, as before issue 40, now reads 0: a pure successor starts in its
+    successor's start, as this row once measured, reads 0: a pure successor starts in its
     predecessor's finish statement, at the same statement_timestamp().)"""
     gaps: list[float] = []
     with common.Workers(groups=(2,)):

@@ -1,7 +1,7 @@
 """A map step's batches by a partial index on parent_id (WHERE parent_id IS NOT NULL)
 instead of the foreign key's full one: every step of the plan has no parent, and each
 of the three writes of its row per attempt added an entry to the full index for nothing
-(issue 40: rows and WAL per step).
+(docs/performance.md#halving-a-steps-cpu-issue-40).
 
 The new index is built CONCURRENTLY before the old one goes (so the migration is not
 atomic), as 0041_event_claim_decision_idx does: runs_step is written on every step.

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from psycopg import _queries
 
 from runs import sql, states
 
@@ -52,8 +53,6 @@ def test_blocks_are_read_by_name_with_their_includes():
 def test_the_hot_paths_statements_are_short_enough_for_psycopgs_cache():
     """psycopg splits a statement around its parameters on every execution unless its
     text is under MAX_CACHED_STATEMENT_LENGTH: a step's and a map item's statements."""
-    from psycopg import _queries
-
     attempts = ENGINE / "attempts"
     ready = sql.load(str(ENGINE / "state" / "ready.py"))
     loaded = {
