@@ -120,10 +120,10 @@ class NotStartableHere(Exception):
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where the step's and the run's columns sit in a row of the start statement
-    (`s.*, r.*, ...`), as each model's from_db() wants them: in its fields' order."""
+    """Where the step's and the run's columns sit in a row of a start statement
+    (`s.*, r.*, ...` or `d.*, r.*, ...`), as each model's from_db() wants them: in its
+    fields' order."""
 
-    width: int
     step_at: tuple[int, ...]
     run_at: tuple[int, ...]
     extras: int
@@ -163,7 +163,6 @@ def layout(cursor: Any, width: int) -> _Layout:
             return tuple(at[c] for c in columns)
 
         found = _LAYOUTS[width] = _Layout(
-            width=width,
             step_at=positions(Step, 0, n_step),
             run_at=positions(Run, n_step, n_run),
             extras=n_step + n_run,
