@@ -330,13 +330,30 @@ class CpuMeter:
         return out
 
 
+# The connection postgres_backends() lists over, kept: a connection per sample (ten a
+# second) would fork a backend each time on the machine being measured, a tax the
+# measured phase paid and the ceiling did not.
+_lister: psycopg.Connection[Any] | None = None
+
+
 def postgres_backends(dbname: str) -> list[int]:
-    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-            [dbname],
-        ).fetchall()
-    return [int(r[0]) for r in rows]
+    """The pids of the backends connected to `dbname` (the lister's own connects to
+    `postgres`, so it is never among them)."""
+    global _lister
+    query = "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+    for last_try in (False, True):
+        if _lister is None or _lister.closed:
+            _lister = psycopg.connect(dsn("postgres"), autocommit=True)
+        try:
+            rows = _lister.execute(query, [dbname]).fetchall()
+        except psycopg.OperationalError:
+            # The server restarted under a long bench: once more on a new connection.
+            _lister.close()
+            if last_try:
+                raise
+            continue
+        return [int(r[0]) for r in rows]
+    raise AssertionError("unreachable")
 
 
 def redis_pids() -> list[int]:
