@@ -418,3 +418,14 @@ def test_faults_ignored_without_allow(monkeypatch):
     monkeypatch.delenv("RUNS_ALLOW_FAULTS", raising=False)
     faults.hit("before_claim", "x")  # would SIGKILL this test process if honoured
     assert faults.message_copies() == 1
+
+
+def test_faults_armed_only_when_allowed_and_named(monkeypatch):
+    """A map batch asks armed() once and skips its items' fault points when it is not."""
+    monkeypatch.setenv("RUNS_FAULTS", "before_claim:x")
+    monkeypatch.delenv("RUNS_ALLOW_FAULTS", raising=False)
+    assert not faults.armed()
+    monkeypatch.setenv("RUNS_ALLOW_FAULTS", "1")
+    assert faults.armed()
+    monkeypatch.setenv("RUNS_FAULTS", "")
+    assert not faults.armed()

@@ -76,6 +76,12 @@ def _active() -> dict[tuple[str, str], int]:
     return _parsed[1]
 
 
+def armed() -> bool:
+    """Whether hit() can do anything now: a simulation is on, or faults are allowed and
+    named. A loop asks once and skips its points when not (a map batch's items)."""
+    return _simulated is not None or bool(_active())
+
+
 def hit(point: str, step_name: str) -> None:
     """Mark that execution reached `point` for `step_name`; die here if told to."""
     if _simulated is not None:
