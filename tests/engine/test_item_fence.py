@@ -58,13 +58,13 @@ def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(starte
 
 
 # --- the fence at the item's commit (migration 0019's deferred constraint trigger) ----
-def run_item(started, index: int = 0) -> bool:
+def run_item(started, index: int = 0, first: bool = False) -> bool:
     from runs.engine.tools import context_factory, keys, transactional_item
 
     pair = started.step.items[index]
     key = keys.item_key(started.run.id, started.step.name, started.parent_revision, pair["key"])
     ctx = context_factory(started)(item=pair["item"], item_key=pair["key"], key=key)
-    return transactional_item(started, ctx, key, pair["key"], pair["item"])
+    return transactional_item(started, ctx, key, pair["key"], pair["item"], first=first)
 
 
 def test_a_live_item_commits_with_its_claim_and_no_fence_statement(started_batch):
@@ -91,3 +91,42 @@ def test_an_item_inside_a_callers_transaction_is_fenced_there(started_batch):
     with pytest.raises(AttemptFenced), transaction.atomic():
         run_item(started_batch)
     assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 0
+
+
+# --- a first attempt's claims: a plain INSERT (items.sql, claim_first) -----------------
+def test_a_first_attempts_item_claims_with_a_plain_insert(started_batch):
+    from django.db import connection
+
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        assert run_item(started_batch, first=True) is True
+    claims = [sql for sql in sent if "INTO runs_claim" in sql]
+    assert len(claims) == 1 and "ON CONFLICT" not in claims[0]
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 1
+    claim = Claim.objects.get(step=started_batch.step)
+    assert (claim.status, claim.attempt_id) == (ClaimStatus.SUCCEEDED, started_batch.attempt.id)
+    assert claim.completed_at is not None
+
+
+def test_a_zombie_first_attempt_skips_the_item_its_retry_took(started_batch):
+    """Attempt 1 lost its lease; attempt 2 took item 0. The zombie's plain INSERT meets
+    the unique key: the item is skipped, as ON CONFLICT answered, and not applied twice;
+    its next item is refused at the commit by the fence."""
+    expire_leases()
+    engine.sweep()
+    retry = start_attempt(step_id=started_batch.step.id, worker="t2")
+    assert retry is not None and retry.attempt.number == 2
+    assert run_item(retry, 0) is True
+
+    assert run_item(started_batch, 0, first=True) is False
+    with pytest.raises(AttemptFenced):
+        run_item(started_batch, 1, first=True)
+    assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 1
+    assert list(
+        Claim.objects.filter(step=started_batch.step).values_list("attempt", flat=True)
+    ) == [retry.attempt.id]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models.functions import Now
 from psycopg.types.json import Jsonb
 
@@ -55,20 +55,28 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     # per item, and none on a batch's first attempt: its items' keys (run, map step,
     # plan revision, item key; unique within the map) cannot have been claimed by
     # anyone before it.
-    done = completed_items(step, pairs, claim_keys) if started.attempt.number > 1 else set()
+    first = started.attempt.number == 1
+    done = set() if first else completed_items(step, pairs, claim_keys)
+    # Whether a fault point could fire: asked once per batch, not at four points of
+    # every item (a worker's faults are its environment's, set at its start).
+    armed = faults.armed()
     completed = skipped = 0
     for pair in pairs:
         item_key, item = pair["key"], pair["item"]
         if item_key in done:
             skipped += 1
             continue
-        faults.hit("before_claim", step.name)
+        if armed:
+            faults.hit("before_claim", step.name)
         ctx: Context = make_context(item=item, item_key=item_key, key=claim_keys[item_key])
         if step.kind == EffectKind.IDEMPOTENT:
             applied = _idempotent_item(started, ctx, claim_keys[item_key], item_key, item)
         else:
-            applied = _transactional_item(started, ctx, claim_keys[item_key], item_key, item)
-        faults.hit("after_commit", step.name)
+            applied = _transactional_item(
+                started, ctx, claim_keys[item_key], item_key, item, first=first, armed=armed
+            )
+        if armed:
+            faults.hit("after_commit", step.name)
         if applied:
             completed += 1
         else:
@@ -142,11 +150,44 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
         raise AttemptFenced(f"attempt {started.attempt.id} lost its lease")
 
 
+def _insert_first_claim(started: Started, key: str, item_key: str) -> int:
+    """The item's claim on its batch's first attempt, already `succeeded` (see
+    _transactional_item): a plain INSERT (items.sql, claim_first). A taken key raises
+    IntegrityError on the claims' unique key."""
+    with prepared.cursor() as cursor:
+        cursor.execute(
+            SQL["claim_first"],
+            {
+                "key": key,
+                "run": started.run.id,
+                "step": started.step.id,
+                "item": item_key,
+                "kind": started.step.kind,
+                "status": ClaimStatus.SUCCEEDED,
+                "attempt": started.attempt.id,
+            },
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 # SQLSTATE of the item fence's refusal at commit (runs/sql/schema.sql).
 ITEM_FENCE_REFUSED = "DR001"
+# The claims' unique key: what refuses a second claim of one logical invocation.
+CLAIM_KEY = "claim_key_unique"
 
 
-def _transactional_item(started: Started, ctx: Context, key: str, item_key: str, item: Any) -> bool:
+def _transactional_item(
+    started: Started,
+    ctx: Context,
+    key: str,
+    item_key: str,
+    item: Any,
+    *,
+    first: bool = False,
+    armed: bool = True,
+) -> bool:
     """One transaction: claim + effect + claim outcome, fenced at its commit.
 
     The claim is inserted with its outcome (`succeeded`): the row is invisible to every
@@ -160,7 +201,12 @@ def _transactional_item(started: Started, ctx: Context, key: str, item_key: str,
     transaction never locks its attempt row: recovery can still take the batch over, and
     the zombie's commit then fails. An explicit fence statement is sent only to renew
     the lease (a quarter of it spent), to record a result, or when a caller's
-    transaction encloses the item (then the trigger checks at the insert)."""
+    transaction encloses the item (then the trigger checks at the insert).
+
+    `first`: the batch's first attempt. Its items' keys (run, map step, plan revision,
+    item key) are unique within the map and no earlier attempt can hold one, so the
+    claim is a plain INSERT, without the bounded wait and ON CONFLICT of insert_claim,
+    which only a retry needs. `armed`: whether fault points can fire (run_batch)."""
     name = started.step.name
     nested = connection.in_atomic_block
     try:
@@ -168,14 +214,28 @@ def _transactional_item(started: Started, ctx: Context, key: str, item_key: str,
             if nested:
                 with connection.cursor() as cursor:
                     cursor.execute(SQL["fence_at_insert"])
-            claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
+            if first:
+                claim_id = _insert_first_claim(started, key, item_key)
+            else:
+                claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
             if claim_id is None:
                 return False
-            faults.hit("after_claim", name)
+            if armed:
+                faults.hit("after_claim", name)
             result = ensure_json(started.stepdef.fn(ctx, item))
-            faults.hit("after_effect", name)
+            if armed:
+                faults.hit("after_effect", name)
             if nested or result is not None or started.lease.renewal_due():
                 _fence_item(started, claim_id, result)
+    except IntegrityError as exc:
+        # Taken: on a first attempt, only by a second one, started after this one lost
+        # its lease; this one is a zombie whose fence refuses its next commit. Skipped,
+        # as insert_claim's ON CONFLICT answers a retry.
+        if first and getattr(getattr(exc.__cause__, "diag", None), "constraint_name", "") == (
+            CLAIM_KEY
+        ):
+            return False
+        raise
     except DatabaseError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == ITEM_FENCE_REFUSED:
             raise AttemptFenced(f"attempt {started.attempt.id} lost its lease") from exc
