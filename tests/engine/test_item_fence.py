@@ -93,8 +93,8 @@ def test_an_item_inside_a_callers_transaction_is_fenced_there(started_batch):
     assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 0
 
 
-# --- a first attempt's claims: a plain INSERT (items.sql, claim_first) -----------------
-def test_a_first_attempts_item_claims_with_a_plain_insert(started_batch):
+# --- a first attempt's claims: no ON CONFLICT (claims.sql, insert_bounded_new) -------
+def test_a_first_attempts_item_claims_without_on_conflict(started_batch):
     from django.db import connection
 
     sent: list[str] = []
@@ -114,8 +114,8 @@ def test_a_first_attempts_item_claims_with_a_plain_insert(started_batch):
 
 
 def test_a_zombie_first_attempt_skips_the_item_its_retry_took(started_batch):
-    """Attempt 1 lost its lease; attempt 2 took item 0. The zombie's plain INSERT meets
-    the unique key: the item is skipped, as ON CONFLICT answered, and not applied twice;
+    """Attempt 1 lost its lease; attempt 2 took item 0. The zombie's insert meets the
+    unique key: the item is skipped, as ON CONFLICT answered, and not applied twice;
     its next item is refused at the commit by the fence."""
     expire_leases()
     engine.sweep()

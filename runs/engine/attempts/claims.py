@@ -42,6 +42,7 @@ def insert_claim(
     kind: str,
     attempt_id: int,
     status: ClaimStatus = ClaimStatus.IN_FLIGHT,
+    new: bool = False,
 ) -> int | None:
     """INSERT an in-flight claim in the current transaction; its id, or None if the key
     is already claimed (committed by an earlier attempt). Raises ClaimBusy if another
@@ -52,12 +53,17 @@ def insert_claim(
 
     `status`: a map item inserts its claim already `succeeded` (items.py): no other
     session can see the row before this transaction commits, and it commits only with
-    the effect."""
+    the effect.
+
+    `new`: no earlier attempt can have committed the key (a map batch's first attempt),
+    so the insert goes without ON CONFLICT, whose speculative insertion costs a second
+    WAL record; a taken key then raises IntegrityError (the unique key still decides)
+    instead of answering None. The wait stays bounded either way."""
     timeout_ms = int(float(settings.RUNS_CLAIM_LOCK_TIMEOUT_SECONDS) * 1000)
     try:
         with prepared.cursor() as cursor:
             cursor.execute(
-                SQL["insert_bounded"],
+                SQL["insert_bounded_new" if new else "insert_bounded"],
                 {
                     "key": key,
                     "run": run_id,

@@ -7,6 +7,19 @@
 -- insert can wait, and RETURNING restores the saved value, so the step's own effect runs
 -- with whatever lock_timeout it had. A taken key returns no row, and RETURNING does not
 -- run: restore_lock_timeout puts it back then.
+    -- include: claim_row
+    ON CONFLICT (key) DO NOTHING
+    -- include: restoring
+
+-- name: insert_bounded_new
+-- The same for a key no earlier attempt can have committed (a map batch's first
+-- attempt: claims.py, `new`): without ON CONFLICT, whose speculative insertion writes a
+-- second WAL record. A taken key raises unique_violation; the wait stays bounded.
+    -- include: claim_row
+    -- include: restoring
+
+-- name: claim_row
+-- The claim row of insert_bounded and insert_bounded_new, with the bounded wait.
     INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status,
                             attempt_id, error, resolved_by, resolution_note,
                             created_at, completed_at)
@@ -16,7 +29,9 @@
           FROM (SELECT set_config('runs.lock_timeout_before',
                                   current_setting('lock_timeout'), true))
                AS saved) AS bounded_wait
-    ON CONFLICT (key) DO NOTHING
+
+-- name: restoring
+-- What an inserted claim returns: its id, and the transaction's lock_timeout restored.
     RETURNING id, set_config('lock_timeout',
                              current_setting('runs.lock_timeout_before'), true)
 

@@ -105,11 +105,16 @@ def completed_items(
 
 
 def _insert_item_claim(
-    started: Started, key: str, item_key: str, status: ClaimStatus = ClaimStatus.IN_FLIGHT
+    started: Started,
+    key: str,
+    item_key: str,
+    status: ClaimStatus = ClaimStatus.IN_FLIGHT,
+    *,
+    new: bool = False,
 ) -> int | None:
     """INSERT the item's claim; None if the key is already claimed (by an earlier
     attempt that committed it). Gives way (ClaimBusy) to a zombie whose open
-    transaction holds the key."""
+    transaction holds the key. `new`: see insert_claim."""
     return insert_claim(
         key=key,
         run_id=started.run.id,
@@ -118,6 +123,7 @@ def _insert_item_claim(
         kind=started.step.kind,
         attempt_id=started.attempt.id,
         status=status,
+        new=new,
     )
 
 
@@ -148,28 +154,6 @@ def _fence_item(started: Started, claim_id: int, result: Any) -> None:
         row = cursor.fetchone()
     if row is None or row[0] != 1:
         raise AttemptFenced(f"attempt {started.attempt.id} lost its lease")
-
-
-def _insert_first_claim(started: Started, key: str, item_key: str) -> int:
-    """The item's claim on its batch's first attempt, already `succeeded` (see
-    _transactional_item): a plain INSERT (items.sql, claim_first). A taken key raises
-    IntegrityError on the claims' unique key."""
-    with prepared.cursor() as cursor:
-        cursor.execute(
-            SQL["claim_first"],
-            {
-                "key": key,
-                "run": started.run.id,
-                "step": started.step.id,
-                "item": item_key,
-                "kind": started.step.kind,
-                "status": ClaimStatus.SUCCEEDED,
-                "attempt": started.attempt.id,
-            },
-        )
-        row = cursor.fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 # SQLSTATE of the item fence's refusal at commit (runs/sql/schema.sql).
@@ -204,9 +188,9 @@ def _transactional_item(
     transaction encloses the item (then the trigger checks at the insert).
 
     `first`: the batch's first attempt. Its items' keys (run, map step, plan revision,
-    item key) are unique within the map and no earlier attempt can hold one, so the
-    claim is a plain INSERT, without the bounded wait and ON CONFLICT of insert_claim,
-    which only a retry needs. `armed`: whether fault points can fire (run_batch)."""
+    item key) are unique within the map and no earlier attempt can have committed one,
+    so the claim is inserted without ON CONFLICT (insert_claim's `new`), which only a
+    retry needs. `armed`: whether fault points can fire (run_batch)."""
     name = started.step.name
     nested = connection.in_atomic_block
     try:
@@ -214,10 +198,7 @@ def _transactional_item(
             if nested:
                 with connection.cursor() as cursor:
                     cursor.execute(SQL["fence_at_insert"])
-            if first:
-                claim_id = _insert_first_claim(started, key, item_key)
-            else:
-                claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED)
+            claim_id = _insert_item_claim(started, key, item_key, ClaimStatus.SUCCEEDED, new=first)
             if claim_id is None:
                 return False
             if armed:

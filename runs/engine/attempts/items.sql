@@ -37,15 +37,3 @@
 -- A caller's transaction encloses the item: the commit-time fence (a deferred
 -- constraint trigger, runs/sql/schema.sql) checks at the claim's insert instead.
     SET CONSTRAINTS runs_claim_item_fence IMMEDIATE
-
--- name: claim_first
--- A transactional item's claim on its batch's first attempt (items.py,
--- _transactional_item): no earlier attempt can hold its key, so no bounded wait and no
--- ON CONFLICT (whose speculative insertion writes a second WAL record); the unique key
--- still refuses a second claim.
-    INSERT INTO runs_claim (key, run_id, step_id, item_key, kind, status,
-                            attempt_id, error, resolved_by, resolution_note,
-                            created_at, completed_at)
-    VALUES (%(key)s, %(run)s, %(step)s, %(item)s, %(kind)s, %(status)s, %(attempt)s,
-            '', '', '', now(), now())
-    RETURNING id
