@@ -37,6 +37,7 @@ FIGURES = (
     ("cost_map_wal_records", "map: WAL records/item", "{:.1f}"),
     ("map_items_per_s", "map: items/s", "{:,.0f}"),
     ("ceiling_tx_per_s", "ceiling: tx/s", "{:,.0f}"),
+    ("map_floor_per_s", "map floor: items/s", "{:,.0f}"),
 )
 
 
@@ -120,6 +121,8 @@ def main() -> None:
     print("| figure | A median (min-max) | B median (min-max) | B/A |")
     print("|---|---|---|---|")
     for key, label, shape in FIGURES:
+        if not all(key in r for side in ("A", "B") for r in seen[side]):
+            continue  # a figure one side's bench does not print yet
         cells = []
         medians = []
         for side in ("A", "B"):

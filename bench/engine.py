@@ -5,6 +5,8 @@ Figures, never assertions.
     DATABASE_URL=… CELERY_BROKER_URL=… .venv/bin/python bench/engine.py [--quick]
 
 - ceiling: raw psycopg transactions/s that insert a claim and complete it (2 connections);
+- map floor: raw psycopg transactions/s that insert a map item's own rows (its claim and
+  the example's target record) on the real tables, against a running batch attempt;
 - plain Celery: no-op tasks/s, same settings, same broker, prefork -c 2 (bench/noop.py);
 - durable-runs (one `celery worker -c 2`): migrate-records items/s (5,000 items);
   steps/s of 200 runs of a 10-step chain of pure, then idempotent, then guarded steps
@@ -45,14 +47,16 @@ from typing import Any
 import common  # bench/, the directory of this script; sets Django up
 import pooler
 import redis
-from ceiling import ceiling
+from ceiling import FLOOR_PREFIX, ceiling, map_floor
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.db.models import Max, Min
 
+from examples.models import TargetRecord
 from runs import engine
-from runs.models import Run, Step
+from runs.engine import tools
+from runs.models import Claim, Run, Step
 from runs.states import RUN_FINISHED, RunStatus
 
 
@@ -142,6 +146,30 @@ def drive(
     if failed:
         raise SystemExit(f"{name}: {failed} of {len(run_ids)} runs did not succeed")
     return db, meter
+
+
+def floor_of_map(seconds: float) -> float:
+    """bench/ceiling.py's map_floor, against a batch attempt of its own: a one-record
+    migrate-records run whose batch is started for it, then, the floor's rows removed,
+    run to its end, so that no later phase meets a running attempt or its expiry."""
+    run = engine.submit_run(workflow="migrate-records", input={"count": 1, "batch_size": 1})
+    engine.execute_step(step_id=Step.objects.get(run=run, key="list_records").id, worker="floor")
+    batch = Step.objects.get(run=run, key="migrate[0]")
+    started = tools.start_attempt(step_id=batch.id, worker="floor")
+    assert started is not None
+    try:
+        return map_floor(
+            common.dsn(),
+            run_id=run.id,
+            step_id=batch.id,
+            attempt_id=started.attempt.id,
+            seconds=seconds,
+        )
+    finally:
+        Claim.objects.filter(step_id=batch.id, key__startswith=FLOOR_PREFIX).delete()
+        TargetRecord.objects.filter(run_id=run.id).delete()
+        tools.run_attempt(started)
+        common.close_django()
 
 
 def chains(workflow: str, runs: int) -> Callable[[], list[Run]]:
@@ -545,13 +573,15 @@ def costs_only(args: argparse.Namespace) -> None:
     """The cost table alone, with the ceiling and the rates it is judged against: the
     map, the pure chain, DBOS's chain (unless --skip-peer), one JSON line."""
     ceil = ceiling(common.dsn(), connections=2, seconds=args.ceiling_seconds)
+    floor = floor_of_map(args.ceiling_seconds)
     mapped = measure("map", migration(args.items), args.items, batches_only=True)
     pure = measure("pure", chains("bench-chain-pure", args.runs), args.runs * 10)
     peer = dict(NO_PEER) if args.skip_peer else dbos_peer(args.runs)
     costs = lead_costs(pure, mapped, peer, args)
     print(
-        f"\nceiling {ceil:,.0f} tx/s; map {mapped.rate:,.0f} items/s "
-        f"({mapped.rate / ceil:.2f} of it); chain {pure.rate:,.0f} steps/s, "
+        f"\nceiling {ceil:,.0f} tx/s; map floor {floor:,.0f}/s ({floor / ceil:.2f} of it); "
+        f"map {mapped.rate:,.0f} items/s ({mapped.rate / ceil:.2f} of the ceiling, "
+        f"{mapped.rate / floor:.2f} of the floor); chain {pure.rate:,.0f} steps/s, "
         f"DBOS {peer['steps_per_s']:,.0f} ({pure.rate / peer['steps_per_s']:.2f}x)"
     )
     print(
@@ -559,6 +589,7 @@ def costs_only(args: argparse.Namespace) -> None:
             {
                 "bench": "costs",
                 "ceiling_tx_per_s": round(ceil, 1),
+                "map_floor_per_s": round(floor, 1),
                 "map_items_per_s": round(mapped.rate, 1),
                 "chain_pure_steps_per_s": round(pure.rate, 1),
                 "dbos_steps_per_s": round(peer["steps_per_s"], 1),
@@ -624,6 +655,7 @@ def main() -> None:
     in_process = in_process_costs()
 
     ceil = ceiling(common.dsn(), connections=2, seconds=args.ceiling_seconds)
+    floor = floor_of_map(args.ceiling_seconds)
     celery_rate = plain_celery(args.celery_tasks)
 
     cpu: dict[str, float] = {}
@@ -652,6 +684,10 @@ def main() -> None:
     costs = lead_costs(pure, mapped, peer, args)
     rows: list[tuple[str, str]] = [
         ("ceiling: claim insert+complete, raw psycopg, 2 conns", f"{ceil:,.0f} tx/s"),
+        (
+            "map floor: an item's claim + target record, raw psycopg, 2 conns",
+            f"{floor:,.0f} items/s ({floor / ceil:.2f} of the ceiling)",
+        ),
         ("plain Celery no-op tasks (prefork -c 2, acks_late)", f"{celery_rate:,.0f} tasks/s"),
         (f"migrate-records, {args.items} items, batches of 100", f"{mapped.rate:,.0f} items/s"),
         (f"10-step chain, pure, x{args.runs}", f"{pure.rate:,.0f} steps/s"),
@@ -690,6 +726,7 @@ def main() -> None:
     rows += tracing_rows(traced, args.runs)
     rows += [
         ("map items / ceiling", f"{mapped.rate / ceil:.2f}"),
+        ("map items / map floor", f"{mapped.rate / floor:.2f}"),
         ("10-step / ceiling", f"{pure.rate / ceil:.2f}"),
         ("10-step / plain Celery", f"{pure.rate / celery_rate:.2f}"),
         ("10-step / DBOS", f"{pure.rate / peer['steps_per_s']:.2f}"),
@@ -748,7 +785,9 @@ def main() -> None:
                 "latency_ms_median": round(lat_median, 2),
                 "latency_ms_p99": round(lat_p99, 2),
                 "dbos_steps_per_s": round(peer["steps_per_s"], 1),
+                "map_floor_per_s": round(floor, 1),
                 "map_over_ceiling": round(mapped.rate / ceil, 3),
+                "map_over_floor": round(mapped.rate / floor, 3),
                 "chain_over_ceiling": round(pure.rate / ceil, 3),
                 "pgbouncer_chain_pure_steps_per_s": (
                     None if pooled is None else round(pooled["pure"].rate, 1)

@@ -235,6 +235,7 @@ def test_engine(bench_env):
         "CPU ms, PostgreSQL backends",
         "WAL bytes",
         "ceiling: claim insert+complete",
+        "map floor: an item's claim + target record",
         "10-step chain, guarded, x4",
         "DB per item",
         "10-step chain, pure, x4, tracing off / on",
@@ -244,6 +245,7 @@ def test_engine(bench_env):
     assert result["bench"] == "engine"
     figures = [
         "ceiling_tx_per_s",
+        "map_floor_per_s",
         "celery_noop_per_s",
         "map_items_per_s",
         "chain_pure_steps_per_s",
@@ -274,7 +276,7 @@ def test_engine(bench_env):
     if os.path.exists("/usr/sbin/pgbouncer") or os.environ.get("CI"):
         figures += ["pgbouncer_chain_pure_steps_per_s", "pgbouncer_map_items_per_s"]
         assert "| 10-step chain, pure, x4, through PgBouncer (transaction mode)" in table
-    _finite_positive(result, [*figures, "chain_over_ceiling", "map_over_ceiling"])
+    _finite_positive(result, [*figures, "chain_over_ceiling", "map_over_ceiling", "map_over_floor"])
     assert len(result["in_process"]) == 7, result["in_process"]
 
 
@@ -294,7 +296,14 @@ def test_engine_costs_only(bench_env):
     assert result["bench"] == "costs"
     counts = [f"cost_{shape}_{key}" for shape in ("pure", "map") for key in ("rows", "wal_records")]
     _finite_positive(
-        result, ["ceiling_tx_per_s", "map_items_per_s", "chain_pure_steps_per_s", *counts]
+        result,
+        [
+            "ceiling_tx_per_s",
+            "map_floor_per_s",
+            "map_items_per_s",
+            "chain_pure_steps_per_s",
+            *counts,
+        ],
     )
 
 
