@@ -58,13 +58,13 @@ def test_an_expired_lease_refuses_the_item_whatever_the_worker_clock_says(starte
 
 
 # --- the fence at the item's commit (migration 0019's deferred constraint trigger) ----
-def run_item(started, index: int = 0, first: bool = False) -> bool:
+def run_item(started, index: int = 0) -> bool:
     from runs.engine.tools import context_factory, keys, transactional_item
 
     pair = started.step.items[index]
     key = keys.item_key(started.run.id, started.step.name, started.parent_revision, pair["key"])
     ctx = context_factory(started)(item=pair["item"], item_key=pair["key"], key=key)
-    return transactional_item(started, ctx, key, pair["key"], pair["item"], first=first)
+    return transactional_item(started, ctx, key, pair["key"], pair["item"])
 
 
 def test_a_live_item_commits_with_its_claim_and_no_fence_statement(started_batch):
@@ -104,7 +104,7 @@ def test_a_first_attempts_item_claims_without_on_conflict(started_batch):
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(record):
-        assert run_item(started_batch, first=True) is True
+        assert run_item(started_batch) is True
     claims = [sql for sql in sent if "INTO runs_claim" in sql]
     assert len(claims) == 1 and "ON CONFLICT" not in claims[0]
     assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 1
@@ -123,9 +123,9 @@ def test_a_zombie_first_attempt_skips_the_item_its_retry_took(started_batch):
     assert retry is not None and retry.attempt.number == 2
     assert run_item(retry, 0) is True
 
-    assert run_item(started_batch, 0, first=True) is False
+    assert run_item(started_batch, 0) is False
     with pytest.raises(AttemptFenced):
-        run_item(started_batch, 1, first=True)
+        run_item(started_batch, 1)
     assert TargetRecord.objects.filter(run_id=started_batch.run.id).count() == 1
     assert list(
         Claim.objects.filter(step=started_batch.step).values_list("attempt", flat=True)

@@ -55,8 +55,7 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
     # per item, and none on a batch's first attempt: its items' keys (run, map step,
     # plan revision, item key; unique within the map) cannot have been claimed by
     # anyone before it.
-    first = started.attempt.number == 1
-    done = set() if first else completed_items(step, pairs, claim_keys)
+    done = set() if started.attempt.number == 1 else completed_items(step, pairs, claim_keys)
     # Whether a fault point could fire: asked once per batch, not at four points of
     # every item (a worker's faults are its environment's, set at its start).
     armed = faults.armed()
@@ -73,7 +72,7 @@ def run_batch(started: Started, make_context: Any) -> dict[str, int]:
             applied = _idempotent_item(started, ctx, claim_keys[item_key], item_key, item)
         else:
             applied = _transactional_item(
-                started, ctx, claim_keys[item_key], item_key, item, first=first, armed=armed
+                started, ctx, claim_keys[item_key], item_key, item, armed=armed
             )
         if armed:
             faults.hit("after_commit", step.name)
@@ -169,7 +168,6 @@ def _transactional_item(
     item_key: str,
     item: Any,
     *,
-    first: bool = False,
     armed: bool = True,
 ) -> bool:
     """One transaction: claim + effect + claim outcome, fenced at its commit.
@@ -187,11 +185,12 @@ def _transactional_item(
     the lease (a quarter of it spent), to record a result, or when a caller's
     transaction encloses the item (then the trigger checks at the insert).
 
-    `first`: the batch's first attempt. Its items' keys (run, map step, plan revision,
-    item key) are unique within the map and no earlier attempt can have committed one,
-    so the claim is inserted without ON CONFLICT (insert_claim's `new`), which only a
-    retry needs. `armed`: whether fault points can fire (run_batch)."""
+    On the batch's first attempt the claim goes without ON CONFLICT (insert_claim's
+    `new`), which only a retry needs: its items' keys (run, map step, plan revision,
+    item key) are unique within the map and no earlier attempt can have committed one.
+    `armed`: whether fault points can fire (run_batch)."""
     name = started.step.name
+    first = started.attempt.number == 1
     nested = connection.in_atomic_block
     try:
         with transaction.atomic():
