@@ -51,6 +51,10 @@ def ceiling(dsn: str, connections: int = 2, seconds: float = 5.0) -> float:
             conn.execute(f"DROP TABLE {TABLE}")
 
 
+# The floor's claim keys and item keys start with this, so its rows can be found.
+FLOOR_PREFIX = "floor/"
+
+
 def map_floor(
     dsn: str,
     *,
@@ -81,10 +85,6 @@ def map_floor(
         ).fetchone()
 
     return _rate(dsn, connections, seconds, item, prefix=FLOOR_PREFIX)
-
-
-# The floor's claim keys and item keys start with this, so its rows can be found.
-FLOOR_PREFIX = "floor/"
 
 
 def _rate(

@@ -341,19 +341,16 @@ def postgres_backends(dbname: str) -> list[int]:
     `postgres`, so it is never among them)."""
     global _lister
     query = "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
-    for last_try in (False, True):
-        if _lister is None or _lister.closed:
-            _lister = psycopg.connect(dsn("postgres"), autocommit=True)
-        try:
-            rows = _lister.execute(query, [dbname]).fetchall()
-        except psycopg.OperationalError:
-            # The server restarted under a long bench: once more on a new connection.
-            _lister.close()
-            if last_try:
-                raise
-            continue
-        return [int(r[0]) for r in rows]
-    raise AssertionError("unreachable")
+    if _lister is None or _lister.closed:
+        _lister = psycopg.connect(dsn("postgres"), autocommit=True)
+    try:
+        rows = _lister.execute(query, [dbname]).fetchall()
+    except psycopg.OperationalError:
+        # The server restarted under a long bench: once more, on a new connection.
+        _lister.close()
+        _lister = psycopg.connect(dsn("postgres"), autocommit=True)
+        rows = _lister.execute(query, [dbname]).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def redis_pids() -> list[int]:
